@@ -1,0 +1,157 @@
+//! Errors as values: one [`Error`] type with an [`ErrorCode`] a caller can branch on.
+//!
+//! The type lives in `holo-params` because parameter loading is the lowest layer that
+//! reports errors; `holo-runtime` re-exports it as `holo_runtime::Error`, so there is one
+//! error vocabulary across the whole framework.
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// The stable, matchable category of an [`Error`].
+///
+/// The names follow the Holoscan vocabulary (`kResourceExhausted` is
+/// [`ErrorCode::ResourceExhausted`]); [`ErrorCode::name`] gives the stable spelling used
+/// in plan JSON and diagnostics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// The request is well-formed but this build, device or plan does not support it
+    /// (for example writing from a stream that is not the operator's compute stream).
+    NotSupported,
+    /// The caller has no write authority (for example mutable access to a received tensor).
+    PermissionDenied,
+    /// A bounded resource is exhausted right now (a pool has no free slot, a release-stream
+    /// cap is full). Returned at once; holo never blocks waiting for capacity.
+    ResourceExhausted,
+    /// A peer broke the declared contract (a pass-through tensor that does not match the
+    /// consumer's `TensorInputSpec`).
+    ProtocolError,
+    /// Checked arithmetic overflowed.
+    ArithmeticOverflow,
+    /// A value given by the user is malformed, out of bounds or unknown.
+    InvalidArgument,
+    /// A bounded queue is full and its policy refuses the new entry.
+    Backpressured,
+    /// A device the plan needs is not present or could not be initialized.
+    DeviceUnavailable,
+    /// A lookup named something that does not exist (an operator, a port, a config table).
+    NotFound,
+    /// The session was stopped, or an operation raced teardown.
+    Cancelled,
+    /// An invariant of holo itself broke; please report it.
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, in declaration order.
+    pub const ALL: [ErrorCode; 11] = [
+        ErrorCode::NotSupported,
+        ErrorCode::PermissionDenied,
+        ErrorCode::ResourceExhausted,
+        ErrorCode::ProtocolError,
+        ErrorCode::ArithmeticOverflow,
+        ErrorCode::InvalidArgument,
+        ErrorCode::Backpressured,
+        ErrorCode::DeviceUnavailable,
+        ErrorCode::NotFound,
+        ErrorCode::Cancelled,
+        ErrorCode::Internal,
+    ];
+
+    /// The stable name of the code, as printed in diagnostics and JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ErrorCode::NotSupported => "NotSupported",
+            ErrorCode::PermissionDenied => "PermissionDenied",
+            ErrorCode::ResourceExhausted => "ResourceExhausted",
+            ErrorCode::ProtocolError => "ProtocolError",
+            ErrorCode::ArithmeticOverflow => "ArithmeticOverflow",
+            ErrorCode::InvalidArgument => "InvalidArgument",
+            ErrorCode::Backpressured => "Backpressured",
+            ErrorCode::DeviceUnavailable => "DeviceUnavailable",
+            ErrorCode::NotFound => "NotFound",
+            ErrorCode::Cancelled => "Cancelled",
+            ErrorCode::Internal => "Internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A holo error: a [`ErrorCode`], a message saying what is wrong, and where
+/// (an operator, port, field path or plan record).
+///
+/// Messages built from `&'static str` do not allocate, so hot-path errors such as
+/// `ResourceExhausted` cost no heap traffic.
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
+pub struct Error {
+    code: ErrorCode,
+    message: Cow<'static, str>,
+    location: Option<Cow<'static, str>>,
+}
+
+impl Error {
+    /// A new error with the given code and message.
+    pub fn new(code: ErrorCode, message: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            location: None,
+        }
+    }
+
+    /// Attaches where the error happened (`operator "resize", port "output"`,
+    /// `field geometry.width`). Replaces an earlier location.
+    #[must_use]
+    pub fn at(mut self, location: impl Into<Cow<'static, str>>) -> Self {
+        self.location = Some(location.into());
+        self
+    }
+
+    /// The matchable code.
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    /// What is wrong, without the location.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Where it is wrong, if known.
+    pub fn location(&self) -> Option<&str> {
+        self.location.as_deref()
+    }
+
+    /// Shorthand for [`ErrorCode::InvalidArgument`].
+    pub fn invalid_argument(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorCode::InvalidArgument, message)
+    }
+
+    /// Shorthand for [`ErrorCode::ArithmeticOverflow`].
+    pub fn overflow(message: impl Into<Cow<'static, str>>) -> Self {
+        Self::new(ErrorCode::ArithmeticOverflow, message)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.location {
+            Some(location) => write!(f, "{}: {} (at {location})", self.code, self.message),
+            None => write!(f, "{}: {}", self.code, self.message),
+        }
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// `Result` with holo's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,11 @@
+//! holo: real-time pipelines of GPU tensors.
+#![warn(missing_docs)]
+
+pub use holo_params as params;
+pub use holo_params::{Error, ErrorCode, MemoryKind, Result};
+
+/// Items that generated code names. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use holo_params::__private::*;
+}
