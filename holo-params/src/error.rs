@@ -82,6 +82,49 @@ impl fmt::Display for ErrorCode {
     }
 }
 
+/// The class of a parameter error, for callers and tests that branch on what went wrong
+/// while loading a [`ParamSet`](crate::ParamSet). Every parameter error has
+/// [`ErrorCode::InvalidArgument`] and one of these classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ParamErrorKind {
+    /// A key the schema does not declare.
+    UnknownKey,
+    /// A required key (one with no default) is absent.
+    MissingKey,
+    /// The value has the wrong kind (a string where an integer is expected).
+    WrongType,
+    /// An integer or float outside the field's bounds or its Rust type's range.
+    OutOfBounds,
+    /// A string outside the field's enum domain.
+    NotInDomain,
+    /// An array whose length is not the one the field admits.
+    WrongLength,
+    /// The document is not well-formed TOML or JSON.
+    Malformed,
+}
+
+impl ParamErrorKind {
+    /// The stable name of the class.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ParamErrorKind::UnknownKey => "UnknownKey",
+            ParamErrorKind::MissingKey => "MissingKey",
+            ParamErrorKind::WrongType => "WrongType",
+            ParamErrorKind::OutOfBounds => "OutOfBounds",
+            ParamErrorKind::NotInDomain => "NotInDomain",
+            ParamErrorKind::WrongLength => "WrongLength",
+            ParamErrorKind::Malformed => "Malformed",
+        }
+    }
+}
+
+impl fmt::Display for ParamErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A holo error: a [`ErrorCode`], a message saying what is wrong, and where
 /// (an operator, port, field path or plan record).
 ///
@@ -92,6 +135,7 @@ pub struct Error {
     code: ErrorCode,
     message: Cow<'static, str>,
     location: Option<Cow<'static, str>>,
+    param_kind: Option<ParamErrorKind>,
 }
 
 impl Error {
@@ -101,11 +145,44 @@ impl Error {
             code,
             message: message.into(),
             location: None,
+            param_kind: None,
         }
     }
 
+    /// An [`ErrorCode::InvalidArgument`] parameter error of class `kind`, located at a
+    /// field path (`geometry.width`, `output_shape[2]`) or a document position.
+    pub fn param(
+        kind: ParamErrorKind,
+        location: impl Into<Cow<'static, str>>,
+        message: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        Self::new(ErrorCode::InvalidArgument, message)
+            .at(location)
+            .with_param_kind(kind)
+    }
+
+    /// Marks the error as a parameter error of class `kind`.
+    #[must_use]
+    pub fn with_param_kind(mut self, kind: ParamErrorKind) -> Self {
+        self.param_kind = Some(kind);
+        self
+    }
+
+    /// The class of a parameter error (`None` for other errors).
+    pub fn param_kind(&self) -> Option<ParamErrorKind> {
+        self.param_kind
+    }
+
+    /// The same error with its message replaced by a redacted one, for an error inside
+    /// a sensitive value: code, class and location are kept.
+    #[must_use]
+    pub fn redacted(mut self) -> Self {
+        self.message = Cow::Borrowed("the value of a sensitive field was rejected (<redacted>)");
+        self
+    }
+
     /// Attaches where the error happened (`operator "resize", port "output"`,
-    /// `field geometry.width`). Replaces an earlier location.
+    /// `geometry.width`). Replaces an earlier location.
     #[must_use]
     pub fn at(mut self, location: impl Into<Cow<'static, str>>) -> Self {
         self.location = Some(location.into());

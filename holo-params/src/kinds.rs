@@ -1,6 +1,9 @@
 //! Concrete memory kinds a tensor slot can live in.
 
-use crate::schema::{EnumDescriptor, ParamEnum};
+use crate::Result;
+use crate::decode::{decode_enum, encode_enum};
+use crate::schema::{EnumDescriptor, FieldDescriptor, ParamEnum, ParamValue, TypeDescriptor};
+use crate::value::{FieldPath, Value};
 
 /// Where a tensor slot's bytes are allocated.
 ///
@@ -61,7 +64,17 @@ impl ParamEnum for MemoryKind {
     }
 }
 
-crate::impl_param_value_for_enum!(MemoryKind);
+impl ParamValue for MemoryKind {
+    fn type_descriptor() -> TypeDescriptor {
+        TypeDescriptor::Enum(<Self as ParamEnum>::descriptor())
+    }
+    fn decode(value: &Value, field: &FieldDescriptor, path: &FieldPath) -> Result<Self> {
+        decode_enum::<Self>(value, field, path)
+    }
+    fn encode(&self) -> Value {
+        encode_enum(self)
+    }
+}
 
 impl MemoryKind {
     /// The enum's descriptor.

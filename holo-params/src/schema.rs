@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::value::{BoundedVec, FieldPath, Value};
-use crate::{Error, ErrorCode, Result};
+use crate::Result;
+use crate::value::{FieldPath, Value};
 
 /// The shape of a parameter type, as listed by introspection.
 #[derive(Clone, Debug)]
@@ -45,6 +45,26 @@ pub enum TypeDescriptor {
     },
     /// A nested `#[derive(ParamSchema)]` struct.
     Struct(fn() -> &'static SchemaDescriptor),
+}
+
+impl TypeDescriptor {
+    /// The type as introspection prints it in one phrase (`u32`, `[u32; 3]`,
+    /// `BoundedVec<u64, 4>`, `enum MemoryKind`, `schema com.example.Geometry`).
+    pub fn type_name(&self) -> String {
+        match self {
+            TypeDescriptor::Bool => "bool".to_owned(),
+            TypeDescriptor::Integer { name, .. } | TypeDescriptor::Float { name } => {
+                (*name).to_owned()
+            }
+            TypeDescriptor::String => "String".to_owned(),
+            TypeDescriptor::Enum(e) => format!("enum {}", e.name),
+            TypeDescriptor::Array { element, len } => format!("[{}; {len}]", element.type_name()),
+            TypeDescriptor::BoundedVec { element, max_len } => {
+                format!("BoundedVec<{}, {max_len}>", element.type_name())
+            }
+            TypeDescriptor::Struct(schema) => format!("schema {}", schema().id),
+        }
+    }
 }
 
 /// A `ParamEnum`'s name and variants' wire names.
@@ -102,6 +122,12 @@ impl FieldDescriptor {
         }
     }
 
+    /// Whether the key may be left out (it has a default, or it is a nested schema whose
+    /// own fields may all be left out).
+    pub fn is_required(&self) -> bool {
+        self.default.is_none() && !matches!(self.ty, TypeDescriptor::Struct(_))
+    }
+
     /// Whether the compiler may read the field (compile-time or recompile-required, and
     /// not sensitive).
     pub fn is_compile_readable(&self) -> bool {
@@ -143,6 +169,10 @@ impl SchemaDescriptor {
 }
 
 /// A type a parameter field can have.
+///
+/// Implemented for `bool`, the integer types up to 64 bits and `usize`, `f32`, `f64`,
+/// `String`, `[T; N]`, [`BoundedVec<T, N>`](crate::BoundedVec), [`MemoryKind`](crate::MemoryKind), and by
+/// `#[derive(ParamEnum)]` and `#[derive(ParamSchema)]`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a parameter type",
     note = "parameter fields are integers, floats, bool, String, `[T; N]`, `BoundedVec<T, N>`, a `#[derive(ParamEnum)]` enum or a `#[derive(ParamSchema)]` struct"
@@ -154,6 +184,11 @@ pub trait ParamValue: Sized + Clone + Send + Sync + 'static {
     fn decode(value: &Value, field: &FieldDescriptor, path: &FieldPath) -> Result<Self>;
     /// Encodes the value (never redacted: the caller redacts sensitive fields).
     fn encode(&self) -> Value;
+    /// Encodes the value with the sensitive fields of nested schemas redacted. Only
+    /// schemas and containers of schemas differ from [`ParamValue::encode`].
+    fn encode_redacted(&self) -> Value {
+        self.encode()
+    }
 }
 
 /// A struct with `#[derive(ParamSchema)]`.
@@ -193,305 +228,3 @@ pub trait ParamEnum: Copy + Eq + Send + Sync + 'static {
     }
 }
 
-/// The text used in place of a sensitive value.
-pub const REDACTED: &str = "<redacted>";
-
-fn found(value: &Value, field: &FieldDescriptor) -> String {
-    if field.sensitive {
-        format!("{} ({REDACTED})", value.kind_name())
-    } else {
-        match value {
-            Value::Integer(i) => format!("{i}"),
-            Value::Float(f) => format!("{f}"),
-            Value::Bool(b) => format!("{b}"),
-            Value::String(s) => format!("{s:?}"),
-            other => other.kind_name().to_owned(),
-        }
-    }
-}
-
-/// A type mismatch error at `path`.
-pub fn wrong_type(
-    expected: &str,
-    value: &Value,
-    _field: &FieldDescriptor,
-    path: &FieldPath,
-) -> Error {
-    Error::new(
-        ErrorCode::InvalidArgument,
-        format!("expected {expected}, found {}", value.kind_name()),
-    )
-    .at(format!("field {path}"))
-}
-
-/// Decodes an integer of range `lo..=hi` and checks the field's bounds.
-pub fn decode_integer(
-    value: &Value,
-    field: &FieldDescriptor,
-    path: &FieldPath,
-    type_name: &str,
-    lo: i128,
-    hi: i128,
-) -> Result<i128> {
-    let Value::Integer(i) = value else {
-        return Err(wrong_type(
-            &format!("an integer ({type_name})"),
-            value,
-            field,
-            path,
-        ));
-    };
-    let lo = field.min.map_or(lo, |m| m.max(lo));
-    let hi = field.max.map_or(hi, |m| m.min(hi));
-    if *i < lo || *i > hi {
-        return Err(Error::new(
-            ErrorCode::InvalidArgument,
-            format!(
-                "expected an integer in {lo}..={hi}, found {}",
-                found(value, field)
-            ),
-        )
-        .at(format!("field {path}")));
-    }
-    Ok(*i)
-}
-
-macro_rules! int_param {
-    ($($t:ty),*) => {$(
-        impl ParamValue for $t {
-            fn type_descriptor() -> TypeDescriptor {
-                TypeDescriptor::Integer {
-                    name: stringify!($t),
-                    min: i128::from(<$t>::MIN),
-                    max: i128::from(<$t>::MAX),
-                }
-            }
-            fn decode(value: &Value, field: &FieldDescriptor, path: &FieldPath) -> Result<Self> {
-                let i = decode_integer(
-                    value, field, path, stringify!($t),
-                    i128::from(<$t>::MIN), i128::from(<$t>::MAX),
-                )?;
-                <$t>::try_from(i).map_err(|_| Error::new(ErrorCode::Internal, "integer range check"))
-            }
-            fn encode(&self) -> Value {
-                Value::Integer(i128::from(*self))
-            }
-        }
-    )*};
-}
-int_param!(u8, u16, u32, u64, i8, i16, i32, i64);
-
-impl ParamValue for usize {
-    fn type_descriptor() -> TypeDescriptor {
-        TypeDescriptor::Integer {
-            name: "usize",
-            min: 0,
-            max: i128::try_from(usize::MAX).unwrap_or(i128::MAX),
-        }
-    }
-    fn decode(value: &Value, field: &FieldDescriptor, path: &FieldPath) -> Result<Self> {
-        let hi = i128::try_from(usize::MAX).unwrap_or(i128::MAX);
-        let i = decode_integer(value, field, path, "usize", 0, hi)?;
-        usize::try_from(i).map_err(|_| Error::new(ErrorCode::Internal, "integer range check"))
-    }
-    fn encode(&self) -> Value {
-        Value::Integer(i128::try_from(*self).unwrap_or(i128::MAX))
-    }
-}
-
-impl ParamValue for bool {
-    fn type_descriptor() -> TypeDescriptor {
-        TypeDescriptor::Bool
-    }
-    fn decode(value: &Value, field: &FieldDescriptor, path: &FieldPath) -> Result<Self> {
-        match value {
-            Value::Bool(b) => Ok(*b),
-            other => Err(wrong_type("a boolean", other, field, path)),
-        }
-    }
-    fn encode(&self) -> Value {
-        Value::Bool(*self)
-    }
-}
-
-impl ParamValue for f64 {
-    fn type_descriptor() -> TypeDescriptor {
-        TypeDescriptor::Float { name: "f64" }
-    }
-    fn decode(value: &Value, field: &FieldDescriptor, path: &FieldPath) -> Result<Self> {
-        match value {
-            Value::Float(f) => Ok(*f),
-            #[allow(
-                clippy::cast_precision_loss,
-                reason = "an integer literal for a float field"
-            )]
-            Value::Integer(i) => Ok(*i as f64),
-            other => Err(wrong_type("a float", other, field, path)),
-        }
-    }
-    fn encode(&self) -> Value {
-        Value::Float(*self)
-    }
-}
-
-impl ParamValue for String {
-    fn type_descriptor() -> TypeDescriptor {
-        TypeDescriptor::String
-    }
-    fn decode(value: &Value, field: &FieldDescriptor, path: &FieldPath) -> Result<Self> {
-        match value {
-            Value::String(s) => Ok(s.clone()),
-            other => Err(wrong_type("a string", other, field, path)),
-        }
-    }
-    fn encode(&self) -> Value {
-        Value::String(self.clone())
-    }
-}
-
-impl<T: ParamValue, const N: usize> ParamValue for [T; N] {
-    fn type_descriptor() -> TypeDescriptor {
-        TypeDescriptor::Array {
-            element: Box::new(T::type_descriptor()),
-            len: N,
-        }
-    }
-    fn decode(value: &Value, field: &FieldDescriptor, path: &FieldPath) -> Result<Self> {
-        let Value::Array(items) = value else {
-            return Err(wrong_type(
-                &format!("an array of {N} elements"),
-                value,
-                field,
-                path,
-            ));
-        };
-        if items.len() != N {
-            return Err(Error::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "expected an array of exactly {N} elements, found {}",
-                    items.len()
-                ),
-            )
-            .at(format!("field {path}")));
-        }
-        let decoded = items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| T::decode(v, field, &path.index(i)))
-            .collect::<Result<Vec<T>>>()?;
-        decoded
-            .try_into()
-            .map_err(|_| Error::new(ErrorCode::Internal, "array length check"))
-    }
-    fn encode(&self) -> Value {
-        Value::Array(self.iter().map(ParamValue::encode).collect())
-    }
-}
-
-impl<T: ParamValue, const N: usize> ParamValue for BoundedVec<T, N> {
-    fn type_descriptor() -> TypeDescriptor {
-        TypeDescriptor::BoundedVec {
-            element: Box::new(T::type_descriptor()),
-            max_len: N,
-        }
-    }
-    fn decode(value: &Value, field: &FieldDescriptor, path: &FieldPath) -> Result<Self> {
-        let Value::Array(items) = value else {
-            return Err(wrong_type(
-                &format!("an array of at most {N} elements"),
-                value,
-                field,
-                path,
-            ));
-        };
-        if items.len() > N {
-            return Err(Error::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "expected an array of at most {N} elements, found {}",
-                    items.len()
-                ),
-            )
-            .at(format!("field {path}")));
-        }
-        let decoded = items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| T::decode(v, field, &path.index(i)))
-            .collect::<Result<Vec<T>>>()?;
-        BoundedVec::new(decoded)
-    }
-    fn encode(&self) -> Value {
-        Value::Array(self.iter().map(ParamValue::encode).collect())
-    }
-}
-
-/// Decodes an enum by wire name, checking the field's `enum_values` domain.
-pub fn decode_enum<E: ParamEnum>(
-    value: &Value,
-    field: &FieldDescriptor,
-    path: &FieldPath,
-) -> Result<E> {
-    let Value::String(name) = value else {
-        return Err(wrong_type(
-            &format!("a {} variant name", E::NAME),
-            value,
-            field,
-            path,
-        ));
-    };
-    let domain: Vec<&'static str> = match &field.enum_values {
-        Some(values) => values.clone(),
-        None => E::VARIANTS.iter().map(|(n, _)| *n).collect(),
-    };
-    let shown = if field.sensitive {
-        REDACTED.to_owned()
-    } else {
-        format!("{name:?}")
-    };
-    if !domain.contains(&name.as_str()) {
-        return Err(Error::new(
-            ErrorCode::InvalidArgument,
-            format!("expected one of {}, found {shown}", quote_list(&domain)),
-        )
-        .at(format!("field {path}")));
-    }
-    E::VARIANTS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| Error::new(ErrorCode::Internal, "enum domain names an unknown variant"))
-}
-
-/// `"a", "b"` for messages.
-pub fn quote_list(items: &[&str]) -> String {
-    items
-        .iter()
-        .map(|s| format!("{s:?}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Implements [`ParamValue`] for a [`ParamEnum`] type by wire name.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! impl_param_value_for_enum {
-    ($t:ty) => {
-        impl $crate::ParamValue for $t {
-            fn type_descriptor() -> $crate::TypeDescriptor {
-                $crate::TypeDescriptor::Enum(<$t as $crate::ParamEnum>::descriptor())
-            }
-            fn decode(
-                value: &$crate::Value,
-                field: &$crate::FieldDescriptor,
-                path: &$crate::FieldPath,
-            ) -> $crate::Result<Self> {
-                $crate::__private::decode_enum::<$t>(value, field, path)
-            }
-            fn encode(&self) -> $crate::Value {
-                $crate::Value::String(<$t as $crate::ParamEnum>::wire_name(self).to_owned())
-            }
-        }
-    };
-}

@@ -5,7 +5,7 @@ use std::fmt;
 
 use crate::schema::ParamSchema;
 use crate::value::{FieldPath, Value};
-use crate::{Error, ErrorCode, Result};
+use crate::{Error, ErrorCode, ParamErrorKind, Result};
 
 /// A validated set of values for schema `S`. The accepted set is generation zero.
 #[derive(Clone)]
@@ -31,11 +31,11 @@ impl<S: ParamSchema> ParamSet<S> {
     /// Reads a TOML document.
     pub fn from_toml_str(text: &str) -> Result<Self> {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            Error::new(
-                ErrorCode::InvalidArgument,
-                format!("malformed TOML: {}", e.message()),
+            Error::param(
+                ParamErrorKind::Malformed,
+                toml_location(text, &e),
+                format!("malformed TOML: {}", e.message().trim_end()),
             )
-            .at(toml_location(text, &e))
         })?;
         Self::from_toml_table(&table, &FieldPath::root())
     }
@@ -55,23 +55,23 @@ impl<S: ParamSchema> ParamSet<S> {
     /// Reads a JSON document, whose top level must be an object.
     pub fn from_json_str(text: &str) -> Result<Self> {
         let json: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-            Error::new(ErrorCode::InvalidArgument, format!("malformed JSON: {e}")).at(format!(
-                "line {}, column {}",
-                e.line(),
-                e.column()
-            ))
+            Error::param(
+                ParamErrorKind::Malformed,
+                format!("line {}, column {}", e.line(), e.column()),
+                format!("malformed JSON: {}", json_reason(&e)),
+            )
         })?;
         let path = FieldPath::root();
         match Value::from_json(&json, &path)? {
             Value::Table(t) => Self::from_table(&t, &path),
-            other => Err(Error::new(
-                ErrorCode::InvalidArgument,
+            other => Err(Error::param(
+                ParamErrorKind::WrongType,
+                "<root>",
                 format!(
                     "expected a JSON object at the top level, found {}",
                     other.kind_name()
                 ),
-            )
-            .at("<root>")),
+            )),
         }
     }
 
@@ -93,21 +93,51 @@ impl<S: ParamSchema> ParamSet<S> {
         self.generation
     }
 
+    /// The values as a TOML document (sensitive values included, so that it reloads);
+    /// `None` when an integer is outside `i64`, which TOML cannot represent.
+    pub fn to_toml_string_unredacted(&self) -> Option<String> {
+        let value = Value::Table(self.values.encode_table(false)).to_toml()?;
+        toml::to_string(&value).ok()
+    }
+
     /// The values as JSON, sensitive fields redacted.
     pub fn to_json(&self) -> serde_json::Value {
         Value::Table(self.values.encode_table(true)).to_json()
     }
 }
 
+/// `line L, column C` (both from 1, the column in characters) of a TOML error.
 fn toml_location(text: &str, e: &toml::de::Error) -> String {
-    match e.span() {
-        Some(span) => {
-            let before = &text[..span.start.min(text.len())];
-            let line = before.matches('\n').count() + 1;
-            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-            format!("line {line}, column {column}")
+    let Some(span) = e.span() else {
+        return "<document>".to_owned();
+    };
+    let (mut line, mut column) = (1, 1);
+    for (offset, c) in text.char_indices() {
+        if offset >= span.start {
+            break;
         }
-        None => "<document>".to_owned(),
+        if c == '\n' {
+            line += 1;
+            column = 1;
+        } else {
+            column += 1;
+        }
+    }
+    format!("line {line}, column {column}")
+}
+
+/// serde_json's message without its trailing position (the location carries it).
+fn json_reason(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(i) => text[..i].to_owned(),
+        None => text,
+    }
+}
+
+impl<S: PartialEq> PartialEq for ParamSet<S> {
+    fn eq(&self, other: &Self) -> bool {
+        self.generation == other.generation && self.values == other.values
     }
 }
 

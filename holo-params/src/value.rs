@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::{Error, ErrorCode, Result};
+use crate::{Error, ErrorCode, ParamErrorKind, Result};
 
 /// A parameter value read from TOML or JSON, before it is decoded into a typed field.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,10 +45,11 @@ impl Value {
             toml::Value::Float(f) => Value::Float(*f),
             toml::Value::Boolean(b) => Value::Bool(*b),
             toml::Value::Datetime(_) => {
-                return Err(Error::invalid_argument(
+                return Err(Error::param(
+                    ParamErrorKind::WrongType,
+                    path.to_string(),
                     "a TOML date-time is not a valid parameter value",
-                )
-                .at(path.to_string()));
+                ));
             }
             toml::Value::Array(items) => Value::Array(
                 items
@@ -69,10 +70,11 @@ impl Value {
     pub fn from_json(value: &serde_json::Value, path: &FieldPath) -> Result<Self> {
         Ok(match value {
             serde_json::Value::Null => {
-                return Err(Error::invalid_argument(
+                return Err(Error::param(
+                    ParamErrorKind::WrongType,
+                    path.to_string(),
                     "`null` is not a valid parameter value; omit the key to use its default",
-                )
-                .at(path.to_string()));
+                ));
             }
             serde_json::Value::Bool(b) => Value::Bool(*b),
             serde_json::Value::Number(n) => {
@@ -96,6 +98,25 @@ impl Value {
                 map.iter()
                     .map(|(k, v)| Ok((k.clone(), Value::from_json(v, &path.key(k))?)))
                     .collect::<Result<_>>()?,
+            ),
+        })
+    }
+
+    /// Renders the value as TOML; `None` for an integer outside `i64`, which TOML cannot
+    /// represent.
+    pub fn to_toml(&self) -> Option<toml::Value> {
+        Some(match self {
+            Value::Bool(b) => toml::Value::Boolean(*b),
+            Value::Integer(i) => toml::Value::Integer(i64::try_from(*i).ok()?),
+            Value::Float(f) => toml::Value::Float(*f),
+            Value::String(s) => toml::Value::String(s.clone()),
+            Value::Array(items) => {
+                toml::Value::Array(items.iter().map(Value::to_toml).collect::<Option<_>>()?)
+            }
+            Value::Table(t) => toml::Value::Table(
+                t.iter()
+                    .map(|(k, v)| Some((k.clone(), v.to_toml()?)))
+                    .collect::<Option<_>>()?,
             ),
         })
     }
@@ -201,9 +222,20 @@ impl<T, const N: usize> BoundedVec<T, N> {
             return Err(Error::new(
                 ErrorCode::InvalidArgument,
                 format!("expected at most {N} elements, found {}", items.len()),
-            ));
+            )
+            .with_param_kind(ParamErrorKind::WrongLength));
         }
         Ok(Self { items })
+    }
+
+    /// A bounded vector from an array; more than `N` elements is a compile-time error.
+    pub fn from_array<const M: usize>(items: [T; M]) -> Self {
+        const {
+            assert!(M <= N, "BoundedVec::from_array: more elements than the bound");
+        }
+        Self {
+            items: Vec::from(items),
+        }
     }
 
     /// The elements.
