@@ -122,7 +122,10 @@ pub fn decode_float(value: &Value, field: &FieldDescriptor, path: &FieldPath) ->
         return Err(Error::param(
             ParamErrorKind::OutOfBounds,
             path.to_string(),
-            format!("expected a float in {lo}..={hi}, found {}", found(value, field)),
+            format!(
+                "expected a float in {lo}..={hi}, found {}",
+                found(value, field)
+            ),
         ));
     }
     Ok(f)
@@ -393,7 +396,11 @@ pub fn reject_unknown_keys(
 ) -> Result<()> {
     for key in table.keys() {
         if !schema.fields.iter().any(|f| f.key == key) {
-            let keys: Vec<String> = schema.fields.iter().map(|f| format!("`{}`", f.key)).collect();
+            let keys: Vec<String> = schema
+                .fields
+                .iter()
+                .map(|f| format!("`{}`", f.key))
+                .collect();
             return Err(Error::param(
                 ParamErrorKind::UnknownKey,
                 path.key(key).to_string(),
@@ -450,4 +457,10 @@ pub fn encode_field<T: ParamValue>(
         value.encode()
     };
     table.insert(field.key.to_owned(), encoded);
+}
+
+/// Encodes a field's `#[param(default = ...)]`; the argument's type is the field's, so a
+/// default of another type is an error on the user's expression.
+pub fn encode_default<T: ParamValue>(value: T) -> Value {
+    value.encode()
 }

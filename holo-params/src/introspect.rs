@@ -77,7 +77,13 @@ fn collect(
             sensitive,
         });
         if let Some((nested, suffix)) = nested_schema(&field.ty) {
-            collect(nested, &format!("{path}{suffix}"), &rust_path, sensitive, out);
+            collect(
+                nested,
+                &format!("{path}{suffix}"),
+                &rust_path,
+                sensitive,
+                out,
+            );
         }
     }
 }

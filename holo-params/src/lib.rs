@@ -37,7 +37,7 @@
 //!     #[param(min = 1, recompile_required)]
 //!     output_shape: [u64; 3],
 //!     /// Batch dimensions, at most four.
-//!     #[param(default = BoundedVec::new(vec![1]).unwrap())]
+//!     #[param(default = BoundedVec::from_array([1]))]
 //!     batch: BoundedVec<u32, 4>,
 //!     /// Where output slots live.
 //!     #[param(name = "output_storage", enum_values(Host, PinnedHost), recompile_required)]

@@ -227,4 +227,3 @@ pub trait ParamEnum: Copy + Eq + Send + Sync + 'static {
         }
     }
 }
-

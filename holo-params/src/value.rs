@@ -231,7 +231,10 @@ impl<T, const N: usize> BoundedVec<T, N> {
     /// A bounded vector from an array; more than `N` elements is a compile-time error.
     pub fn from_array<const M: usize>(items: [T; M]) -> Self {
         const {
-            assert!(M <= N, "BoundedVec::from_array: more elements than the bound");
+            assert!(
+                M <= N,
+                "BoundedVec::from_array: more elements than the bound"
+            );
         }
         Self {
             items: Vec::from(items),

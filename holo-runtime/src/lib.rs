@@ -2,7 +2,12 @@
 #![warn(missing_docs)]
 
 pub use holo_params as params;
-pub use holo_params::{Error, ErrorCode, MemoryKind, Result};
+pub use holo_params::{
+    BoundedVec, Error, ErrorCode, MemoryKind, ParamErrorKind, ParamRef, ParamSet, Result,
+};
+
+mod params_macros;
+pub use params_macros::*;
 
 /// Items that generated code names. Not a public API.
 #[doc(hidden)]

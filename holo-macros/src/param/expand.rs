@@ -1,0 +1,285 @@
+//! Expand: the impls, wrapped in `const _: () = { ... };`, naming runtime items only
+//! through `<root>::__private` and `::core`.
+
+use proc_macro2::{Literal, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{DeriveInput, Type};
+
+use super::ast::{Default, Enum, Field, Schema};
+
+/// The `__private` module under the crate root (`::holo_runtime` unless overridden).
+pub(crate) fn private(krate: Option<&syn::Path>) -> TokenStream {
+    match krate {
+        Some(path) => quote!(#path::__private),
+        None => quote!(::holo_runtime::__private),
+    }
+}
+
+fn option<T: quote::ToTokens>(value: Option<T>) -> TokenStream {
+    match value {
+        Some(v) => quote!(::core::option::Option::Some(#v)),
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+fn field_descriptor(p: &TokenStream, field: &Field<'_>) -> TokenStream {
+    let ty = field.ty;
+    let key = field.key();
+    let rust_name = field.ident.to_string();
+    let doc = &field.doc;
+    let (rr, sensitive, ct) = (
+        field.recompile_required,
+        field.sensitive,
+        field.compile_time,
+    );
+    let min = option(field.min.map(|(v, _)| v));
+    let max = option(field.max.map(|(v, _)| v));
+    let enum_values = option(field.enum_values.as_ref().map(|(_, values)| {
+        let names = values.iter().map(|v| {
+            let variant = quote_spanned!(v.span()=> <#ty>::#v);
+            quote!(<#ty as #p::ParamEnum>::wire_name(&#variant))
+        });
+        quote!(#p::Vec::from([#(#names),*]))
+    }));
+    let default = option(field.default.as_ref().map(|d| match d {
+        Default::Expr(expr) => {
+            quote_spanned!(expr.span()=> #p::encode_default::<#ty>(#expr))
+        }
+        Default::Trait(span) => quote_spanned!(*span=>
+            #p::encode_default::<#ty>(<#ty as ::core::default::Default>::default())
+        ),
+    }));
+    quote! {
+        #p::FieldDescriptor {
+            description: #doc,
+            recompile_required: #rr,
+            sensitive: #sensitive,
+            compile_time: #ct,
+            min: #min,
+            max: #max,
+            enum_values: #enum_values,
+            default: #default,
+            ..#p::FieldDescriptor::new(
+                #key,
+                #rust_name,
+                <#ty as #p::ParamValue>::type_descriptor(),
+            )
+        }
+    }
+}
+
+/// Compile-time checks spanned on the user's tokens: the field type is a parameter type
+/// (and an enum, with `enum_values`).
+fn type_assertions(p: &TokenStream, field: &Field<'_>) -> TokenStream {
+    let ty = field.ty;
+    let value = quote_spanned!(ty.span()=> const _: () = #p::assert_param_value::<#ty>(););
+    let enumeration = field
+        .enum_values
+        .as_ref()
+        .map(|_| quote_spanned!(ty.span()=> const _: () = #p::assert_param_enum::<#ty>();));
+    quote!(#value #enumeration)
+}
+
+pub(crate) fn schema(schema: &Schema<'_>) -> TokenStream {
+    let p = private(schema.krate.as_ref());
+    let ident = &schema.input.ident;
+    let id = schema
+        .id
+        .as_ref()
+        .map(syn::LitStr::value)
+        .unwrap_or_default();
+    let version = schema.version.map_or(0, |(v, _)| v);
+    let rust_name = ident.to_string();
+    let fields = &schema.fields;
+    let descriptors = fields.iter().map(|f| field_descriptor(&p, f));
+    let assertions = fields.iter().map(|f| type_assertions(&p, f));
+    let idents: Vec<_> = fields.iter().map(|f| f.ident).collect();
+    let types: Vec<&Type> = fields.iter().map(|f| f.ty).collect();
+    let indices: Vec<Literal> = (0..fields.len()).map(Literal::usize_unsuffixed).collect();
+    let encode_body = if fields.is_empty() {
+        quote! {
+            let _ = (self, redact);
+            #p::BTreeMap::new()
+        }
+    } else {
+        quote! {
+            let schema = <Self as #p::ParamSchema>::schema();
+            let mut table = #p::BTreeMap::new();
+            #( #p::encode_field::<#types>(&mut table, &schema.fields[#indices], &self.#idents, redact); )*
+            table
+        }
+    };
+    let debug = schema.debug.then(|| {
+        let entries = fields.iter().map(|f| {
+            let name = f.ident.to_string();
+            let ident = f.ident;
+            if f.sensitive {
+                quote!(.field(#name, &#p::Redacted))
+            } else {
+                quote!(.field(#name, &self.#ident))
+            }
+        });
+        quote! {
+            #[automatically_derived]
+            impl ::core::fmt::Debug for #ident {
+                fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                    f.debug_struct(#rust_name) #(#entries)* .finish()
+                }
+            }
+        }
+    });
+    quote! {
+        #[allow(non_upper_case_globals, unused_qualifications, clippy::all, clippy::pedantic)]
+        const _: () = {
+            #(#assertions)*
+
+            #[automatically_derived]
+            impl #p::ParamValue for #ident {
+                fn type_descriptor() -> #p::TypeDescriptor {
+                    #p::TypeDescriptor::Struct(<Self as #p::ParamSchema>::schema)
+                }
+                fn decode(
+                    value: &#p::Value,
+                    field: &#p::FieldDescriptor,
+                    path: &#p::FieldPath,
+                ) -> #p::Result<Self> {
+                    #p::decode_struct::<Self>(value, field, path)
+                }
+                fn encode(&self) -> #p::Value {
+                    #p::Value::Table(<Self as #p::ParamSchema>::encode_table(self, false))
+                }
+                fn encode_redacted(&self) -> #p::Value {
+                    #p::Value::Table(<Self as #p::ParamSchema>::encode_table(self, true))
+                }
+            }
+
+            #[automatically_derived]
+            impl #p::ParamSchema for #ident {
+                fn schema() -> &'static #p::SchemaDescriptor {
+                    static SCHEMA: #p::OnceLock<#p::SchemaDescriptor> = #p::OnceLock::new();
+                    SCHEMA.get_or_init(|| #p::SchemaDescriptor {
+                        id: #id,
+                        version: #version,
+                        rust_name: #rust_name,
+                        fields: #p::Vec::from([#(#descriptors),*]),
+                    })
+                }
+                fn decode_table(
+                    table: &#p::BTreeMap<#p::String, #p::Value>,
+                    path: &#p::FieldPath,
+                ) -> #p::Result<Self> {
+                    let schema = <Self as #p::ParamSchema>::schema();
+                    #p::reject_unknown_keys(table, schema, path)?;
+                    ::core::result::Result::Ok(Self {
+                        #( #idents: #p::decode_field::<#types>(table, &schema.fields[#indices], path)?, )*
+                    })
+                }
+                fn encode_table(&self, redact: bool) -> #p::BTreeMap<#p::String, #p::Value> {
+                    #encode_body
+                }
+            }
+
+            #debug
+        };
+    }
+}
+
+/// Impls whose bodies never run, emitted after an error so that uses of the type elsewhere
+/// do not add errors of their own.
+pub(crate) fn schema_stub(input: &DeriveInput, krate: Option<&syn::Path>) -> TokenStream {
+    let p = private(krate);
+    let ident = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    quote! {
+        #[allow(unused_variables, clippy::all, clippy::pedantic)]
+        const _: () = {
+            impl #impl_generics #p::ParamValue for #ident #ty_generics #where_clause {
+                fn type_descriptor() -> #p::TypeDescriptor { ::core::unreachable!() }
+                fn decode(value: &#p::Value, field: &#p::FieldDescriptor, path: &#p::FieldPath) -> #p::Result<Self> {
+                    ::core::unreachable!()
+                }
+                fn encode(&self) -> #p::Value { ::core::unreachable!() }
+            }
+            impl #impl_generics #p::ParamSchema for #ident #ty_generics #where_clause {
+                fn schema() -> &'static #p::SchemaDescriptor { ::core::unreachable!() }
+                fn decode_table(
+                    table: &#p::BTreeMap<#p::String, #p::Value>,
+                    path: &#p::FieldPath,
+                ) -> #p::Result<Self> {
+                    ::core::unreachable!()
+                }
+                fn encode_table(&self, redact: bool) -> #p::BTreeMap<#p::String, #p::Value> {
+                    ::core::unreachable!()
+                }
+            }
+        };
+    }
+}
+
+pub(crate) fn enumeration(item: &Enum<'_>) -> TokenStream {
+    let p = private(item.krate.as_ref());
+    let ident = &item.input.ident;
+    let name = ident.to_string();
+    let variants: Vec<_> = item.variants.iter().map(|v| v.ident).collect();
+    let wire: Vec<String> = item
+        .variants
+        .iter()
+        .map(super::ast::Variant::wire_name)
+        .collect();
+    quote! {
+        #[allow(clippy::all, clippy::pedantic)]
+        const _: () = {
+            #[automatically_derived]
+            impl #p::ParamEnum for #ident {
+                const NAME: &'static str = #name;
+                const VARIANTS: &'static [(&'static str, Self)] = &[#( (#wire, Self::#variants) ),*];
+                fn wire_name(&self) -> &'static str {
+                    match self {
+                        #( Self::#variants => #wire, )*
+                    }
+                }
+            }
+
+            #[automatically_derived]
+            impl #p::ParamValue for #ident {
+                fn type_descriptor() -> #p::TypeDescriptor {
+                    #p::TypeDescriptor::Enum(<Self as #p::ParamEnum>::descriptor())
+                }
+                fn decode(
+                    value: &#p::Value,
+                    field: &#p::FieldDescriptor,
+                    path: &#p::FieldPath,
+                ) -> #p::Result<Self> {
+                    #p::decode_enum::<Self>(value, field, path)
+                }
+                fn encode(&self) -> #p::Value {
+                    #p::encode_enum::<Self>(self)
+                }
+            }
+        };
+    }
+}
+
+pub(crate) fn enum_stub(input: &DeriveInput, krate: Option<&syn::Path>) -> TokenStream {
+    let p = private(krate);
+    let ident = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    quote! {
+        #[allow(unused_variables, clippy::all, clippy::pedantic)]
+        const _: () = {
+            impl #impl_generics #p::ParamEnum for #ident #ty_generics #where_clause {
+                const NAME: &'static str = "";
+                const VARIANTS: &'static [(&'static str, Self)] = &[];
+                fn wire_name(&self) -> &'static str { ::core::unreachable!() }
+            }
+            impl #impl_generics #p::ParamValue for #ident #ty_generics #where_clause {
+                fn type_descriptor() -> #p::TypeDescriptor { ::core::unreachable!() }
+                fn decode(value: &#p::Value, field: &#p::FieldDescriptor, path: &#p::FieldPath) -> #p::Result<Self> {
+                    ::core::unreachable!()
+                }
+                fn encode(&self) -> #p::Value { ::core::unreachable!() }
+            }
+        };
+    }
+}
