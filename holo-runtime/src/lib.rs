@@ -3,7 +3,8 @@
 
 pub use holo_params as params;
 pub use holo_params::{
-    BoundedVec, Error, ErrorCode, MemoryKind, ParamErrorKind, ParamRef, ParamSet, Result,
+    BoundedVec, Error, ErrorCode, MemoryKind, ParamEnum, ParamErrorKind, ParamRef, ParamSchema,
+    ParamSet, ParamValue, Result,
 };
 
 mod params_macros;
