@@ -464,3 +464,26 @@ pub fn encode_field<T: ParamValue>(
 pub fn encode_default<T: ParamValue>(value: T) -> Value {
     value.encode()
 }
+
+/// The typed operations of one field, resolved once per field in a generated `const`, so
+/// that a field type that is not a [`ParamValue`] is one error on that type.
+pub struct FieldOps<T> {
+    /// [`ParamValue::type_descriptor`].
+    pub type_descriptor: fn() -> TypeDescriptor,
+    /// [`decode_field`].
+    pub decode: fn(&BTreeMap<String, Value>, &FieldDescriptor, &FieldPath) -> Result<T>,
+    /// [`encode_field`].
+    pub encode: fn(&mut BTreeMap<String, Value>, &FieldDescriptor, &T, bool),
+    /// [`encode_default`].
+    pub encode_default: fn(T) -> Value,
+}
+
+/// The [`FieldOps`] of a parameter type.
+pub const fn field_ops<T: ParamValue>() -> FieldOps<T> {
+    FieldOps {
+        type_descriptor: T::type_descriptor,
+        decode: decode_field::<T>,
+        encode: encode_field::<T>,
+        encode_default: encode_default::<T>,
+    }
+}

@@ -121,8 +121,6 @@ pub mod __private {
     pub use std::sync::OnceLock;
     pub use std::vec::Vec;
 
-    /// Compile-time check that a field type is a parameter type; spanned on the type.
-    pub const fn assert_param_value<T: ParamValue>() {}
     /// Compile-time check that a field type is a parameter enum; spanned on the type.
-    pub const fn assert_param_enum<T: ParamEnum>() {}
+    pub const fn assert_param_enum<T: crate::ParamEnum>() {}
 }

@@ -24,12 +24,17 @@ mod inner {
     pub(crate) struct Value;
     pub(crate) struct FieldDescriptor;
 }
-#[allow(unused_imports, reason = "shadows names the expansion must not pick up")]
+#[allow(
+    unused_imports,
+    reason = "shadows names the expansion must not pick up"
+)]
 use inner::{FieldDescriptor, Value};
 
 use holo_runtime::{BoundedVec, MemoryKind, ParamEnum, ParamSchema, ParamSet, param_ref};
 
-#[derive(::core::clone::Clone, ::core::marker::Copy, PartialEq, Eq, ::core::fmt::Debug, ParamEnum)]
+#[derive(
+    ::core::clone::Clone, ::core::marker::Copy, PartialEq, Eq, ::core::fmt::Debug, ParamEnum,
+)]
 enum Mode {
     Fast,
     #[param(name = "safe")]

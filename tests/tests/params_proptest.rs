@@ -46,8 +46,14 @@ fn toml_value() -> impl Strategy<Value = toml::Value> {
         any::<f64>().prop_map(toml::Value::Float),
         any::<bool>().prop_map(toml::Value::Boolean),
         "[a-z_]{0,8}".prop_map(toml::Value::String),
-        prop_oneof![Just("host"), Just("pinned"), Just("cuda_device"), Just("box"), Just("gauss")]
-            .prop_map(|s| toml::Value::String(s.to_owned())),
+        prop_oneof![
+            Just("host"),
+            Just("pinned"),
+            Just("cuda_device"),
+            Just("box"),
+            Just("gauss")
+        ]
+        .prop_map(|s| toml::Value::String(s.to_owned())),
     ];
     leaf.prop_recursive(4, 32, 5, |inner| {
         prop_oneof![
@@ -61,8 +67,16 @@ fn toml_value() -> impl Strategy<Value = toml::Value> {
 fn key() -> impl Strategy<Value = String> {
     prop_oneof![
         prop_oneof![
-            Just("geometry"), Just("width"), Just("offset"), Just("shape"), Just("batch"),
-            Just("memory"), Just("filter"), Just("secret"), Just("gain"), Just("flag"),
+            Just("geometry"),
+            Just("width"),
+            Just("offset"),
+            Just("shape"),
+            Just("batch"),
+            Just("memory"),
+            Just("filter"),
+            Just("secret"),
+            Just("gain"),
+            Just("flag"),
         ]
         .prop_map(str::to_owned),
         "[a-z]{1,6}",
@@ -112,8 +126,10 @@ proptest! {
 
 #[test]
 fn a_valid_structured_document_is_accepted() {
-    let set = ParamSet::<Fuzz>::from_toml_str("shape = [1, 2, 3]\nfilter = \"gauss\"\n[geometry]\nwidth = 5\n")
-        .unwrap();
+    let set = ParamSet::<Fuzz>::from_toml_str(
+        "shape = [1, 2, 3]\nfilter = \"gauss\"\n[geometry]\nwidth = 5\n",
+    )
+    .unwrap();
     assert_eq!(set.values().filter, Filter::Gauss);
     assert_eq!(Filter::Box.wire_name(), "box");
 }

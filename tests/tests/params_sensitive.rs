@@ -67,12 +67,18 @@ fn schema_json_redacts_sensitive_defaults() {
     assert_no_secret(&json);
     let schema: &'static SchemaDescriptor = Sink::schema();
     let entries = schema.entries();
-    let nested_password = entries.iter().find(|e| e.path == "nested.password").unwrap();
+    let nested_password = entries
+        .iter()
+        .find(|e| e.path == "nested.password")
+        .unwrap();
     assert!(nested_password.sensitive);
     let plain_user = entries.iter().find(|e| e.path == "plain.user").unwrap();
     assert!(!plain_user.sensitive);
     assert_no_secret(&schema_json::<Credentials>().to_string());
-    assert_eq!(schema_json::<Credentials>()["fields"][1]["default"], "<redacted>");
+    assert_eq!(
+        schema_json::<Credentials>()["fields"][1]["default"],
+        "<redacted>"
+    );
 }
 
 fn assert_redacted_err(toml: &str, kind: ParamErrorKind, location: &str) {
@@ -86,7 +92,11 @@ fn assert_redacted_err(toml: &str, kind: ParamErrorKind, location: &str) {
 #[test]
 fn errors_never_quote_a_sensitive_value() {
     // Wrong type, out of bounds, outside the domain: the message has the kind, not the value.
-    assert_redacted_err(&doc(&format!("[\"{SECRET}\"]")), ParamErrorKind::WrongType, "token");
+    assert_redacted_err(
+        &doc(&format!("[\"{SECRET}\"]")),
+        ParamErrorKind::WrongType,
+        "token",
+    );
     assert_redacted_err(
         &format!("pin = 12345678\n{}", doc("\"x\"")),
         ParamErrorKind::OutOfBounds,
@@ -104,9 +114,7 @@ fn errors_never_quote_a_sensitive_value() {
     );
     assert_eq!(Tier::Gold.wire_name(), "gold");
     // Inside a sensitive nested schema, even a non-sensitive field's message is redacted.
-    let nested = format!(
-        "token = \"x\"\n[nested]\nuser = [\"{SECRET}\"]\n[plain]\nuser = \"b\"\n"
-    );
+    let nested = format!("token = \"x\"\n[nested]\nuser = [\"{SECRET}\"]\n[plain]\nuser = \"b\"\n");
     assert_redacted_err(&nested, ParamErrorKind::WrongType, "nested.user");
     // A malformed document around a secret.
     assert_redacted_err(
@@ -114,7 +122,8 @@ fn errors_never_quote_a_sensitive_value() {
         ParamErrorKind::Malformed,
         "line 1, column 28",
     );
-    let err = ParamSet::<Sink>::from_json_str(&format!("{{\"token\": \"{SECRET}\" \"x\"}}")).unwrap_err();
+    let err =
+        ParamSet::<Sink>::from_json_str(&format!("{{\"token\": \"{SECRET}\" \"x\"}}")).unwrap_err();
     assert_eq!(err.param_kind(), Some(ParamErrorKind::Malformed));
     assert_no_secret(&err.to_string());
 }

@@ -3,8 +3,8 @@
 
 use proc_macro2::{Literal, TokenStream};
 use quote::{quote, quote_spanned};
+use syn::DeriveInput;
 use syn::spanned::Spanned;
-use syn::{DeriveInput, Type};
 
 use super::ast::{Default, Enum, Field, Schema};
 
@@ -23,7 +23,13 @@ fn option<T: quote::ToTokens>(value: Option<T>) -> TokenStream {
     }
 }
 
-fn field_descriptor(p: &TokenStream, field: &Field<'_>) -> TokenStream {
+/// The name of the generated `const` holding a field's `FieldOps`.
+fn ops(index: usize) -> syn::Ident {
+    quote::format_ident!("__HOLO_PARAM_FIELD_{}", index)
+}
+
+fn field_descriptor(p: &TokenStream, index: usize, field: &Field<'_>) -> TokenStream {
+    let ops = ops(index);
     let ty = field.ty;
     let key = field.key();
     let rust_name = field.ident.to_string();
@@ -44,10 +50,10 @@ fn field_descriptor(p: &TokenStream, field: &Field<'_>) -> TokenStream {
     }));
     let default = option(field.default.as_ref().map(|d| match d {
         Default::Expr(expr) => {
-            quote_spanned!(expr.span()=> #p::encode_default::<#ty>(#expr))
+            quote_spanned!(expr.span()=> (#ops.encode_default)(#expr))
         }
         Default::Trait(span) => quote_spanned!(*span=>
-            #p::encode_default::<#ty>(<#ty as ::core::default::Default>::default())
+            (#ops.encode_default)(<#ty as ::core::default::Default>::default())
         ),
     }));
     quote! {
@@ -63,7 +69,7 @@ fn field_descriptor(p: &TokenStream, field: &Field<'_>) -> TokenStream {
             ..#p::FieldDescriptor::new(
                 #key,
                 #rust_name,
-                <#ty as #p::ParamValue>::type_descriptor(),
+                (#ops.type_descriptor)(),
             )
         }
     }
@@ -71,9 +77,12 @@ fn field_descriptor(p: &TokenStream, field: &Field<'_>) -> TokenStream {
 
 /// Compile-time checks spanned on the user's tokens: the field type is a parameter type
 /// (and an enum, with `enum_values`).
-fn type_assertions(p: &TokenStream, field: &Field<'_>) -> TokenStream {
+fn type_assertions(p: &TokenStream, index: usize, field: &Field<'_>) -> TokenStream {
     let ty = field.ty;
-    let value = quote_spanned!(ty.span()=> const _: () = #p::assert_param_value::<#ty>(););
+    let ops = ops(index);
+    let value = quote_spanned!(ty.span()=>
+        const #ops: #p::FieldOps<#ty> = #p::field_ops::<#ty>();
+    );
     let enumeration = field
         .enum_values
         .as_ref()
@@ -92,10 +101,16 @@ pub(crate) fn schema(schema: &Schema<'_>) -> TokenStream {
     let version = schema.version.map_or(0, |(v, _)| v);
     let rust_name = ident.to_string();
     let fields = &schema.fields;
-    let descriptors = fields.iter().map(|f| field_descriptor(&p, f));
-    let assertions = fields.iter().map(|f| type_assertions(&p, f));
+    let descriptors = fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| field_descriptor(&p, i, f));
+    let assertions = fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| type_assertions(&p, i, f));
+    let ops: Vec<syn::Ident> = (0..fields.len()).map(ops).collect();
     let idents: Vec<_> = fields.iter().map(|f| f.ident).collect();
-    let types: Vec<&Type> = fields.iter().map(|f| f.ty).collect();
     let indices: Vec<Literal> = (0..fields.len()).map(Literal::usize_unsuffixed).collect();
     let encode_body = if fields.is_empty() {
         quote! {
@@ -106,7 +121,7 @@ pub(crate) fn schema(schema: &Schema<'_>) -> TokenStream {
         quote! {
             let schema = <Self as #p::ParamSchema>::schema();
             let mut table = #p::BTreeMap::new();
-            #( #p::encode_field::<#types>(&mut table, &schema.fields[#indices], &self.#idents, redact); )*
+            #( (#ops.encode)(&mut table, &schema.fields[#indices], &self.#idents, redact); )*
             table
         }
     };
@@ -172,7 +187,7 @@ pub(crate) fn schema(schema: &Schema<'_>) -> TokenStream {
                     let schema = <Self as #p::ParamSchema>::schema();
                     #p::reject_unknown_keys(table, schema, path)?;
                     ::core::result::Result::Ok(Self {
-                        #( #idents: #p::decode_field::<#types>(table, &schema.fields[#indices], path)?, )*
+                        #( #idents: (#ops.decode)(table, &schema.fields[#indices], path)?, )*
                     })
                 }
                 fn encode_table(&self, redact: bool) -> #p::BTreeMap<#p::String, #p::Value> {

@@ -68,6 +68,6 @@ pub(crate) fn expand(input: &ParamRefInput) -> TokenStream {
     let segments = &input.segments;
     let names = segments.iter().map(Ident::to_string);
     quote! {
-        #p::ParamRef::__new(&[#(#names),*], |params: &#schema| &params #(.#segments)*)
+        #p::ParamRef::__new(&[#(#names),*], |params: &#schema| &(*params) #(.#segments)*)
     }
 }

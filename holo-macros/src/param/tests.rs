@@ -150,11 +150,11 @@ fn param_ref_expands_to_a_field_access() {
     let out = text(&param_ref(quote!(BatchParams::geometry.width)));
     assert_eq!(
         out,
-        ":: holo_runtime :: __private :: ParamRef :: __new (& [\"geometry\" , \"width\"] , | params : & BatchParams | & params . geometry . width)"
+        ":: holo_runtime :: __private :: ParamRef :: __new (& [\"geometry\" , \"width\"] , | params : & BatchParams | & (* params) . geometry . width)"
     );
     let nested = text(&param_ref(quote!(crate::m::Batch::x)));
     assert!(
-        nested.contains("| params : & crate :: m :: Batch | & params . x"),
+        nested.contains("| params : & crate :: m :: Batch | & (* params) . x"),
         "{nested}"
     );
     assert!(text(&param_ref(quote!(Batch))).contains("compile_error"));

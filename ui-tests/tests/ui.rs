@@ -1,0 +1,11 @@
+//! Every authoring mistake the parameter macros promise to catch, one file each, with the
+//! compiler output checked in beside it.
+
+#[test]
+fn ui() {
+    let t = trybuild::TestCases::new();
+    for dir in ["param_schema", "param_enum", "param_ref"] {
+        t.pass(format!("tests/ui/{dir}/pass_*.rs"));
+        t.compile_fail(format!("tests/ui/{dir}/[!p]*.rs"));
+    }
+}

@@ -1,0 +1,5 @@
+use holo_runtime::param_ref;
+
+fn main() {
+    let _ = param_ref!(ResizeParams);
+}

@@ -1,0 +1,7 @@
+use holo_runtime::ParamSchema;
+
+#[derive(Clone, ParamSchema)]
+#[param(schema = "com.example.Resize", version = 1)]
+struct Resize(u32, u32);
+
+fn main() {}

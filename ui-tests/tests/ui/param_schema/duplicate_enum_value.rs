@@ -1,0 +1,10 @@
+use holo_runtime::{MemoryKind, ParamSchema};
+
+#[derive(Clone, ParamSchema)]
+#[param(schema = "com.example.Resize", version = 1)]
+struct Resize {
+    #[param(enum_values(Host, PinnedHost, Host))]
+    output_storage: MemoryKind,
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+use holo_runtime::ParamSchema;
+
+#[derive(Clone, ParamSchema)]
+#[param(schema = "com.example.Resize", version = 1)]
+struct Resize {
+    #[param(nmae = "w")]
+    width: u32,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use holo_runtime::ParamSchema;
+
+#[derive(Clone, ParamSchema)]
+#[param(schema = "com.example.Resize", version = 1, revision = 2)]
+struct Resize {
+    width: u32,
+}
+
+fn main() {}
