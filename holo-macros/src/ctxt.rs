@@ -55,8 +55,9 @@ impl Ctxt {
 
 impl Drop for Ctxt {
     fn drop(&mut self) {
-        if !std::thread::panicking() && self.errors.borrow().is_some() {
-            panic!("an error context was dropped without being checked");
-        }
+        assert!(
+            std::thread::panicking() || self.errors.borrow().is_none(),
+            "an error context was dropped without being checked"
+        );
     }
 }

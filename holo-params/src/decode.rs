@@ -461,6 +461,10 @@ pub fn encode_field<T: ParamValue>(
 
 /// Encodes a field's `#[param(default = ...)]`; the argument's type is the field's, so a
 /// default of another type is an error on the user's expression.
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "taking `T` by value makes a default of another type an error on the user's expression"
+)]
 pub fn encode_default<T: ParamValue>(value: T) -> Value {
     value.encode()
 }

@@ -55,10 +55,10 @@ impl<S: ParamSchema, T> ParamRef<S, T> {
                 continue;
             };
             keys.push(field.key.to_owned());
-            if i + 1 < self.rust_path.len() {
-                if let crate::TypeDescriptor::Struct(nested) = &field.ty {
-                    schema = nested();
-                }
+            if i + 1 < self.rust_path.len()
+                && let crate::TypeDescriptor::Struct(nested) = &field.ty
+            {
+                schema = nested();
             }
         }
         keys.join(".")

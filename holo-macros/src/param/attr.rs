@@ -141,16 +141,14 @@ pub(crate) fn crate_path(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<O
     let value = meta.value()?;
     if value.peek(LitStr) {
         let s: LitStr = value.parse()?;
-        return match s.parse::<syn::Path>() {
-            Ok(path) => Ok(Some(path)),
-            Err(_) => {
-                cx.error_spanned_by(
-                    &s,
-                    "`#[param(crate)]` needs a path, like `crate = holo_runtime`",
-                );
-                Ok(None)
-            }
-        };
+        let path = s.parse::<syn::Path>().ok();
+        if path.is_none() {
+            cx.error_spanned_by(
+                &s,
+                "`#[param(crate)]` needs a path, like `crate = holo_runtime`",
+            );
+        }
+        return Ok(path);
     }
     Ok(Some(value.call(syn::Path::parse_mod_style)?))
 }
@@ -178,17 +176,16 @@ pub(crate) fn doc_comment(attrs: &[Attribute]) -> String {
         if attr.path() != &symbol::DOC {
             continue;
         }
-        if let syn::Meta::NameValue(nv) = &attr.meta {
-            if let Expr::Lit(ExprLit {
+        if let syn::Meta::NameValue(nv) = &attr.meta
+            && let Expr::Lit(ExprLit {
                 lit: Lit::Str(s), ..
             }) = &nv.value
-            {
-                let line = s.value();
-                lines.push(
-                    line.strip_prefix(' ')
-                        .map_or_else(|| line.clone(), str::to_owned),
-                );
-            }
+        {
+            let line = s.value();
+            lines.push(
+                line.strip_prefix(' ')
+                    .map_or_else(|| line.clone(), str::to_owned),
+            );
         }
     }
     lines.join("\n").trim().to_owned()

@@ -10,17 +10,17 @@ use super::ast::{Default, Enum, Field, Schema};
 
 /// The `__private` module under the crate root (`::holo_runtime` unless overridden).
 pub(crate) fn private(krate: Option<&syn::Path>) -> TokenStream {
-    match krate {
-        Some(path) => quote!(#path::__private),
-        None => quote!(::holo_runtime::__private),
-    }
+    krate.map_or_else(
+        || quote!(::holo_runtime::__private),
+        |path| quote!(#path::__private),
+    )
 }
 
 fn option<T: quote::ToTokens>(value: Option<T>) -> TokenStream {
-    match value {
-        Some(v) => quote!(::core::option::Option::Some(#v)),
-        None => quote!(::core::option::Option::None),
-    }
+    value.map_or_else(
+        || quote!(::core::option::Option::None),
+        |v| quote!(::core::option::Option::Some(#v)),
+    )
 }
 
 /// The name of the generated `const` holding a field's `FieldOps`.

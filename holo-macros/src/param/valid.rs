@@ -67,13 +67,13 @@ fn check_field(cx: &Ctxt, field: &Field<'_>) {
             );
         }
     }
-    if let (Some((min, min_span)), Some((max, _))) = (field.min, field.max) {
-        if min > max {
-            cx.error_at(
-                min_span,
-                format!("`#[param(min = {min})]` is greater than `#[param(max = {max})]`"),
-            );
-        }
+    if let (Some((min, min_span)), Some((max, _))) = (field.min, field.max)
+        && min > max
+    {
+        cx.error_at(
+            min_span,
+            format!("`#[param(min = {min})]` is greater than `#[param(max = {max})]`"),
+        );
     }
     check_type(cx, field.ty);
     match &field.enum_values {
