@@ -124,3 +124,116 @@ pub mod __private {
     /// Compile-time check that a field type is a parameter enum; spanned on the type.
     pub const fn assert_param_enum<T: crate::ParamEnum>() {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const fn assert_send_sync<T: Send + Sync>() {}
+    const _: () = {
+        assert_send_sync::<Error>();
+        assert_send_sync::<ParamErrorKind>();
+        assert_send_sync::<SchemaDescriptor>();
+        assert_send_sync::<Value>();
+        assert_send_sync::<BoundedVec<u32, 4>>();
+    };
+
+    #[test]
+    fn field_paths_print_keys_and_indices() {
+        let root = FieldPath::root();
+        assert!(root.is_root());
+        assert_eq!(root.to_string(), "<root>");
+        let path = root.key("geometry").key("width");
+        assert_eq!(path.as_str(), "geometry.width");
+        assert_eq!(
+            root.key("output_shape").index(2).to_string(),
+            "output_shape[2]"
+        );
+        assert_eq!(FieldPath::under("resize").key("x").as_str(), "resize.x");
+    }
+
+    #[test]
+    fn param_errors_keep_code_class_and_location() {
+        let err = Error::param(ParamErrorKind::MissingKey, "a.b", "missing");
+        assert_eq!(err.code(), ErrorCode::InvalidArgument);
+        assert_eq!(err.param_kind(), Some(ParamErrorKind::MissingKey));
+        assert_eq!(err.location(), Some("a.b"));
+        assert_eq!(err.to_string(), "InvalidArgument: missing (at a.b)");
+        let redacted = err.clone().redacted();
+        assert_eq!(redacted.location(), err.location());
+        assert_eq!(redacted.param_kind(), err.param_kind());
+        assert_ne!(redacted.message(), err.message());
+        assert_eq!(Error::invalid_argument("x").param_kind(), None);
+        assert_eq!(ParamErrorKind::OutOfBounds.to_string(), "OutOfBounds");
+    }
+
+    #[test]
+    fn bounded_vec_rejects_more_than_its_bound() {
+        let err = BoundedVec::<u8, 2>::new(vec![1, 2, 3]).unwrap_err();
+        assert_eq!(err.param_kind(), Some(ParamErrorKind::WrongLength));
+        assert_eq!(BoundedVec::<u8, 2>::from_array([1, 2]).as_slice(), &[1, 2]);
+        assert!(BoundedVec::<u8, 2>::default().is_empty());
+    }
+
+    #[test]
+    fn integers_check_type_range_and_field_bounds() {
+        let mut field = FieldDescriptor::new("w", "w", u8::type_descriptor());
+        let path = FieldPath::root().key("w");
+        assert_eq!(u8::decode(&Value::Integer(255), &field, &path), Ok(255));
+        let err = u8::decode(&Value::Integer(256), &field, &path).unwrap_err();
+        assert_eq!(err.message(), "expected an integer in 0..=255, found 256");
+        field.min = Some(10);
+        let err = u8::decode(&Value::Integer(9), &field, &path).unwrap_err();
+        assert_eq!(err.message(), "expected an integer in 10..=255, found 9");
+        field.sensitive = true;
+        let err = u8::decode(&Value::Integer(9), &field, &path).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "expected an integer in 10..=255, found an integer (<redacted>)"
+        );
+    }
+
+    #[test]
+    fn floats_check_bounds_and_f32_range() {
+        let mut field = FieldDescriptor::new("g", "g", f32::type_descriptor());
+        let path = FieldPath::root().key("g");
+        assert_eq!(f32::decode(&Value::Integer(2), &field, &path), Ok(2.0));
+        let err = f32::decode(&Value::Float(1e300), &field, &path).unwrap_err();
+        assert_eq!(err.param_kind(), Some(ParamErrorKind::OutOfBounds));
+        field.max = Some(1);
+        let err = f64::decode(&Value::Float(1.5), &field, &path).unwrap_err();
+        assert_eq!(err.message(), "expected a float in ..=1, found 1.5");
+        let err = f64::decode(&Value::Float(f64::NAN), &field, &path).unwrap_err();
+        assert_eq!(err.param_kind(), Some(ParamErrorKind::OutOfBounds));
+    }
+
+    #[test]
+    fn memory_kind_decodes_by_wire_name_within_its_domain() {
+        let mut field = FieldDescriptor::new("m", "m", MemoryKind::type_descriptor());
+        field.enum_values = Some(vec!["host", "pinned"]);
+        let path = FieldPath::root().key("m");
+        let pinned = Value::String("pinned".to_owned());
+        assert_eq!(
+            MemoryKind::decode(&pinned, &field, &path),
+            Ok(MemoryKind::PinnedHost)
+        );
+        let device = Value::String("cuda_device".to_owned());
+        let err = MemoryKind::decode(&device, &field, &path).unwrap_err();
+        assert_eq!(err.param_kind(), Some(ParamErrorKind::NotInDomain));
+        assert_eq!(
+            MemoryKind::CudaManaged.encode(),
+            Value::String("cuda_managed".to_owned())
+        );
+    }
+
+    #[test]
+    fn values_convert_between_toml_and_json() {
+        let toml: toml::Table = "a = [1, 2.5, true]\n[b]\nc = \"x\"".parse().unwrap();
+        let value =
+            Value::from_toml(&toml::Value::Table(toml.clone()), &FieldPath::root()).unwrap();
+        assert_eq!(value.to_toml(), Some(toml::Value::Table(toml)));
+        let json = value.to_json();
+        assert_eq!(Value::from_json(&json, &FieldPath::root()), Ok(value));
+        assert_eq!(Value::Integer(i128::from(u64::MAX)).to_toml(), None);
+    }
+}

@@ -32,6 +32,10 @@
 /// | `default = EXPR` / `default` | the value when the key is absent (`default` alone: `Default::default()`) |
 /// | `enum_values(A, B)` | narrows an enum field's domain to these variants |
 ///
+/// No `Debug` is derived unless `debug` is given; prefer it to `#[derive(Debug)]` on a
+/// schema with sensitive fields. A [`ParamSet`](crate::ParamSet)'s own `Debug` and JSON
+/// always redact them.
+///
 /// A `MemoryKind` field must declare `enum_values(...)`: exactly the concrete kinds the
 /// operator supports. Loading rejects unknown keys (listing the valid ones), missing keys
 /// without a default, wrong types, out-of-bounds values, values outside the domain and

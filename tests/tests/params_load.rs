@@ -349,6 +349,10 @@ fn schema_is_listed_as_data_and_json() {
             "offset"
         ]
     );
+    assert!(
+        std::ptr::eq(ResizeParams::schema(), ResizeParams::schema()),
+        "the descriptor is cached"
+    );
     let json = schema_json::<ResizeParams>();
     assert_eq!(json["schema"], "com.example.ResizeParams");
     assert_eq!(json["version"], 3);
