@@ -4,6 +4,8 @@
 pub use holo_params as params;
 pub use holo_params::{Error, ErrorCode, MemoryKind, Result};
 
+pub mod device;
+
 /// Items that generated code names. Not a public API.
 #[doc(hidden)]
 pub mod __private {
