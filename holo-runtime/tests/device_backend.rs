@@ -227,7 +227,7 @@ fn every_alloc_kind_allocates_copies_and_frees() {
                 "{}: {kind:?} is 256-byte aligned",
                 name(device)
             );
-            let pattern: Vec<u8> = (0..BYTES).map(|i| (i % 251) as u8).collect();
+            let pattern: Vec<u8> = (0..=u8::MAX).cycle().take(BYTES).collect();
             // SAFETY: `ptr`, `staging` and `pattern` are live and BYTES long until the
             // synchronize in `read_back`.
             unsafe {
