@@ -14,8 +14,9 @@ fn read_back(device: &SoftwareDevice, src: DevicePtr, bytes: usize) -> Vec<u8> {
 
 #[test]
 fn completion_delay_holds_back_every_operation() {
-    let device = SoftwareDevice::with_completion_delay(Duration::from_millis(30));
-    assert_eq!(device.completion_delay(), Duration::from_millis(30));
+    let delay = Duration::from_millis(100);
+    let device = SoftwareDevice::with_completion_delay(delay);
+    assert_eq!(device.completion_delay(), delay);
     let stream = device.create_stream().unwrap();
     let event = device.create_event().unwrap();
     let buffer = device.alloc(AllocKind::Device, 64).unwrap();
