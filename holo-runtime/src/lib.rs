@@ -10,6 +10,8 @@ pub use holo_params::{
 mod params_macros;
 pub use params_macros::*;
 
+pub mod device;
+
 /// Items that generated code names. Not a public API.
 #[doc(hidden)]
 pub mod __private {

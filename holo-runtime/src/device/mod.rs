@@ -1,0 +1,407 @@
+//! The device layer: one object-safe trait, [`DeviceBackend`], between the runtime and a
+//! GPU API, and its backends.
+//!
+//! The runtime's stream contract (readiness, release registration, retirement, fusion
+//! elision) is written once above this trait. A backend only creates streams and events,
+//! records and waits, polls, allocates and enqueues copies and fills; it never inserts an
+//! event or a synchronization of its own, because the runtime owns ordering.
+//!
+//! - [`SoftwareDevice`]: streams are worker threads, events are completion counters. Needs
+//!   no GPU; CI runs the device-contract suite on it.
+//! - [`CudaDevice`] (feature `cuda`): the CUDA driver API through `cudarc`'s `result`/`sys`
+//!   layer, loaded at run time; a machine without `libcuda` gets
+//!   [`ErrorCode::DeviceUnavailable`], never a panic.
+//!
+//! ```
+//! use holo_runtime::device::{AllocKind, DeviceBackend, SoftwareDevice};
+//!
+//! let device = SoftwareDevice::new();
+//! let stream = device.create_stream()?;
+//! let ready = device.create_event()?;
+//! let frame = device.alloc(AllocKind::Device, 256)?;
+//! let mut host = [0_u8; 256];
+//! // SAFETY: `frame` is a live 256-byte allocation and `host` outlives the stream
+//! // synchronization below; nothing else touches either meanwhile.
+//! unsafe {
+//!     device.memset_async(frame, 0x2A, 256, stream)?;
+//!     device.copy_to_host_async(host.as_mut_ptr(), frame, 256, stream)?;
+//! }
+//! device.record_event(ready, stream)?;
+//! device.synchronize_event(ready)?;
+//! assert!(host.iter().all(|&b| b == 0x2A));
+//! // SAFETY: the stream has finished every operation that used `frame`.
+//! unsafe { device.free(AllocKind::Device, frame, 256)? };
+//! # Ok::<(), holo_runtime::Error>(())
+//! ```
+
+mod counters;
+#[cfg(feature = "cuda")]
+mod cuda;
+mod handle;
+mod software;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{Error, ErrorCode, MemoryKind, Result};
+
+pub use counters::{CounterSnapshot, DeviceCounters};
+#[cfg(feature = "cuda")]
+pub use cuda::{CudaDevice, device_count, driver_present};
+pub use handle::{DevicePtr, EventHandle, StreamHandle};
+pub use software::SoftwareDevice;
+
+/// Which implementation stands behind a [`DeviceBackend`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    /// [`SoftwareDevice`]: worker-thread streams and host memory, no GPU.
+    Software,
+    /// [`CudaDevice`]: a CUDA device through the driver API.
+    Cuda,
+}
+
+impl BackendKind {
+    /// The stable name (`software`, `cuda`), as `HOLO_DEVICE` spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BackendKind::Software => "software",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+}
+
+/// What kind of memory [`DeviceBackend::alloc`] returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AllocKind {
+    /// Device memory (`cuMemAlloc`). Not host-accessible.
+    Device,
+    /// Page-locked host memory (`cuMemHostAlloc`), host-accessible and addressable by the
+    /// device through unified addressing.
+    PinnedHost,
+    /// Managed (unified) memory (`cuMemAllocManaged`), host- and device-accessible.
+    Managed,
+}
+
+impl AllocKind {
+    /// Every kind.
+    pub const ALL: [AllocKind; 3] = [AllocKind::Device, AllocKind::PinnedHost, AllocKind::Managed];
+
+    /// Whether the host may dereference the memory (once no stream operation is pending on it).
+    pub const fn host_accessible(self) -> bool {
+        matches!(self, AllocKind::PinnedHost | AllocKind::Managed)
+    }
+}
+
+impl TryFrom<MemoryKind> for AllocKind {
+    type Error = Error;
+
+    /// The device allocation that backs a plan's memory kind. Pageable host memory is not
+    /// a device allocation and is rejected with `NotSupported`.
+    fn try_from(kind: MemoryKind) -> Result<Self> {
+        match kind {
+            MemoryKind::CudaDevice => Ok(AllocKind::Device),
+            MemoryKind::PinnedHost => Ok(AllocKind::PinnedHost),
+            MemoryKind::CudaManaged => Ok(AllocKind::Managed),
+            MemoryKind::Host => Err(Error::new(
+                ErrorCode::NotSupported,
+                "pageable host memory is not allocated by a device backend",
+            )),
+        }
+    }
+}
+
+/// The operations the runtime needs from a GPU API. Object-safe: the runtime holds an
+/// `Arc<dyn DeviceBackend>`.
+///
+/// Every method may be called from any thread. Handles are checked: a handle this
+/// backend did not create, or already destroyed, gives `InvalidArgument`. Asynchronous
+/// methods (`record_event`, `wait_event`, `memset_async`, the copies, `enqueue_delay`)
+/// only enqueue work and never block the calling thread on device progress, and they do
+/// not allocate on the caller's thread. The blocking ones (`synchronize_event`,
+/// `synchronize_stream`) are for the host-access calls only.
+///
+/// Ordering follows CUDA's stream semantics: operations on one stream run in FIFO order;
+/// `record_event` captures everything enqueued on the stream so far, re-recording replaces
+/// what the event tracks, and an event never recorded is complete.
+pub trait DeviceBackend: Send + Sync + 'static {
+    /// Which implementation this is.
+    fn backend_kind(&self) -> BackendKind;
+
+    /// The device ordinal (0 for the software device).
+    fn ordinal(&self) -> u32;
+
+    /// Creates a stream that does not synchronize with any other (CUDA: non-blocking).
+    fn create_stream(&self) -> Result<StreamHandle>;
+
+    /// Destroys a stream. Work already enqueued on it still completes (the software device
+    /// drains it before returning; CUDA completes it asynchronously).
+    fn destroy_stream(&self, stream: StreamHandle) -> Result<()>;
+
+    /// Creates an event with timing disabled.
+    fn create_event(&self) -> Result<EventHandle>;
+
+    /// Destroys an event. Streams already waiting on it are not affected.
+    fn destroy_event(&self, event: EventHandle) -> Result<()>;
+
+    /// Records `event` on `stream`: it completes once the stream has run everything
+    /// enqueued before this call.
+    fn record_event(&self, event: EventHandle, stream: StreamHandle) -> Result<()>;
+
+    /// Makes `stream` wait, on the device, for the event's latest recording at the time of
+    /// this call. The calling thread does not wait.
+    fn wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()>;
+
+    /// Whether the event has completed (`true` also for an event never recorded). Never blocks.
+    fn query_event(&self, event: EventHandle) -> Result<bool>;
+
+    /// Blocks the calling thread until the event completes. Host-access calls only.
+    fn synchronize_event(&self, event: EventHandle) -> Result<()>;
+
+    /// Blocks the calling thread until everything enqueued on `stream` has run.
+    /// Host-access calls and teardown only.
+    fn synchronize_stream(&self, stream: StreamHandle) -> Result<()>;
+
+    /// Allocates `bytes` (non-zero) of `kind`, aligned to at least 256 bytes. Cold path.
+    /// Out of memory gives `ResourceExhausted`; zero bytes gives `InvalidArgument`.
+    fn alloc(&self, kind: AllocKind, bytes: usize) -> Result<DevicePtr>;
+
+    /// Frees an allocation made by [`alloc`](Self::alloc) with the same `kind` and `bytes`.
+    ///
+    /// # Safety
+    /// No pending stream operation may use the allocation, and no later one may.
+    unsafe fn free(&self, kind: AllocKind, ptr: DevicePtr, bytes: usize) -> Result<()>;
+
+    /// Enqueues filling `bytes` bytes at `dst` with `value`.
+    ///
+    /// # Safety
+    /// `dst..dst + bytes` must lie in a live allocation of this backend until the stream
+    /// has run the fill, and nothing may access it concurrently without stream ordering.
+    unsafe fn memset_async(
+        &self,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()>;
+
+    /// Enqueues a copy of `bytes` bytes between two addresses of the unified address
+    /// space (device, pinned or managed, in any direction).
+    ///
+    /// # Safety
+    /// Both ranges must lie in live allocations of this backend until the stream has run
+    /// the copy; they must not overlap, and nothing may write them concurrently (or read
+    /// `dst`) without stream ordering.
+    unsafe fn copy_async(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()>;
+
+    /// Enqueues a copy from backend memory to ordinary host memory.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `bytes` bytes, and `src..src + bytes` lie in a
+    /// live allocation, until the stream has run the copy; nothing may access `dst`
+    /// meanwhile.
+    unsafe fn copy_to_host_async(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()>;
+
+    /// Enqueues a copy from ordinary host memory to backend memory.
+    ///
+    /// # Safety
+    /// `src` must be valid for reads of `bytes` bytes and not written, and `dst..dst +
+    /// bytes` lie in a live allocation, until the stream has run the copy.
+    unsafe fn copy_from_host_async(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()>;
+
+    /// Enqueues an operation that occupies `stream` for `duration` (CUDA: a host function
+    /// that sleeps). Test and bench support: it makes a pending completion last long
+    /// enough that an early reuse would show.
+    fn enqueue_delay(&self, stream: StreamHandle, duration: Duration) -> Result<()>;
+
+    /// The call counters of this backend.
+    fn counters(&self) -> &DeviceCounters;
+}
+
+/// What `HOLO_DEVICE` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Selection {
+    /// Unset or `auto`: CUDA device 0 if present, else the software device.
+    Auto,
+    Software,
+    Cuda(u32),
+}
+
+fn parse_selection(value: Option<&str>) -> Result<Selection> {
+    let Some(value) = value.map(str::trim) else {
+        return Ok(Selection::Auto);
+    };
+    match value {
+        "" | "auto" => Ok(Selection::Auto),
+        "software" => Ok(Selection::Software),
+        "cuda" => Ok(Selection::Cuda(0)),
+        _ => value
+            .strip_prefix("cuda:")
+            .and_then(|ordinal| ordinal.parse().ok())
+            .map(Selection::Cuda)
+            .ok_or_else(|| {
+                Error::invalid_argument(format!(
+                    "unknown device `{value}`: expected one of `auto`, `software`, `cuda`, `cuda:N`"
+                ))
+                .at("environment variable HOLO_DEVICE")
+            }),
+    }
+}
+
+fn cuda_required(value: Option<&str>) -> Result<bool> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(false),
+        Some("cuda") => Ok(true),
+        Some(other) => Err(Error::invalid_argument(format!(
+            "unknown required device `{other}`: the only value is `cuda`"
+        ))
+        .at("environment variable HOLO_REQUIRE_DEVICE")),
+    }
+}
+
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Opens CUDA device `ordinal` as a backend.
+#[cfg(feature = "cuda")]
+fn open_cuda(ordinal: u32) -> Result<Arc<dyn DeviceBackend>> {
+    Ok(CudaDevice::open(ordinal)?)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_cuda(_ordinal: u32) -> Result<Arc<dyn DeviceBackend>> {
+    Err(Error::new(
+        ErrorCode::DeviceUnavailable,
+        "this build of holo-runtime has no CUDA backend (feature `cuda` is off)",
+    ))
+}
+
+/// Opens the backend that the environment selects.
+///
+/// `HOLO_DEVICE` is `software`, `cuda` (device 0), `cuda:N`, or unset / `auto` (CUDA
+/// device 0 when one opens, else the software device). With `HOLO_REQUIRE_DEVICE=cuda`
+/// a CUDA device must open: the software fallback becomes an error.
+pub fn open_backend_from_env() -> Result<Arc<dyn DeviceBackend>> {
+    let selection = parse_selection(env_var("HOLO_DEVICE").as_deref())?;
+    let require_cuda = cuda_required(env_var("HOLO_REQUIRE_DEVICE").as_deref())?;
+    match selection {
+        Selection::Cuda(ordinal) => open_cuda(ordinal),
+        Selection::Software if require_cuda => Err(Error::invalid_argument(
+            "HOLO_DEVICE=software contradicts HOLO_REQUIRE_DEVICE=cuda",
+        )),
+        Selection::Software => Ok(SoftwareDevice::new()),
+        Selection::Auto => match open_cuda(0) {
+            Ok(device) => Ok(device),
+            Err(error) if require_cuda => Err(error),
+            Err(_) => Ok(SoftwareDevice::new()),
+        },
+    }
+}
+
+/// The backends the device-contract suite runs on: always a [`SoftwareDevice`], plus
+/// CUDA device 0 when it opens.
+///
+/// # Panics
+/// With `HOLO_REQUIRE_DEVICE=cuda` set, panics (failing the test rather than skipping the
+/// CUDA run) when CUDA device 0 does not open, or when the variable is malformed.
+pub fn test_backends() -> Vec<Arc<dyn DeviceBackend>> {
+    let require_cuda = match cuda_required(env_var("HOLO_REQUIRE_DEVICE").as_deref()) {
+        Ok(required) => required,
+        Err(error) => panic!("{error}"),
+    };
+    let mut backends: Vec<Arc<dyn DeviceBackend>> = vec![SoftwareDevice::new()];
+    match open_cuda(0) {
+        Ok(cuda) => backends.push(cuda),
+        Err(error) if require_cuda => {
+            panic!("HOLO_REQUIRE_DEVICE=cuda but CUDA device 0 did not open: {error}")
+        }
+        Err(_) => {}
+    }
+    backends
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holo_device_values_parse() {
+        assert_eq!(parse_selection(None).unwrap(), Selection::Auto);
+        assert_eq!(parse_selection(Some("auto")).unwrap(), Selection::Auto);
+        assert_eq!(
+            parse_selection(Some(" software ")).unwrap(),
+            Selection::Software
+        );
+        assert_eq!(parse_selection(Some("cuda")).unwrap(), Selection::Cuda(0));
+        assert_eq!(parse_selection(Some("cuda:3")).unwrap(), Selection::Cuda(3));
+        for bad in ["gpu", "cuda:", "cuda:x", "cuda:-1", "opencl"] {
+            let error = parse_selection(Some(bad)).unwrap_err();
+            assert_eq!(error.code(), ErrorCode::InvalidArgument, "{bad}");
+            assert!(error.message().contains("expected one of"), "{error}");
+            assert_eq!(error.location(), Some("environment variable HOLO_DEVICE"));
+        }
+    }
+
+    #[test]
+    fn holo_require_device_values_parse() {
+        assert!(!cuda_required(None).unwrap());
+        assert!(!cuda_required(Some("")).unwrap());
+        assert!(cuda_required(Some("cuda")).unwrap());
+        assert_eq!(
+            cuda_required(Some("gpu")).unwrap_err().code(),
+            ErrorCode::InvalidArgument
+        );
+    }
+
+    #[test]
+    fn alloc_kinds_map_from_memory_kinds() {
+        assert_eq!(
+            AllocKind::try_from(MemoryKind::CudaDevice).unwrap(),
+            AllocKind::Device
+        );
+        assert_eq!(
+            AllocKind::try_from(MemoryKind::PinnedHost).unwrap(),
+            AllocKind::PinnedHost
+        );
+        assert_eq!(
+            AllocKind::try_from(MemoryKind::CudaManaged).unwrap(),
+            AllocKind::Managed
+        );
+        assert_eq!(
+            AllocKind::try_from(MemoryKind::Host).unwrap_err().code(),
+            ErrorCode::NotSupported
+        );
+        assert!(!AllocKind::Device.host_accessible());
+        assert!(AllocKind::PinnedHost.host_accessible() && AllocKind::Managed.host_accessible());
+    }
+
+    #[test]
+    fn backends_are_send_sync_and_object_safe() {
+        fn assert_send_sync<T: Send + Sync + ?Sized>() {}
+        assert_send_sync::<dyn DeviceBackend>();
+        assert_send_sync::<SoftwareDevice>();
+        #[cfg(feature = "cuda")]
+        assert_send_sync::<CudaDevice>();
+        assert_send_sync::<DeviceCounters>();
+        let backend: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+        assert_eq!(backend.backend_kind().name(), "software");
+    }
+}

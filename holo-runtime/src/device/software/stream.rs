@@ -1,0 +1,228 @@
+//! A software stream: a worker thread running a bounded FIFO of operations, and the
+//! completion counter that events and other streams observe.
+
+use std::ptr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::device::handle::addr_usize;
+use crate::{Error, ErrorCode, Result};
+
+/// Operations queued per stream before an enqueue waits for the worker (CUDA's launch
+/// queue is bounded too).
+pub(super) const QUEUE_DEPTH: usize = 4096;
+
+/// How far a stream's worker has got: the sequence number of the last operation it ran.
+/// Events hold a `(Progress, seq)` pair; an event is complete once `completed >= seq`.
+pub(super) struct Progress {
+    completed: AtomicU64,
+    waiters: AtomicUsize,
+    lock: Mutex<()>,
+    wakeup: Condvar,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Self {
+            completed: AtomicU64::new(0),
+            waiters: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            wakeup: Condvar::new(),
+        }
+    }
+
+    /// Whether the operation numbered `seq` has run. Acquire: what it wrote is visible.
+    pub(super) fn reached(&self, seq: u64) -> bool {
+        self.completed.load(Ordering::Acquire) >= seq
+    }
+
+    /// Blocks the calling thread (a host caller or another stream's worker) until `seq` ran.
+    pub(super) fn wait_until(&self, seq: u64) {
+        if self.reached(seq) {
+            return;
+        }
+        let mut guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        // SeqCst on `waiters` and `completed` (here and in `complete`): either the worker
+        // sees this waiter and notifies under the lock, or this load sees its store.
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        while self.completed.load(Ordering::SeqCst) < seq {
+            guard = self
+                .wakeup
+                .wait(guard)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Marks `seq` as run (worker only; sequence numbers arrive in increasing order).
+    fn complete(&self, seq: u64) {
+        self.completed.store(seq, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            self.wakeup.notify_all();
+        }
+    }
+}
+
+/// One queued operation. Addresses are plain integers so the job is `Send`; the worker
+/// rebuilds pointers from them (their provenance was exposed when they were handed out).
+pub(super) enum Op {
+    Fill {
+        dst: u64,
+        value: u8,
+        bytes: usize,
+    },
+    Copy {
+        dst: u64,
+        src: u64,
+        bytes: usize,
+    },
+    /// An event recording: running it is all it takes to complete its sequence number.
+    Marker,
+    /// Wait until another (or this) stream has reached `seq`.
+    Wait {
+        progress: Arc<Progress>,
+        seq: u64,
+    },
+    Delay(Duration),
+}
+
+struct Job {
+    seq: u64,
+    op: Op,
+}
+
+struct Submit {
+    /// Sequence number of the last enqueued operation.
+    last_seq: u64,
+    /// `None` once the stream is destroyed.
+    sender: Option<Sender<Job>>,
+}
+
+pub(super) struct SoftStream {
+    progress: Arc<Progress>,
+    submit: Mutex<Submit>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl SoftStream {
+    pub(super) fn spawn(name: String, completion_delay: Duration) -> Result<Self> {
+        let (sender, receiver) = crossbeam_channel::bounded(QUEUE_DEPTH);
+        let progress = Arc::new(Progress::new());
+        let worker_progress = Arc::clone(&progress);
+        let worker = thread::Builder::new()
+            .name(name)
+            .spawn(move || run_worker(&receiver, &worker_progress, completion_delay))
+            .map_err(|error| {
+                Error::new(
+                    ErrorCode::ResourceExhausted,
+                    format!("cannot start a software stream worker thread: {error}"),
+                )
+            })?;
+        Ok(Self {
+            progress,
+            submit: Mutex::new(Submit {
+                last_seq: 0,
+                sender: Some(sender),
+            }),
+            worker: Mutex::new(Some(worker)),
+        })
+    }
+
+    pub(super) fn progress(&self) -> &Arc<Progress> {
+        &self.progress
+    }
+
+    /// Enqueues `op` and returns its sequence number. No allocation: the channel is a
+    /// preallocated ring. Waits only if `QUEUE_DEPTH` operations are already queued.
+    pub(super) fn enqueue(&self, op: Op) -> Result<u64> {
+        // The lock makes sequence numbers follow FIFO order when threads enqueue at once.
+        let mut submit = self.submit.lock().unwrap_or_else(PoisonError::into_inner);
+        let seq = submit.last_seq + 1;
+        let sent = match &submit.sender {
+            Some(sender) => sender.send(Job { seq, op }).is_ok(),
+            None => false,
+        };
+        if !sent {
+            return Err(Error::invalid_argument("the stream was destroyed"));
+        }
+        submit.last_seq = seq;
+        Ok(seq)
+    }
+
+    /// Sequence number of the last enqueued operation.
+    pub(super) fn last_seq(&self) -> u64 {
+        self.submit
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last_seq
+    }
+
+    /// Closes the queue, lets the worker run what is queued, and joins it.
+    pub(super) fn shut_down(&self) {
+        let sender = self
+            .submit
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .sender
+            .take();
+        drop(sender);
+        let worker = self
+            .worker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(worker) = worker {
+            // A worker runs no user code and cannot panic; a join error has nothing to report.
+            let _ = worker.join();
+        }
+    }
+}
+
+impl Drop for SoftStream {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+fn run_worker(receiver: &Receiver<Job>, progress: &Progress, completion_delay: Duration) {
+    // `recv` fails once the queue is closed and empty: a destroyed stream drains first.
+    while let Ok(Job { seq, op }) = receiver.recv() {
+        if !completion_delay.is_zero() {
+            thread::sleep(completion_delay);
+        }
+        match op {
+            Op::Fill { dst, value, bytes } => {
+                // SAFETY: `enqueue` callers checked that `dst..dst + bytes` lies in a live
+                // allocation, and `memset_async`'s contract keeps it live and unaliased
+                // until this operation has run.
+                unsafe {
+                    ptr::write_bytes(
+                        ptr::with_exposed_provenance_mut::<u8>(addr_usize(dst)),
+                        value,
+                        bytes,
+                    );
+                }
+            }
+            Op::Copy { dst, src, bytes } => {
+                // SAFETY: the copy methods' contracts keep both ranges valid for `bytes`
+                // bytes until this operation has run; `copy` tolerates overlap.
+                unsafe {
+                    ptr::copy(
+                        ptr::with_exposed_provenance::<u8>(addr_usize(src)),
+                        ptr::with_exposed_provenance_mut::<u8>(addr_usize(dst)),
+                        bytes,
+                    );
+                }
+            }
+            Op::Marker => {}
+            Op::Wait { progress, seq } => progress.wait_until(seq),
+            Op::Delay(duration) => thread::sleep(duration),
+        }
+        progress.complete(seq);
+    }
+}
