@@ -17,3 +17,8 @@ pub mod device;
 pub mod __private {
     pub use holo_params::__private::*;
 }
+
+/// The README's code blocks, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
