@@ -36,11 +36,14 @@ fn median_ns(mut op: impl FnMut(), mut settle: impl FnMut()) -> f64 {
     samples[BATCHES / 2]
 }
 
-fn report(backend: &str, op: &str, holo: f64, baseline: f64, baseline_name: &str) {
-    println!(
-        "{backend:<9} {op:<13} {holo:>10.1} {baseline:>14.1} {ratio:>7.2}   {baseline_name}",
-        ratio = holo / baseline
-    );
+/// Prints one row per op: holo's ns/op beside its baseline's, and their ratio.
+fn report(backend: &str, holo: [(&str, f64); 4], baselines: [(f64, &str); 4]) {
+    for ((op, holo), (baseline, baseline_name)) in holo.into_iter().zip(baselines) {
+        println!(
+            "{backend:<9} {op:<13} {holo:>10.1} {baseline:>14.1} {ratio:>7.2}   {baseline_name}",
+            ratio = holo / baseline
+        );
+    }
 }
 
 /// The four ops through the trait: (name, ns/op).
@@ -115,16 +118,17 @@ fn bench_software() {
     drop(sender);
     worker.join().unwrap();
 
-    let baselines = [channel, channel, load, channel];
-    let names = [
-        "crossbeam bounded send",
-        "crossbeam bounded send",
-        "atomic load",
-        "crossbeam bounded send",
-    ];
-    for (((op, ns), baseline), name) in holo.into_iter().zip(baselines).zip(names) {
-        report("software", op, ns, baseline, name);
-    }
+    let send = "crossbeam bounded send";
+    report(
+        "software",
+        holo,
+        [
+            (channel, send),
+            (channel, send),
+            (load, "atomic load"),
+            (channel, send),
+        ],
+    );
 }
 
 #[cfg(feature = "cuda")]
@@ -206,16 +210,16 @@ fn bench_cuda() {
     device.destroy_stream(stream).unwrap();
     device.destroy_stream(other).unwrap();
 
-    let baselines = [record, wait, query, fill];
-    let names = [
-        "sys::cuEventRecord",
-        "sys::cuStreamWaitEvent",
-        "sys::cuEventQuery",
-        "sys::cuMemsetD8Async",
-    ];
-    for (((op, ns), baseline), name) in holo.into_iter().zip(baselines).zip(names) {
-        report("cuda", op, ns, baseline, name);
-    }
+    report(
+        "cuda",
+        holo,
+        [
+            (record, "sys::cuEventRecord"),
+            (wait, "sys::cuStreamWaitEvent"),
+            (query, "sys::cuEventQuery"),
+            (fill, "sys::cuMemsetD8Async"),
+        ],
+    );
 }
 
 #[cfg(not(feature = "cuda"))]
