@@ -123,6 +123,39 @@ pub mod __private {
 
     /// Compile-time check that a field type is a parameter enum; spanned on the type.
     pub const fn assert_param_enum<T: crate::ParamEnum>() {}
+
+    /// FNV-1a 64 of a Rust field name; used as a const-generic key, so generated code can
+    /// name a field of a schema by its Rust name at compile time.
+    pub const fn field_hash(name: &str) -> u64 {
+        let bytes = name.as_bytes();
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut i = 0;
+        while i < bytes.len() {
+            hash ^= bytes[i] as u64;
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+            i += 1;
+        }
+        hash
+    }
+
+    /// Compile-time facts about one field of a schema, implemented by
+    /// `#[derive(ParamSchema)]` for each field and keyed by `field_hash(rust_name)`.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` has no parameter field with this name",
+        label = "no parameter field with this name",
+        note = "name a field of the `#[derive(ParamSchema)]` struct by its Rust name; nested fields are written `outer.inner`"
+    )]
+    pub trait Field<const H: u64> {
+        /// The field's Rust type.
+        type Type;
+        /// The key in TOML and JSON.
+        const KEY: &'static str;
+        /// `#[param(sensitive)]`.
+        const SENSITIVE: bool;
+        /// Not sensitive, and `compile_time` or `recompile_required`: its value is fixed
+        /// for the life of a plan, so plan compilation may read it.
+        const COMPILE_READABLE: bool;
+    }
 }
 
 #[cfg(test)]
@@ -137,6 +170,16 @@ mod tests {
         assert_send_sync::<Value>();
         assert_send_sync::<BoundedVec<u32, 4>>();
     };
+
+    #[test]
+    fn field_hash_is_fnv1a_64() {
+        assert_eq!(__private::field_hash(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(__private::field_hash("a"), 0xaf63_dc4c_8601_ec8c);
+        assert_ne!(
+            __private::field_hash("width"),
+            __private::field_hash("height")
+        );
+    }
 
     #[test]
     fn field_paths_print_keys_and_indices() {

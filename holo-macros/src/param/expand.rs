@@ -109,6 +109,7 @@ pub(crate) fn schema(schema: &Schema<'_>) -> TokenStream {
         .iter()
         .enumerate()
         .map(|(i, f)| type_assertions(&p, i, f));
+    let field_facts = fields.iter().map(|f| field_facts(&p, ident, f));
     let ops: Vec<syn::Ident> = (0..fields.len()).map(ops).collect();
     let idents: Vec<_> = fields.iter().map(|f| f.ident).collect();
     let indices: Vec<Literal> = (0..fields.len()).map(Literal::usize_unsuffixed).collect();
@@ -195,8 +196,29 @@ pub(crate) fn schema(schema: &Schema<'_>) -> TokenStream {
                 }
             }
 
+            #(#field_facts)*
+
             #debug
         };
+    }
+}
+
+/// `Field<{ field_hash("rust_name") }>`: what `#[byte_span_projector]` checks at compile
+/// time about a field it reads.
+fn field_facts(p: &TokenStream, schema: &syn::Ident, field: &Field<'_>) -> TokenStream {
+    let ty = field.ty;
+    let rust_name = field.ident.to_string();
+    let key = field.key();
+    let sensitive = field.sensitive;
+    let readable = !field.sensitive && (field.compile_time || field.recompile_required);
+    quote! {
+        #[automatically_derived]
+        impl #p::Field<{ #p::field_hash(#rust_name) }> for #schema {
+            type Type = #ty;
+            const KEY: &'static str = #key;
+            const SENSITIVE: bool = #sensitive;
+            const COMPILE_READABLE: bool = #readable;
+        }
     }
 }
 
