@@ -1,0 +1,238 @@
+//! The plan compiler: `compile(&graph, CompileOptions) -> Result<ExecutionPlan, Diagnostics>`.
+//!
+//! Passes, each from the plan-so-far to the plan: graph checks (fan-in, unconnected
+//! inputs, cycles) → partitioning → memory kinds and byte spans → placement and layout
+//! checks → queue depths → pools → streams and fusion. Every pass reports all it finds;
+//! one compile returns every diagnostic together.
+
+mod diagnostics;
+mod partition;
+mod placement;
+mod pools;
+
+use std::collections::BTreeMap;
+
+pub use diagnostics::{Diagnostic, Diagnostics, Severity, codes};
+
+use crate::graph::Graph;
+use crate::plan::{CudaComputeStreamPolicy, EdgeRecord, ExecutionPlan, OperatorRecord};
+
+/// An authored partition: a name and the operators it runs, by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionSpec {
+    /// The partition's name.
+    pub name: String,
+    /// Operator names.
+    pub operators: Vec<String>,
+}
+
+/// How operators are grouped into execution partitions.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Partitioning {
+    /// A linear chain stays in one partition; a fork puts each successor leg, and a join,
+    /// in a partition of its own.
+    #[default]
+    Automatic,
+    /// Exactly these partitions; every operator must be named once.
+    Authored(Vec<PartitionSpec>),
+}
+
+/// CUDA execution options, frozen into the plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct CudaExecutionOptions {
+    /// The compute-stream policy.
+    pub compute_stream_policy: CudaComputeStreamPolicy,
+}
+
+/// Explicit placement decisions. The compiler never guesses device zero.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct DeploymentBinding {
+    pub(crate) tensor_output_devices: BTreeMap<(String, String), u32>,
+}
+
+impl DeploymentBinding {
+    /// Binds operator `operator`'s tensor output `port` to CUDA device `device`.
+    /// Required for CUDA-device and CUDA-managed runtime pools.
+    pub fn bind_tensor_output_device(&mut self, operator: &str, port: &str, device: u32) -> &mut Self {
+        self.tensor_output_devices
+            .insert((operator.to_owned(), port.to_owned()), device);
+        self
+    }
+}
+
+/// Options of one compile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// Partitioning.
+    pub partitioning: Partitioning,
+    /// CUDA execution options.
+    pub cuda_execution: CudaExecutionOptions,
+    /// Device placement.
+    pub deployment: DeploymentBinding,
+    /// The depth of an edge with no explicit depth (default 1).
+    pub default_queue_depth: u32,
+    /// Release streams each CUDA pool slot may register (default 8).
+    pub max_fanout_release_streams: u32,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        Self {
+            partitioning: Partitioning::Automatic,
+            cuda_execution: CudaExecutionOptions::default(),
+            deployment: DeploymentBinding::default(),
+            default_queue_depth: 1,
+            max_fanout_release_streams: 8,
+        }
+    }
+}
+
+/// The working state passes read and extend.
+pub(crate) struct Work<'g> {
+    pub(crate) graph: &'g Graph,
+    pub(crate) options: &'g CompileOptions,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+    pub(crate) warnings: Vec<Diagnostic>,
+    /// Operators in a topological order.
+    pub(crate) topo: Vec<u32>,
+    /// Incoming edge per (operator, port).
+    pub(crate) incoming: BTreeMap<(u32, u32), Vec<u32>>,
+    /// Outgoing edges per (operator, port).
+    pub(crate) outgoing: BTreeMap<(u32, u32), Vec<u32>>,
+    pub(crate) partition_of: Vec<u32>,
+}
+
+impl Work<'_> {
+    pub(crate) fn op_name(&self, op: u32) -> &str {
+        &self.graph.operators[op as usize].name
+    }
+    pub(crate) fn port_name(&self, op: u32, port: u32) -> &'static str {
+        self.graph.operators[op as usize].ports[port as usize].name
+    }
+}
+
+/// Compiles a graph into an immutable plan, or returns every diagnostic found.
+pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, Diagnostics> {
+    let mut work = Work {
+        graph,
+        options: &options,
+        diagnostics: Vec::new(),
+        warnings: Vec::new(),
+        topo: Vec::new(),
+        incoming: BTreeMap::new(),
+        outgoing: BTreeMap::new(),
+        partition_of: Vec::new(),
+    };
+    partition::check_graph(&mut work);
+    if work.topo.len() != graph.operators.len() {
+        // A cycle: later passes need a topological order.
+        return Err(Diagnostics {
+            items: work.diagnostics,
+        });
+    }
+    let partitions = partition::partition(&mut work);
+    let resolved = pools::resolve_tensors(&mut work);
+    let placed = placement::place(&mut work, &resolved, &partitions);
+    let edges = edge_records(&mut work, &placed);
+    let (allocations, derivations) = pools::allocations(&mut work, &resolved, &placed, &edges);
+    if !work.diagnostics.is_empty() {
+        return Err(Diagnostics {
+            items: work.diagnostics,
+        });
+    }
+    let operators = graph
+        .operators
+        .iter()
+        .enumerate()
+        .map(|(i, op)| {
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
+            OperatorRecord {
+                id: i,
+                name: op.name.clone(),
+                type_name: op.type_name.to_owned(),
+                partition: work.partition_of[i as usize],
+                device: placed.device_of[i as usize],
+                cuda_stream: placed.stream_of[i as usize],
+                order: u32::try_from(work.topo.iter().position(|&t| t == i).unwrap_or(0))
+                    .unwrap_or(u32::MAX),
+                params_schema: op.schema.id.to_owned(),
+                params: op.params_json.clone(),
+            }
+        })
+        .collect();
+    let mut plan = ExecutionPlan {
+        schema: crate::plan::PLAN_JSON_SCHEMA,
+        fingerprint: fingerprint(graph),
+        cuda_compute_stream_policy: options.cuda_execution.compute_stream_policy,
+        max_fanout_release_streams: options.max_fanout_release_streams,
+        operators,
+        partitions: placed.partitions,
+        cuda_compute_streams: placed.streams,
+        edges,
+        tensor_allocations: allocations,
+        tensor_byte_span_derivations: derivations,
+        warnings: work.warnings,
+    };
+    plan.warnings.sort_by(|a, b| a.code.cmp(b.code).then(a.message.cmp(&b.message)));
+    Ok(plan)
+}
+
+fn edge_records(work: &mut Work<'_>, placed: &placement::Placed) -> Vec<EdgeRecord> {
+    let graph = work.graph;
+    let mut out = Vec::with_capacity(graph.edges.len());
+    for (i, e) in graph.edges.iter().enumerate() {
+        let id = u32::try_from(i).unwrap_or(u32::MAX);
+        let (fo, fp) = (e.from.0.0, e.from.1);
+        let (to, tp) = (e.to.0.0, e.to.1);
+        let (depth, source) = match e.options.queue_depth {
+            Some(0) => {
+                work.diagnostics.push(
+                    Diagnostic::error(codes::QUEUE_DEPTH_ZERO, "an explicit queue depth of 0 admits nothing")
+                        .operator(work.op_name(to))
+                        .port(work.port_name(to, tp))
+                        .hint("give a depth of at least 1, or leave it out"),
+                );
+                (0, "explicit")
+            }
+            Some(d) => (d, "explicit"),
+            None => (work.options.default_queue_depth.max(1), "default"),
+        };
+        out.push(EdgeRecord {
+            id,
+            from_operator: fo,
+            from_port: work.port_name(fo, fp).to_owned(),
+            to_operator: to,
+            to_port: work.port_name(to, tp).to_owned(),
+            queue_depth: depth,
+            depth_source: source.to_owned(),
+            policy: e.options.policy.name().to_owned(),
+            tensor: graph.operators[fo as usize].ports[fp as usize].is_tensor(),
+            cross_partition: work.partition_of[fo as usize] != work.partition_of[to as usize],
+            fusion: placed.fusion.get(&id).cloned(),
+        });
+    }
+    out
+}
+
+/// FNV-1a over a canonical description of the graph's structure.
+pub(crate) fn fingerprint(graph: &Graph) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |s: &str| {
+        for b in s.bytes().chain([0xff]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for op in &graph.operators {
+        eat(&op.name);
+        eat(op.type_name);
+        for p in &op.ports {
+            eat(p.name);
+        }
+        eat(&op.params_json.to_string());
+    }
+    for e in &graph.edges {
+        eat(&format!("{}.{}>{}.{}", e.from.0.0, e.from.1, e.to.0.0, e.to.1));
+    }
+    format!("{h:016x}")
+}

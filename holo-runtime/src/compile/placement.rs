@@ -1,0 +1,158 @@
+//! Device placement, compute streams and fusion evidence.
+//!
+//! An operator is CUDA-active when one of its tensor outputs resolves to CUDA memory or
+//! one of its tensor inputs is fed by a CUDA output. Its device comes only from explicit
+//! bindings (`bind_tensor_output_device`) or, for a consumer, from its producers: the
+//! compiler never guesses device zero. Streams: one per (partition, device) by default, or
+//! one per device under `SharedProcessDevice`; host-only partitions get none.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::pools::Resolved;
+use super::{Diagnostic, Work, codes};
+use crate::graph::PortDecl;
+use crate::plan::{CudaComputeStreamPolicy, CudaComputeStreamRecord, ExecutionPartition, FusionEvidence};
+use crate::spec::PortDirection;
+
+pub(crate) struct Placed {
+    pub(crate) partitions: Vec<ExecutionPartition>,
+    pub(crate) streams: Vec<CudaComputeStreamRecord>,
+    pub(crate) device_of: Vec<Option<u32>>,
+    pub(crate) stream_of: Vec<Option<u32>>,
+    pub(crate) output_device: BTreeMap<(u32, u32), u32>,
+    pub(crate) fusion: BTreeMap<u32, FusionEvidence>,
+}
+
+pub(crate) fn place(work: &mut Work<'_>, resolved: &Resolved, partitions: &[ExecutionPartition]) -> Placed {
+    let graph = work.graph;
+    let n = graph.operators.len();
+    let mut output_device = BTreeMap::new();
+    // Explicit bindings first; each must name a tensor output.
+    for ((op_name, port_name), &device) in &work.options.deployment.tensor_output_devices {
+        let found = graph.operators.iter().enumerate().find_map(|(o, op)| {
+            (op.name == *op_name).then(|| {
+                op.ports
+                    .iter()
+                    .position(|p| p.name == port_name && matches!(p.decl, PortDecl::TensorOutput(_)))
+                    .map(|p| (o, p))
+            })?
+        });
+        match found {
+            Some((o, p)) => {
+                output_device.insert((u32::try_from(o).unwrap_or(u32::MAX), u32::try_from(p).unwrap_or(u32::MAX)), device);
+            }
+            None => work.diagnostics.push(
+                Diagnostic::error(codes::PLACEMENT_UNKNOWN_BINDING, "the device binding names no tensor output")
+                    .operator(op_name)
+                    .port(port_name)
+                    .hint("bind `<operator>.<port>` of a tensor output that exists"),
+            ),
+        }
+    }
+    // Devices per operator: from its bound outputs, in topological order from producers.
+    let mut devices: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); n];
+    for (&(o, _), &d) in &output_device {
+        devices[o as usize].insert(d);
+    }
+    let mut cuda_active = vec![false; n];
+    for &o in &work.topo.clone() {
+        let op = &graph.operators[o as usize];
+        for (p, port) in op.ports.iter().enumerate() {
+            let p = u32::try_from(p).unwrap_or(u32::MAX);
+            match port.direction {
+                PortDirection::Output => {
+                    let Some(r) = resolved.get(&(o, p)) else { continue };
+                    if r.memory_kind.is_some_and(crate::MemoryKind::is_cuda) {
+                        cuda_active[o as usize] = true;
+                    }
+                }
+                PortDirection::Input => {
+                    for &e in work.incoming.get(&(o, p)).map_or(&[][..], Vec::as_slice) {
+                        let edge = &graph.edges[e as usize];
+                        let from = (edge.from.0.0, edge.from.1);
+                        if resolved.get(&from).and_then(|r| r.memory_kind).is_some_and(crate::MemoryKind::is_cuda) {
+                            cuda_active[o as usize] = true;
+                            let inherited: Vec<u32> = devices[from.0 as usize].iter().copied().collect();
+                            devices[o as usize].extend(inherited);
+                        }
+                    }
+                }
+            }
+        }
+        if cuda_active[o as usize] {
+            match devices[o as usize].len() {
+                0 => work.diagnostics.push(
+                    Diagnostic::error(
+                        codes::PLACEMENT_DEVICE_REQUIRED,
+                        "the operator uses CUDA memory but no device is bound: the compiler never guesses device 0",
+                    )
+                    .operator(&op.name)
+                    .hint("bind its CUDA output with `options.deployment.bind_tensor_output_device(operator, port, device)`"),
+                ),
+                1 => {}
+                _ => work.diagnostics.push(
+                    Diagnostic::error(
+                        codes::PLACEMENT_DEVICE_CONFLICT,
+                        format!("the operator's tensors resolve to devices {:?}; one operator uses one device", devices[o as usize]),
+                    )
+                    .operator(&op.name)
+                    .hint("holo inserts no cross-device copy: move the data yourself, or bind every output to one device"),
+                ),
+            }
+        }
+    }
+    let device_of: Vec<Option<u32>> = (0..n)
+        .map(|o| (cuda_active[o] && devices[o].len() == 1).then(|| devices[o].first().copied()).flatten())
+        .collect();
+    // Streams.
+    let mut partitions = partitions.to_vec();
+    let mut streams: Vec<CudaComputeStreamRecord> = Vec::new();
+    let mut key_to_stream: BTreeMap<(Option<u32>, u32), u32> = BTreeMap::new();
+    let mut stream_of = vec![None; n];
+    for part in &mut partitions {
+        part.host_only = part.operators.iter().all(|&o| device_of[o as usize].is_none());
+        for &o in &part.operators {
+            let Some(device) = device_of[o as usize] else { continue };
+            let key = match work.options.cuda_execution.compute_stream_policy {
+                CudaComputeStreamPolicy::PerPartitionDevice => (Some(part.id), device),
+                CudaComputeStreamPolicy::SharedProcessDevice => (None, device),
+            };
+            let id = *key_to_stream.entry(key).or_insert_with(|| {
+                let id = u32::try_from(streams.len()).unwrap_or(u32::MAX);
+                streams.push(CudaComputeStreamRecord { id, device, partitions: Vec::new() });
+                id
+            });
+            if !streams[id as usize].partitions.contains(&part.id) {
+                streams[id as usize].partitions.push(part.id);
+            }
+            stream_of[o as usize] = Some(id);
+        }
+    }
+    // Fusion: a CUDA tensor edge whose output has exactly one successor in total and
+    // whose two endpoints name the same final stream.
+    let mut fusion = BTreeMap::new();
+    for (i, e) in graph.edges.iter().enumerate() {
+        let from = (e.from.0.0, e.from.1);
+        let cuda = resolved.get(&from).and_then(|r| r.memory_kind).is_some_and(crate::MemoryKind::is_cuda);
+        let sole = work.outgoing.get(&from).is_some_and(|v| v.len() == 1);
+        let (a, b) = (stream_of[e.from.0.index()], stream_of[e.to.0.index()]);
+        if cuda && sole && a.is_some() && a == b {
+            fusion.insert(
+                u32::try_from(i).unwrap_or(u32::MAX),
+                FusionEvidence {
+                    stream: a.unwrap_or(0),
+                    sole_successor: true,
+                    process_local: true,
+                },
+            );
+        }
+    }
+    Placed {
+        partitions,
+        streams,
+        device_of,
+        stream_of,
+        output_device,
+        fusion,
+    }
+}

@@ -1,0 +1,556 @@
+//! Memory kinds, byte spans, layout checks and pool sizing.
+
+use std::collections::BTreeMap;
+
+use holo_params::TypeDescriptor;
+
+use super::placement::Placed;
+use super::{Diagnostic, Work, codes};
+use crate::graph::{OperatorNode, PortDecl, TensorOutputDecl};
+use crate::plan::{
+    EdgeRecord, SlotCountTerms, TensorAllocationPlanRecord, TensorByteSpanDerivationRecord,
+};
+use crate::spec::bytespan::{
+    ByteSpanNode, ByteSpanOp, MAX_EXPRESSION_DEPENDENCIES, MAX_EXPRESSION_DEPTH,
+    MAX_EXPRESSION_NODES, MAX_SHAPE_EXTENTS, ParamDependency, render,
+};
+use crate::spec::{DType, PortDirection, TensorOutputStorage};
+use crate::{ErrorCode, MemoryKind};
+
+/// A tensor output after memory-kind and byte-span resolution.
+#[derive(Clone, Debug)]
+pub(crate) struct ResolvedOutput {
+    pub(crate) storage: TensorOutputStorage,
+    pub(crate) memory_kind: Option<MemoryKind>,
+    pub(crate) memory_kind_source: String,
+    pub(crate) dtype: Option<DType>,
+    pub(crate) rank: Option<u32>,
+    pub(crate) max_rank: u32,
+    pub(crate) per_slot_bytes: Option<u64>,
+    pub(crate) expression: String,
+    pub(crate) dependencies: Vec<String>,
+    pub(crate) max_loans: u32,
+}
+
+pub(crate) type Resolved = BTreeMap<(u32, u32), ResolvedOutput>;
+
+fn readable(work: &mut Work<'_>, op: &OperatorNode, port: &str, dep: &ParamDependency) -> bool {
+    if dep.descriptor.is_compile_readable() {
+        return true;
+    }
+    let why = if dep.descriptor.sensitive {
+        "is sensitive"
+    } else {
+        "is neither `compile_time` nor `recompile_required`"
+    };
+    work.diagnostics.push(
+        Diagnostic::error(
+            codes::PHYSICAL_TENSOR_BYTE_SPAN_UNREADABLE_PARAMETER,
+            format!("the compiler may not read this parameter: it {why}"),
+        )
+        .operator(&op.name)
+        .port(port)
+        .field(&dep.path)
+        .hint("mark the field `#[param(recompile_required)]` or `#[param(compile_time)]`, and never derive capacity from a sensitive field"),
+    );
+    false
+}
+
+struct Shape {
+    nodes: usize,
+    depth: usize,
+    deps: Vec<String>,
+}
+
+fn measure(node: &ByteSpanNode, depth: usize, shape: &mut Shape) {
+    shape.nodes += 1;
+    shape.depth = shape.depth.max(depth);
+    match node {
+        ByteSpanNode::Literal(_) => {}
+        ByteSpanNode::ParameterContiguous { dep, .. } => shape.deps.push(dep.path.clone()),
+        ByteSpanNode::InputMax { input } => shape.deps.push(format!("input:{input}")),
+        ByteSpanNode::Projected { reads, .. } => {
+            shape.deps.extend(reads.iter().map(|r| r.path.clone()));
+        }
+        ByteSpanNode::Binary { lhs, rhs, .. } => {
+            measure(lhs, depth + 1, shape);
+            measure(rhs, depth + 1, shape);
+        }
+    }
+}
+
+struct Eval<'a, 'w, 'g> {
+    work: &'w mut Work<'g>,
+    op: u32,
+    port: &'a str,
+    decl: &'a TensorOutputDecl,
+    resolved: &'a Resolved,
+    projectors: &'w mut BTreeMap<&'static str, &'static str>,
+}
+
+impl Eval<'_, '_, '_> {
+    fn fail(&mut self, code: &'static str, message: impl Into<String>, hint: &str) -> Option<u64> {
+        let op = &self.work.graph.operators[self.op as usize];
+        let d = Diagnostic::error(code, message)
+            .operator(&op.name)
+            .port(self.port)
+            .hint(hint);
+        self.work.diagnostics.push(d);
+        None
+    }
+
+    fn eval(&mut self, node: &ByteSpanNode) -> Option<u64> {
+        let op = &self.work.graph.operators[self.op as usize];
+        match node {
+            ByteSpanNode::Literal(v) => Some(*v),
+            ByteSpanNode::ParameterContiguous { dep, extents } => {
+                if !readable(self.work, op, self.port, dep) {
+                    return None;
+                }
+                let Some(dtype) = self.decl.representation.dtype else {
+                    return self.fail(
+                        codes::PHYSICAL_TENSOR_BYTE_SPAN_DTYPE_MISSING,
+                        "a parameter-contiguous byte span needs the output's dtype",
+                        "declare `dtype = ...` on the output",
+                    );
+                };
+                let extents = extents(op.params.as_ref())?;
+                if extents.len() > MAX_SHAPE_EXTENTS {
+                    return self.fail(
+                        codes::PHYSICAL_TENSOR_BYTE_SPAN_LIMIT,
+                        format!("the shape {} has {} extents; at most {MAX_SHAPE_EXTENTS} are admitted", dep.path, extents.len()),
+                        "use a shape of at most 8 extents",
+                    );
+                }
+                let rank = self.decl.representation.rank;
+                if rank != Some(u32::try_from(extents.len()).unwrap_or(u32::MAX)) {
+                    let shown = rank.map_or("no rank".to_owned(), |r| format!("rank {r}"));
+                    let path = dep.path.clone();
+                    self.fail(
+                        codes::PHYSICAL_TENSOR_BYTE_SPAN_RANK_MISMATCH,
+                        format!("the shape parameter {path} has {} extents but the output declares {shown}", extents.len()),
+                        "the shape's length must equal the output's exact `rank`",
+                    );
+                    if let Some(last) = self.work.diagnostics.last_mut() {
+                        last.field_path = Some(path);
+                    }
+                    return None;
+                }
+                let mut bytes = dtype.size_bytes();
+                for e in extents {
+                    let Some(b) = bytes.checked_mul(e) else {
+                        let path = dep.path.clone();
+                        self.fail(
+                            codes::PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW,
+                            format!("the byte span of shape {path} overflows 64 bits"),
+                            "reduce the shape",
+                        );
+                        if let Some(last) = self.work.diagnostics.last_mut() {
+                            last.field_path = Some(path);
+                        }
+                        return None;
+                    };
+                    bytes = b;
+                }
+                Some(bytes)
+            }
+            ByteSpanNode::InputMax { input } => {
+                let Some(p) = op
+                    .ports
+                    .iter()
+                    .position(|p| p.name == *input && p.direction == PortDirection::Input)
+                else {
+                    return self.fail(
+                        codes::PHYSICAL_TENSOR_BYTE_SPAN_INPUT_UNBOUNDED,
+                        format!("`input_max_byte_span({input})` names no input of this operator"),
+                        "name one of the operator's inputs",
+                    );
+                };
+                let p = u32::try_from(p).unwrap_or(u32::MAX);
+                let incoming = self.work.incoming.get(&(self.op, p)).cloned().unwrap_or_default();
+                if incoming.len() != 1 {
+                    return self.fail(
+                        codes::PHYSICAL_TENSOR_BYTE_SPAN_INPUT_UNBOUNDED,
+                        format!(
+                            "`input_max_byte_span({input})` needs exactly one concrete producer; the input has {}",
+                            incoming.len()
+                        ),
+                        "connect exactly one bounded producer, or use a literal bound",
+                    );
+                }
+                let e = &self.work.graph.edges[incoming[0] as usize];
+                let bound = self
+                    .resolved
+                    .get(&(e.from.0.0, e.from.1))
+                    .and_then(|r| r.per_slot_bytes);
+                match bound {
+                    Some(b) => Some(b),
+                    None => self.fail(
+                        codes::PHYSICAL_TENSOR_BYTE_SPAN_INPUT_UNBOUNDED,
+                        format!("the producer connected to `{input}` has no finite byte bound"),
+                        "give the producer a runtime pool or literal bounds",
+                    ),
+                }
+            }
+            ByteSpanNode::Projected {
+                id,
+                implementation,
+                reads,
+                project,
+            } => {
+                if !is_versioned_id(id) {
+                    return self.fail(
+                        codes::PHYSICAL_TENSOR_BYTE_SPAN_PROJECTION_FAILED,
+                        format!("projector id {id:?} does not end in `.vN`"),
+                        "version the id, e.g. `com.example.Op.output-max-byte-span.v1`",
+                    );
+                }
+                if let Some(prev) = self.projectors.insert(id, implementation) {
+                    if prev != *implementation {
+                        return self.fail(
+                            codes::PHYSICAL_TENSOR_BYTE_SPAN_PROJECTOR_ID_CONFLICT,
+                            format!("projector id {id:?} names two different projectors: `{prev}` and `{implementation}`"),
+                            "give each projector its own id; bump `.vN` when a formula changes",
+                        );
+                    }
+                }
+                let mut ok = true;
+                for r in reads {
+                    ok &= readable(self.work, op, self.port, r);
+                }
+                if !ok {
+                    return None;
+                }
+                match project(op.params.as_ref())? {
+                    Ok(v) => Some(v),
+                    Err(e) if e.code() == ErrorCode::ArithmeticOverflow => self.fail(
+                        codes::PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW,
+                        format!("projector {id:?} reported ArithmeticOverflow"),
+                        "reduce the parameters the projector reads",
+                    ),
+                    Err(e) => self.fail(
+                        codes::PHYSICAL_TENSOR_BYTE_SPAN_PROJECTION_FAILED,
+                        format!("projector {id:?} failed with {}", e.code().name()),
+                        "check the parameters the projector reads",
+                    ),
+                }
+            }
+            ByteSpanNode::Binary { op: bop, lhs, rhs } => {
+                let a = self.eval(lhs);
+                let b = self.eval(rhs);
+                let (a, b) = (a?, b?);
+                let r = match bop {
+                    ByteSpanOp::Multiply => a.checked_mul(b),
+                    ByteSpanOp::Maximum => Some(a.max(b)),
+                    ByteSpanOp::CeilingDivide | ByteSpanOp::AlignTo if b == 0 => {
+                        return self.fail(
+                            codes::PHYSICAL_TENSOR_BYTE_SPAN_ZERO,
+                            format!("`{}` by zero", bop.name()),
+                            "divide or align by a positive byte span",
+                        );
+                    }
+                    ByteSpanOp::CeilingDivide => Some(a.div_ceil(b)),
+                    ByteSpanOp::AlignTo => a.div_ceil(b).checked_mul(b),
+                };
+                match r {
+                    Some(v) => Some(v),
+                    None => self.fail(
+                        codes::PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW,
+                        format!("`{}` overflows 64 bits", bop.name()),
+                        "reduce the operands",
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// Whether a projector id ends in `.v<digits>`.
+pub(crate) fn is_versioned_id(id: &str) -> bool {
+    id.rsplit_once(".v")
+        .is_some_and(|(head, n)| !head.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Resolves every tensor output's memory kind and per-slot bytes, in topological order
+/// (an `input_max_byte_span` reads its producer's result), and checks every tensor
+/// edge's layout against the consumer's exact requirements.
+pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
+    let mut resolved = Resolved::new();
+    let mut projectors = BTreeMap::new();
+    let graph = work.graph;
+    for &o in &work.topo.clone() {
+        let op = &graph.operators[o as usize];
+        for (p, port) in op.ports.iter().enumerate() {
+            let PortDecl::TensorOutput(decl) = &port.decl else {
+                continue;
+            };
+            let p = u32::try_from(p).unwrap_or(u32::MAX);
+            let (memory_kind, memory_kind_source) = resolve_kind(work, op, port.name, decl);
+            let mut out = ResolvedOutput {
+                storage: decl.storage,
+                memory_kind,
+                memory_kind_source,
+                dtype: decl.representation.dtype,
+                rank: decl.representation.rank,
+                max_rank: decl.max_rank.or(decl.bounds.map(|b| b.max_rank)).unwrap_or(
+                    decl.representation.rank.unwrap_or(crate::spec::MAX_TENSOR_RANK),
+                ),
+                per_slot_bytes: None,
+                expression: String::new(),
+                dependencies: Vec::new(),
+                max_loans: decl.max_loans.max(1),
+            };
+            if let Some(expr) = &decl.byte_span {
+                let mut shape = Shape { nodes: 0, depth: 0, deps: Vec::new() };
+                measure(expr, 1, &mut shape);
+                shape.deps.sort();
+                shape.deps.dedup();
+                out.expression = render(expr);
+                out.dependencies.clone_from(&shape.deps);
+                if shape.nodes > MAX_EXPRESSION_NODES
+                    || shape.depth > MAX_EXPRESSION_DEPTH
+                    || shape.deps.len() > MAX_EXPRESSION_DEPENDENCIES
+                {
+                    work.diagnostics.push(
+                        Diagnostic::error(
+                            codes::PHYSICAL_TENSOR_BYTE_SPAN_LIMIT,
+                            format!(
+                                "the byte-span expression has {} nodes, depth {} and {} dependencies; at most {MAX_EXPRESSION_NODES} nodes, depth {MAX_EXPRESSION_DEPTH} and {MAX_EXPRESSION_DEPENDENCIES} dependencies are admitted",
+                                shape.nodes, shape.depth, shape.deps.len()
+                            ),
+                        )
+                        .operator(&op.name)
+                        .port(port.name)
+                        .hint("simplify the expression, or move irreducible logic into a `#[byte_span_projector]`"),
+                    );
+                } else {
+                    let mut ev = Eval {
+                        work,
+                        op: o,
+                        port: port.name,
+                        decl,
+                        resolved: &resolved,
+                        projectors: &mut projectors,
+                    };
+                    match ev.eval(expr) {
+                        Some(0) => {
+                            ev.fail(
+                                codes::PHYSICAL_TENSOR_BYTE_SPAN_ZERO,
+                                "the byte-span expression evaluated to 0, which admits no allocation",
+                                "check the parameters the expression reads",
+                            );
+                        }
+                        Some(v) if usize::try_from(v).is_err() => {
+                            ev.fail(
+                                codes::PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW,
+                                "the byte span does not fit this host's address space",
+                                "reduce the byte span",
+                            );
+                        }
+                        v => out.per_slot_bytes = v,
+                    }
+                }
+            } else if let Some(b) = decl.bounds {
+                out.expression = format!("tensor_bounds({})", b.max_byte_span);
+                out.per_slot_bytes = Some(b.max_byte_span);
+                if b.max_byte_span == 0 || b.max_rank == 0 {
+                    work.warnings.push(
+                        Diagnostic::warning(
+                            codes::PHYSICAL_TENSOR_ZERO_BOUNDS,
+                            "literal bounds of zero reject every allocation",
+                        )
+                        .operator(&op.name)
+                        .port(port.name),
+                    );
+                }
+            } else if decl.storage == TensorOutputStorage::RuntimePool {
+                work.diagnostics.push(
+                    Diagnostic::error(
+                        codes::PHYSICAL_TENSOR_UNBOUNDED_POOL,
+                        "a runtime-pool output needs a finite slot bound",
+                    )
+                    .operator(&op.name)
+                    .port(port.name)
+                    .hint("give `bounds = N` or a `byte_span = ...` expression"),
+                );
+            }
+            if decl.storage == TensorOutputStorage::RuntimePool && out.memory_kind.is_none() {
+                work.diagnostics.push(
+                    Diagnostic::error(
+                        codes::PHYSICAL_TENSOR_MEMORY_KIND_MISSING,
+                        "a runtime-pool output needs a memory kind",
+                    )
+                    .operator(&op.name)
+                    .port(port.name)
+                    .hint("declare `memory = host | pinned | cuda_device | cuda_managed`, or derive it with `memory_kind = parameter_memory_kind(...)`"),
+                );
+            }
+            resolved.insert((o, p), out);
+        }
+    }
+    check_layouts(work, &resolved);
+    resolved
+}
+
+fn resolve_kind(
+    work: &mut Work<'_>,
+    op: &OperatorNode,
+    port: &str,
+    decl: &TensorOutputDecl,
+) -> (Option<MemoryKind>, String) {
+    let Some(derivation) = &decl.memory_kind else {
+        return (decl.representation.memory_kind, "declared".to_owned());
+    };
+    let dep = &derivation.dependency;
+    if !readable(work, op, port, dep) {
+        return (None, dep.path.clone());
+    }
+    let domain = dep.descriptor.enum_values.clone();
+    if derivation.exact {
+        match &domain {
+            Some(d) if !d.is_empty() => {}
+            _ => {
+                work.diagnostics.push(
+                    Diagnostic::error(
+                        codes::PHYSICAL_TENSOR_MEMORY_KIND_DOMAIN,
+                        "a direct `MemoryKind` parameter must declare a non-empty `enum_values(...)` domain",
+                    )
+                    .operator(&op.name)
+                    .port(port)
+                    .field(&dep.path)
+                    .hint("list exactly the kinds the operator supports: `#[param(enum_values(Host, PinnedHost))]`"),
+                );
+                return (None, dep.path.clone());
+            }
+        }
+    }
+    if !matches!(dep.descriptor.ty, TypeDescriptor::Enum(_)) {
+        work.diagnostics.push(
+            Diagnostic::error(codes::PHYSICAL_TENSOR_MEMORY_KIND_DOMAIN, "the memory-kind parameter is not an enum")
+                .operator(&op.name)
+                .port(port)
+                .field(&dep.path),
+        );
+        return (None, dep.path.clone());
+    }
+    match (derivation.resolve)(op.params.as_ref()) {
+        Some((_, kind)) => (Some(kind), format!("parameter {}", dep.path)),
+        None => (None, dep.path.clone()),
+    }
+}
+
+fn check_layouts(work: &mut Work<'_>, resolved: &Resolved) {
+    let graph = work.graph;
+    for e in &graph.edges {
+        let (fo, fp) = (e.from.0.0, e.from.1);
+        let (to, tp) = (e.to.0.0, e.to.1);
+        let Some(out) = resolved.get(&(fo, fp)) else { continue };
+        let consumer = &graph.operators[to as usize];
+        let PortDecl::TensorInput(req) = &consumer.ports[tp as usize].decl else {
+            continue;
+        };
+        let mut mismatches = Vec::new();
+        if let (Some(want), Some(have)) = (req.memory_kind, out.memory_kind) {
+            if want != have {
+                mismatches.push(format!("memory kind {have} where {want} is required"));
+            }
+        }
+        if let (Some(want), Some(have)) = (req.dtype, out.dtype) {
+            if want != have {
+                mismatches.push(format!("dtype {have} where {want} is required"));
+            }
+        }
+        if let (Some(want), Some(have)) = (req.rank, out.rank) {
+            if want != have {
+                mismatches.push(format!("rank {have} where rank {want} is required"));
+            }
+        }
+        if !mismatches.is_empty() {
+            let producer = format!("{}.{}", graph.operators[fo as usize].name, graph.operators[fo as usize].ports[fp as usize].name);
+            work.diagnostics.push(
+                Diagnostic::error(
+                    codes::PHYSICAL_TENSOR_LAYOUT_MISMATCH,
+                    format!("{producer} produces {}", mismatches.join(", ")),
+                )
+                .operator(&consumer.name)
+                .port(consumer.ports[tp as usize].name)
+                .hint("holo never inserts a hidden copy: change the producer's declaration or parameter, or add an explicit conversion operator"),
+            );
+        }
+    }
+}
+
+/// Sizes every runtime pool: slot counts term by term, aggregate bytes, and the
+/// byte-span derivation records.
+pub(crate) fn allocations(
+    work: &mut Work<'_>,
+    resolved: &Resolved,
+    placed: &Placed,
+    edges: &[EdgeRecord],
+) -> (Vec<TensorAllocationPlanRecord>, Vec<TensorByteSpanDerivationRecord>) {
+    let mut allocations = Vec::new();
+    let mut derivations = Vec::new();
+    for (&(o, p), out) in resolved {
+        if out.storage != TensorOutputStorage::RuntimePool {
+            continue;
+        }
+        let (Some(kind), Some(bytes)) = (out.memory_kind, out.per_slot_bytes) else {
+            continue;
+        };
+        let op_name = work.op_name(o).to_owned();
+        let port = work.port_name(o, p);
+        let out_edges: Vec<&EdgeRecord> = work
+            .outgoing
+            .get(&(o, p))
+            .map(|ids| ids.iter().map(|&i| &edges[i as usize]).collect())
+            .unwrap_or_default();
+        let terms = SlotCountTerms {
+            queue_entries: out_edges.iter().map(|e| e.queue_depth).fold(0u32, u32::saturating_add),
+            consumer_holds: u32::try_from(out_edges.len()).unwrap_or(u32::MAX),
+            producer_loans: out.max_loans,
+            retirement: 1,
+            history: 0,
+        };
+        let Some(slot_count) = terms.total() else {
+            work.diagnostics.push(Diagnostic::error(codes::POOL_CAPACITY_OVERFLOW, "the slot count overflows").operator(&op_name).port(port));
+            continue;
+        };
+        let Some(aggregate) = bytes.checked_mul(u64::from(slot_count)).filter(|a| usize::try_from(*a).is_ok()) else {
+            work.diagnostics.push(
+                Diagnostic::error(codes::POOL_CAPACITY_OVERFLOW, format!("{slot_count} slots × {bytes} bytes overflows this host's address space"))
+                    .operator(&op_name)
+                    .port(port),
+            );
+            continue;
+        };
+        let pool = format!("{op_name}.{port}");
+        allocations.push(TensorAllocationPlanRecord {
+            pool: pool.clone(),
+            operator: o,
+            port: port.to_owned(),
+            memory_kind: kind,
+            memory_kind_source: out.memory_kind_source.clone(),
+            device: placed.output_device.get(&(o, p)).copied(),
+            dtype: out.dtype.map(|d| d.name().to_owned()),
+            max_rank: out.max_rank,
+            per_slot_bytes: bytes,
+            slot_count,
+            slot_terms: terms,
+            aggregate_bytes: aggregate,
+            release_stream_capacity: if kind.is_cuda() || placed.output_device.contains_key(&(o, p)) {
+                work.options.max_fanout_release_streams
+            } else {
+                0
+            },
+        });
+        derivations.push(TensorByteSpanDerivationRecord {
+            pool,
+            expression: out.expression.clone(),
+            dependencies: out.dependencies.clone(),
+            per_slot_bytes: bytes,
+            slot_count: Some(slot_count),
+            aggregate_bytes: Some(aggregate),
+        });
+    }
+    (allocations, derivations)
+}

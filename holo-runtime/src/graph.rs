@@ -1,0 +1,216 @@
+//! Graphs: operators and the flows between their ports.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use holo_params::{ParamSchema, ParamSet, SchemaDescriptor};
+
+use crate::operator::{InPort, Operator, OperatorId, OutPort};
+use crate::session::erased::OperatorBox;
+use crate::session::queue::{EdgeFactory, edge_factory};
+use crate::spec::bytespan::ByteSpanNode;
+use crate::spec::memkind::MemoryKindDerivation;
+use crate::spec::{
+    PortDirection, PortPayload, TensorBounds, TensorInputSpec, TensorOutputStorage,
+    TensorRepresentation,
+};
+use crate::{Error, ErrorCode, Result};
+
+/// What a full queue does with a new entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum QueuePolicy {
+    /// The queue refuses the entry: `emit` returns `Backpressured` and the producer keeps
+    /// the decision (drop, degrade or retry on its next activation). Nothing is evicted.
+    #[default]
+    Block,
+    /// The oldest queued entry is dropped (and counted) to make room.
+    DropOldest,
+}
+
+impl QueuePolicy {
+    /// The stable name used in plans.
+    pub const fn name(self) -> &'static str {
+        match self {
+            QueuePolicy::Block => "block",
+            QueuePolicy::DropOldest => "drop_oldest",
+        }
+    }
+}
+
+/// Options of one flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct ConnectionOptions {
+    /// Exact queue depth. `None` lets the compiler choose (the compile options' default
+    /// depth, or a rate-derived depth where the contract proves a finite horizon).
+    pub queue_depth: Option<u32>,
+    /// What a full queue does.
+    pub policy: QueuePolicy,
+}
+
+/// Identifies a flow inside one graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EdgeId(pub(crate) u32);
+
+impl EdgeId {
+    /// The edge's index in its graph.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A tensor output's declaration with its parameter type erased.
+#[derive(Clone)]
+pub(crate) struct TensorOutputDecl {
+    pub(crate) representation: TensorRepresentation,
+    pub(crate) bounds: Option<TensorBounds>,
+    pub(crate) storage: TensorOutputStorage,
+    pub(crate) byte_span: Option<Arc<ByteSpanNode>>,
+    pub(crate) memory_kind: Option<MemoryKindDerivation<()>>,
+    pub(crate) max_loans: u32,
+    pub(crate) max_rank: Option<u32>,
+}
+
+#[derive(Clone)]
+pub(crate) enum PortDecl {
+    TensorOutput(TensorOutputDecl),
+    TensorInput(TensorInputSpec),
+    Message,
+}
+
+#[derive(Clone)]
+pub(crate) struct NodePort {
+    pub(crate) name: &'static str,
+    pub(crate) direction: PortDirection,
+    pub(crate) optional: bool,
+    pub(crate) decl: PortDecl,
+}
+
+impl NodePort {
+    pub(crate) fn is_tensor(&self) -> bool {
+        !matches!(self.decl, PortDecl::Message)
+    }
+}
+
+pub(crate) struct OperatorNode {
+    pub(crate) name: String,
+    pub(crate) type_name: &'static str,
+    pub(crate) ports: Vec<NodePort>,
+    pub(crate) schema: &'static SchemaDescriptor,
+    pub(crate) params: Arc<dyn Any + Send + Sync>,
+    pub(crate) params_json: serde_json::Value,
+    pub(crate) instance: Option<OperatorBox>,
+}
+
+pub(crate) struct EdgeNode {
+    pub(crate) from: (OperatorId, u32),
+    pub(crate) to: (OperatorId, u32),
+    pub(crate) options: ConnectionOptions,
+    pub(crate) factory: EdgeFactory,
+}
+
+/// A graph of operators and flows. Build it, [`compile`](crate::compile) it into an
+/// [`ExecutionPlan`](crate::ExecutionPlan), then run it with a
+/// [`RunSession`](crate::RunSession).
+#[derive(Default)]
+pub struct Graph {
+    pub(crate) operators: Vec<OperatorNode>,
+    pub(crate) edges: Vec<EdgeNode>,
+}
+
+impl Graph {
+    /// An empty graph.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an operator under a unique name with its accepted parameters, and returns
+    /// its typed port handles.
+    pub fn add_operator<O: Operator>(
+        &mut self,
+        name: &str,
+        operator: O,
+        params: ParamSet<O::Params>,
+    ) -> Result<O::Ports> {
+        if name.is_empty() {
+            return Err(Error::new(ErrorCode::InvalidArgument, "operator name is empty"));
+        }
+        if self.operators.iter().any(|o| o.name == name) {
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                format!("an operator named {name:?} is already in the graph"),
+            )
+            .at(format!("operator {name:?}")));
+        }
+        let id = OperatorId(u32::try_from(self.operators.len()).map_err(|_| {
+            Error::new(ErrorCode::ResourceExhausted, "too many operators in one graph")
+        })?);
+        let spec = O::operator_spec();
+        let ports = spec
+            .ports
+            .into_iter()
+            .map(|p| NodePort {
+                name: p.name,
+                direction: p.direction,
+                optional: p.optional,
+                decl: match p.payload {
+                    PortPayload::Tensor(t) => PortDecl::TensorOutput(TensorOutputDecl {
+                        representation: t.representation,
+                        bounds: t.bounds,
+                        storage: t.storage,
+                        byte_span: t.byte_span.map(|e| e.node),
+                        memory_kind: t.memory_kind.map(MemoryKindDerivation::erase),
+                        max_loans: t.max_loans,
+                        max_rank: t.max_rank,
+                    }),
+                    PortPayload::TensorInput(i) => PortDecl::TensorInput(i),
+                    PortPayload::Message(_) => PortDecl::Message,
+                },
+            })
+            .collect();
+        let params_json = params.to_json();
+        let values: O::Params = params.values().clone();
+        self.operators.push(OperatorNode {
+            name: name.to_owned(),
+            type_name: spec.type_name,
+            ports,
+            schema: <O::Params as ParamSchema>::schema(),
+            params: Arc::new(values),
+            params_json,
+            instance: Some(Box::new(operator)),
+        });
+        Ok(O::__ports(id))
+    }
+
+    /// Connects an output to an input. The payload types must match (a mismatch does not
+    /// compile); every other mistake (fan-in, a cycle, incompatible tensor specs) is a
+    /// diagnostic of [`compile`](crate::compile).
+    pub fn add_flow<T: Clone + Send + 'static>(
+        &mut self,
+        from: OutPort<T>,
+        to: InPort<T>,
+        options: ConnectionOptions,
+    ) -> EdgeId {
+        let id = EdgeId(u32::try_from(self.edges.len()).unwrap_or(u32::MAX));
+        self.edges.push(EdgeNode {
+            from: (from.operator, from.port),
+            to: (to.operator, to.port),
+            options,
+            factory: edge_factory::<T>(),
+        });
+        id
+    }
+
+    /// The number of operators.
+    pub fn operator_count(&self) -> usize {
+        self.operators.len()
+    }
+
+    /// The id of the operator with this name.
+    pub fn operator_id(&self, name: &str) -> Option<OperatorId> {
+        self.operators
+            .iter()
+            .position(|o| o.name == name)
+            .and_then(|i| u32::try_from(i).ok())
+            .map(OperatorId)
+    }
+}

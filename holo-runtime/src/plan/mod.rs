@@ -1,0 +1,272 @@
+//! The execution plan: immutable, inspectable data produced by [`compile`](crate::compile).
+//!
+//! Everything that can be decided before running is decided in `compile` and recorded
+//! here: partitions, streams, placements, tensor allocations with every term of their
+//! slot counts, byte-span derivations, queue depths, fusion evidence and warnings.
+//! Renderings: [`ExecutionPlan::render_human`], [`ExecutionPlan::json`] (canonical,
+//! deterministic) and [`ExecutionPlan::dot`] (Graphviz).
+
+mod render;
+
+use serde::Serialize;
+
+use crate::MemoryKind;
+use crate::compile::Diagnostic;
+
+fn serialize_memory_kind<S: serde::Serializer>(kind: &MemoryKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(kind.wire_name())
+}
+
+/// The schema marker of [`ExecutionPlan::json`].
+pub const PLAN_JSON_SCHEMA: &str = "holo.execution-plan.v1";
+
+/// How CUDA compute streams are assigned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CudaComputeStreamPolicy {
+    /// One non-blocking stream per (process group, execution partition, device).
+    #[default]
+    PerPartitionDevice,
+    /// One stream per (process group, device), shared by every partition: a measured
+    /// tuning choice for serial GPU submission.
+    SharedProcessDevice,
+}
+
+/// One operator of the plan.
+#[derive(Clone, Debug, Serialize)]
+pub struct OperatorRecord {
+    /// The operator's index.
+    pub id: u32,
+    /// The operator's unique name.
+    pub name: String,
+    /// The Rust type.
+    pub type_name: String,
+    /// The partition that runs it.
+    pub partition: u32,
+    /// The CUDA device it is placed on, when it is CUDA-active.
+    pub device: Option<u32>,
+    /// Its planned compute stream, when it is CUDA-active.
+    pub cuda_stream: Option<u32>,
+    /// Its topological rank inside its partition.
+    pub order: u32,
+    /// Its parameter schema id.
+    pub params_schema: String,
+    /// Its accepted parameters (generation zero), sensitive values redacted.
+    pub params: serde_json::Value,
+}
+
+/// An execution partition: operators with one serial callback owner (a thread).
+#[derive(Clone, Debug, Serialize)]
+pub struct ExecutionPartition {
+    /// The partition's index.
+    pub id: u32,
+    /// Its name (authored, or `p<N>` when automatic).
+    pub name: String,
+    /// Its operators in execution order.
+    pub operators: Vec<u32>,
+    /// Whether it has no CUDA-active operator (and so no stream).
+    pub host_only: bool,
+    /// Why it exists (`authored`, `source`, `fork`, `join`, `chain`).
+    pub reason: String,
+}
+
+/// A planned CUDA compute stream.
+#[derive(Clone, Debug, Serialize)]
+pub struct CudaComputeStreamRecord {
+    /// The stream's index.
+    pub id: u32,
+    /// The device.
+    pub device: u32,
+    /// The partitions that submit on it.
+    pub partitions: Vec<u32>,
+}
+
+/// Evidence that an edge is a proven linear same-stream device edge.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct FusionEvidence {
+    /// The one stream both endpoints are bound to.
+    pub stream: u32,
+    /// The producer output has exactly one successor in total.
+    pub sole_successor: bool,
+    /// The edge is process-local.
+    pub process_local: bool,
+}
+
+/// One flow of the plan.
+#[derive(Clone, Debug, Serialize)]
+pub struct EdgeRecord {
+    /// The edge's index.
+    pub id: u32,
+    /// The producer operator.
+    pub from_operator: u32,
+    /// The producer port name.
+    pub from_port: String,
+    /// The consumer operator.
+    pub to_operator: u32,
+    /// The consumer port name.
+    pub to_port: String,
+    /// The final queue depth.
+    pub queue_depth: u32,
+    /// `explicit`, `default` or `automatic`.
+    pub depth_source: String,
+    /// The queue policy.
+    pub policy: String,
+    /// Whether it carries tensors.
+    pub tensor: bool,
+    /// Whether it crosses partitions.
+    pub cross_partition: bool,
+    /// Fusion evidence, where the compiler proved the edge.
+    pub fusion: Option<FusionEvidence>,
+}
+
+/// Every term of a pool's slot count.
+///
+/// `slot_count = queue_entries + consumer_holds + producer_loans + retirement + history`:
+/// - `queue_entries`: the sum of the final depths of every edge the output feeds (each
+///   queued entry may be a distinct slot);
+/// - `consumer_holds`: one per consumer that keeps no retained history (the entry it is
+///   computing on, already dequeued);
+/// - `producer_loans`: the loans the producer may hold at once (`max_loans`, default 1);
+/// - `retirement`: one entry that may still be on its way back to the free list;
+/// - `history`: the retained-history entries every consumer declares.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct SlotCountTerms {
+    /// Sum of queue depths of the output's edges.
+    pub queue_entries: u32,
+    /// In-flight entries held by consumers with no history.
+    pub consumer_holds: u32,
+    /// Producer loans.
+    pub producer_loans: u32,
+    /// Retirement entries.
+    pub retirement: u32,
+    /// Retained-history entries.
+    pub history: u32,
+}
+
+impl SlotCountTerms {
+    /// The slot count (checked).
+    pub fn total(&self) -> Option<u32> {
+        self.queue_entries
+            .checked_add(self.consumer_holds)?
+            .checked_add(self.producer_loans)?
+            .checked_add(self.retirement)?
+            .checked_add(self.history)
+    }
+}
+
+/// The allocation of one runtime pool (the seed's `TensorAllocationPlanRecord`).
+#[derive(Clone, Debug, Serialize)]
+pub struct TensorAllocationPlanRecord {
+    /// The pool's stable id (`<operator>.<port>`).
+    pub pool: String,
+    /// The producing operator.
+    pub operator: u32,
+    /// The output port.
+    pub port: String,
+    /// The concrete, frozen memory kind.
+    #[serde(serialize_with = "serialize_memory_kind")]
+    pub memory_kind: MemoryKind,
+    /// Where the memory kind came from (`declared` or the parameter path).
+    pub memory_kind_source: String,
+    /// The CUDA device, for CUDA kinds.
+    pub device: Option<u32>,
+    /// The dtype name, if declared.
+    pub dtype: Option<String>,
+    /// The maximum rank a loan may request.
+    pub max_rank: u32,
+    /// Bytes per slot.
+    pub per_slot_bytes: u64,
+    /// The slot count.
+    pub slot_count: u32,
+    /// Every term of the slot count.
+    pub slot_terms: SlotCountTerms,
+    /// `per_slot_bytes × slot_count`.
+    pub aggregate_bytes: u64,
+    /// Release streams each slot may register (preallocated events), for CUDA pools.
+    pub release_stream_capacity: u32,
+}
+
+/// How one pool's per-slot bytes were derived.
+#[derive(Clone, Debug, Serialize)]
+pub struct TensorByteSpanDerivationRecord {
+    /// The pool id.
+    pub pool: String,
+    /// The expression as written (`literal` for literal bounds).
+    pub expression: String,
+    /// The parameter paths and inputs it read.
+    pub dependencies: Vec<String>,
+    /// The resolved per-slot bytes.
+    pub per_slot_bytes: u64,
+    /// The slot count from the allocation (authoritative there).
+    pub slot_count: Option<u32>,
+    /// The aggregate bytes from the allocation (authoritative there).
+    pub aggregate_bytes: Option<u64>,
+}
+
+/// The compiled plan. Immutable; build a new one to change anything.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExecutionPlan {
+    pub(crate) schema: &'static str,
+    pub(crate) fingerprint: String,
+    pub(crate) cuda_compute_stream_policy: CudaComputeStreamPolicy,
+    pub(crate) max_fanout_release_streams: u32,
+    pub(crate) operators: Vec<OperatorRecord>,
+    pub(crate) partitions: Vec<ExecutionPartition>,
+    pub(crate) cuda_compute_streams: Vec<CudaComputeStreamRecord>,
+    pub(crate) edges: Vec<EdgeRecord>,
+    pub(crate) tensor_allocations: Vec<TensorAllocationPlanRecord>,
+    pub(crate) tensor_byte_span_derivations: Vec<TensorByteSpanDerivationRecord>,
+    pub(crate) warnings: Vec<Diagnostic>,
+}
+
+impl ExecutionPlan {
+    /// The operators.
+    pub fn operators(&self) -> &[OperatorRecord] {
+        &self.operators
+    }
+    /// The execution partitions.
+    pub fn partitions(&self) -> &[ExecutionPartition] {
+        &self.partitions
+    }
+    /// The planned CUDA compute streams, for budgeting device resources.
+    pub fn cuda_compute_streams(&self) -> &[CudaComputeStreamRecord] {
+        &self.cuda_compute_streams
+    }
+    /// The flows.
+    pub fn edges(&self) -> &[EdgeRecord] {
+        &self.edges
+    }
+    /// The runtime pools.
+    pub fn tensor_allocations(&self) -> &[TensorAllocationPlanRecord] {
+        &self.tensor_allocations
+    }
+    /// How each pool's per-slot bytes were derived.
+    pub fn tensor_byte_span_derivations(&self) -> &[TensorByteSpanDerivationRecord] {
+        &self.tensor_byte_span_derivations
+    }
+    /// Warnings of the compile (for example an explicit depth below the recommendation).
+    pub fn warnings(&self) -> &[Diagnostic] {
+        &self.warnings
+    }
+    /// The frozen stream policy.
+    pub fn cuda_compute_stream_policy(&self) -> CudaComputeStreamPolicy {
+        self.cuda_compute_stream_policy
+    }
+    /// The release-stream cap per slot.
+    pub fn max_fanout_release_streams(&self) -> u32 {
+        self.max_fanout_release_streams
+    }
+    /// The operator with this name.
+    pub fn operator(&self, name: &str) -> Option<&OperatorRecord> {
+        self.operators.iter().find(|o| o.name == name)
+    }
+    /// The allocation of pool `<operator>.<port>`.
+    pub fn tensor_allocation(&self, pool: &str) -> Option<&TensorAllocationPlanRecord> {
+        self.tensor_allocations.iter().find(|a| a.pool == pool)
+    }
+    /// A digest of the graph the plan was compiled from; a session refuses a graph
+    /// whose digest differs.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+}

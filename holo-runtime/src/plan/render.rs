@@ -1,0 +1,184 @@
+//! Plan renderings: human text, canonical JSON and Graphviz DOT.
+
+use std::fmt::Write as _;
+
+use super::ExecutionPlan;
+
+fn mib(bytes: u64) -> String {
+    #[allow(clippy::cast_precision_loss, reason = "display only")]
+    let m = bytes as f64 / (1024.0 * 1024.0);
+    if bytes % (1024 * 1024) == 0 {
+        format!("{} MiB", bytes / (1024 * 1024))
+    } else {
+        format!("{m:.3} MiB")
+    }
+}
+
+impl ExecutionPlan {
+    /// Canonical, deterministic JSON: the same plan gives the same bytes. It starts with
+    /// the schema marker [`PLAN_JSON_SCHEMA`](super::PLAN_JSON_SCHEMA). It is inspection
+    /// output, not a reload format.
+    pub fn json(&self) -> String {
+        // Struct fields serialize in declaration order and JSON objects (parameters) in
+        // key order (serde_json's default map is a BTreeMap), so the text is canonical.
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":{e:?}}}"))
+    }
+
+    /// A review-friendly text rendering that explains every partition, stream, edge and
+    /// pool — every byte of every pool, term by term.
+    pub fn render_human(&self) -> String {
+        let mut out = String::new();
+        let name = |id: u32| self.operators[id as usize].name.as_str();
+        let _ = writeln!(out, "execution plan {} ({})", self.fingerprint, self.schema);
+        let _ = writeln!(
+            out,
+            "cuda compute stream policy: {:?}; release streams per slot: {}",
+            self.cuda_compute_stream_policy, self.max_fanout_release_streams
+        );
+        let _ = writeln!(out, "partitions:");
+        for p in &self.partitions {
+            let ops: Vec<&str> = p.operators.iter().map(|&o| name(o)).collect();
+            let streams: Vec<String> = self
+                .cuda_compute_streams
+                .iter()
+                .filter(|s| s.partitions.contains(&p.id))
+                .map(|s| format!("S{} on cuda:{}", s.id, s.device))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {} [{}] ({}): {}{}",
+                p.name,
+                p.id,
+                p.reason,
+                ops.join(" → "),
+                if p.host_only {
+                    "; host-only, no stream".to_owned()
+                } else {
+                    format!("; streams {}", streams.join(", "))
+                }
+            );
+        }
+        let _ = writeln!(out, "edges:");
+        for e in &self.edges {
+            let _ = writeln!(
+                out,
+                "  e{}: {}.{} → {}.{}  depth {} ({}), {}{}{}",
+                e.id,
+                name(e.from_operator),
+                e.from_port,
+                name(e.to_operator),
+                e.to_port,
+                e.queue_depth,
+                e.depth_source,
+                e.policy,
+                if e.cross_partition { ", cross-partition" } else { "" },
+                match &e.fusion {
+                    Some(f) => format!(", fused on S{}", f.stream),
+                    None => String::new(),
+                }
+            );
+        }
+        let _ = writeln!(out, "tensor pools:");
+        for a in &self.tensor_allocations {
+            let t = &a.slot_terms;
+            let _ = writeln!(
+                out,
+                "  {}: {} {}{}, {} B/slot",
+                a.pool,
+                a.memory_kind,
+                a.dtype.as_deref().unwrap_or("any dtype"),
+                a.device.map(|d| format!(" on cuda:{d}")).unwrap_or_default(),
+                a.per_slot_bytes
+            );
+            let _ = writeln!(
+                out,
+                "    slots = {} queued + {} held + {} loan + {} retirement + {} history = {}",
+                t.queue_entries, t.consumer_holds, t.producer_loans, t.retirement, t.history,
+                a.slot_count
+            );
+            let _ = writeln!(
+                out,
+                "    bytes = {} × {} = {} ({}); memory kind from {}",
+                a.slot_count,
+                a.per_slot_bytes,
+                a.aggregate_bytes,
+                mib(a.aggregate_bytes),
+                a.memory_kind_source
+            );
+        }
+        let _ = writeln!(out, "byte-span derivations:");
+        for d in &self.tensor_byte_span_derivations {
+            let _ = writeln!(
+                out,
+                "  {}: {} = {} B/slot (reads: {})",
+                d.pool,
+                d.expression,
+                d.per_slot_bytes,
+                if d.dependencies.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    d.dependencies.join(", ")
+                }
+            );
+        }
+        if !self.warnings.is_empty() {
+            let _ = writeln!(out, "warnings:");
+            for w in &self.warnings {
+                let _ = writeln!(out, "  {w}");
+            }
+        }
+        out
+    }
+
+    /// A Graphviz DOT picture: partitions as clusters (with their streams), operators,
+    /// edges (with depth and fusion), and pools.
+    pub fn dot(&self) -> String {
+        let mut out = String::from("digraph holo_plan {\n  rankdir=LR;\n  node [shape=box];\n");
+        for p in &self.partitions {
+            let streams: Vec<String> = self
+                .cuda_compute_streams
+                .iter()
+                .filter(|s| s.partitions.contains(&p.id))
+                .map(|s| format!("S{} cuda:{}", s.id, s.device))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  subgraph cluster_p{} {{\n    label=\"{} ({})\";",
+                p.id,
+                p.name,
+                if p.host_only { "host-only".to_owned() } else { streams.join(", ") }
+            );
+            for &o in &p.operators {
+                let op = &self.operators[o as usize];
+                let _ = writeln!(out, "    op{} [label=\"{}\\n{}\"];", o, op.name, short(&op.type_name));
+            }
+            out.push_str("  }\n");
+        }
+        for a in &self.tensor_allocations {
+            let _ = writeln!(
+                out,
+                "  \"pool_{}\" [shape=cylinder, label=\"{}\\n{} × {} B\\n{}\"];\n  op{} -> \"pool_{}\" [style=dotted, arrowhead=none];",
+                a.pool, a.pool, a.slot_count, a.per_slot_bytes, a.memory_kind, a.operator, a.pool
+            );
+        }
+        for e in &self.edges {
+            let _ = writeln!(
+                out,
+                "  op{} -> op{} [label=\"{}→{} depth {}{}\"{}];",
+                e.from_operator,
+                e.to_operator,
+                e.from_port,
+                e.to_port,
+                e.queue_depth,
+                if e.fusion.is_some() { " fused" } else { "" },
+                if e.fusion.is_some() { ", style=bold" } else { "" }
+            );
+        }
+        out.push_str("}\n");
+        out
+    }
+}
+
+fn short(type_name: &str) -> &str {
+    type_name.rsplit("::").next().unwrap_or(type_name)
+}

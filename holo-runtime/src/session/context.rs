@@ -1,0 +1,105 @@
+//! What an operator sees during its callbacks.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Per-operator activation state shared by its ports and the scheduler: the activation
+/// time and the earliest capture time among the inputs received in this activation.
+pub(crate) struct ActivationState {
+    epoch: Instant,
+    activation_ns: AtomicU64,
+    capture_ns: AtomicU64,
+}
+
+pub(crate) const NO_CAPTURE: u64 = u64::MAX;
+
+impl ActivationState {
+    pub(crate) fn new(epoch: Instant) -> Self {
+        Self {
+            epoch,
+            activation_ns: AtomicU64::new(0),
+            capture_ns: AtomicU64::new(NO_CAPTURE),
+        }
+    }
+
+    pub(crate) fn ns_since_epoch(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
+    }
+
+    pub(crate) fn begin(&self, now: Instant) {
+        self.activation_ns.store(self.ns_since_epoch(now), Ordering::Relaxed);
+        self.capture_ns.store(NO_CAPTURE, Ordering::Relaxed);
+    }
+
+    pub(crate) fn observe_capture(&self, ns: u64) {
+        self.capture_ns.fetch_min(ns, Ordering::Relaxed);
+    }
+
+    /// The earliest capture time received in this activation, if any.
+    pub(crate) fn received_capture_ns(&self) -> u64 {
+        self.capture_ns.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn default_capture_ns(&self) -> u64 {
+        match self.capture_ns.load(Ordering::Relaxed) {
+            NO_CAPTURE => self.activation_ns.load(Ordering::Relaxed),
+            c => c,
+        }
+    }
+
+    pub(crate) fn instant(&self, ns: u64) -> Instant {
+        self.epoch + Duration::from_nanos(ns)
+    }
+}
+
+/// What `compute()` sees: the activation's time, its operator, and the session's stop
+/// request. Ports are the operator's own fields.
+pub struct ExecutionContext<'a> {
+    pub(crate) operator: &'a str,
+    pub(crate) activation: &'a ActivationState,
+    pub(crate) activation_index: u64,
+    pub(crate) now: Instant,
+    pub(crate) stop: &'a AtomicBool,
+}
+
+impl ExecutionContext<'_> {
+    /// The operator's name in the graph.
+    pub fn operator_name(&self) -> &str {
+        self.operator
+    }
+
+    /// When this activation started.
+    pub fn activation_time(&self) -> Instant {
+        self.now
+    }
+
+    /// How many activations of this operator ran before this one.
+    pub fn activation_index(&self) -> u64 {
+        self.activation_index
+    }
+
+    /// The earliest capture time among the inputs received so far in this activation.
+    pub fn input_capture_time(&self) -> Option<Instant> {
+        match self.activation.received_capture_ns() {
+            NO_CAPTURE => None,
+            ns => Some(self.activation.instant(ns)),
+        }
+    }
+
+    /// Asks the session to stop after the activations in progress.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+/// What `start()` and `stop()` see.
+pub struct LifecycleContext<'a> {
+    pub(crate) operator: &'a str,
+}
+
+impl LifecycleContext<'_> {
+    /// The operator's name in the graph.
+    pub fn operator_name(&self) -> &str {
+        self.operator
+    }
+}

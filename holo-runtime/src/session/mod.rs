@@ -1,0 +1,219 @@
+//! Running a plan: [`RunSession`].
+//!
+//! `start` is the cold path: it checks the plan against the graph, materializes every
+//! pool, creates every queue, binds every port and runs every operator's `start`, in that
+//! order, and fails closed — on any error everything already built is torn down and
+//! nothing has run `compute`. Then each execution partition runs on its own thread.
+//!
+//! The hot path (`compute` → `allocate_tensor` → write → commit → `emit` → `receive`)
+//! allocates nothing, walks no graph and never blocks: an idle partition parks its thread
+//! and is woken by the queues it reads and the queues it feeds.
+
+pub(crate) mod context;
+pub(crate) mod erased;
+pub(crate) mod ports;
+pub(crate) mod queue;
+mod run;
+mod stats;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use context::{ExecutionContext, LifecycleContext};
+pub use ports::{EmitOptions, Input, Output, PortBinder};
+
+use crate::graph::Graph;
+use crate::plan::ExecutionPlan;
+use crate::tensor::pool::Pool;
+use crate::{Error, ErrorCode, Result};
+use queue::ErasedEdge;
+use run::{OpRuntime, Shared};
+
+/// Options of one session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionOptions {
+    /// Each source operator (one with no connected input) runs at most this many
+    /// activations; once every source is done and the graph has drained, the session is
+    /// idle (see [`RunSession::wait_idle`]).
+    pub max_source_activations: Option<u64>,
+}
+
+/// What one pool looked like when the session ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolReport {
+    /// The pool id (`<operator>.<port>`).
+    pub pool: String,
+    /// Its slot count.
+    pub slot_count: u32,
+    /// Slots free after teardown (equal to `slot_count`: anything else is a leak, which
+    /// `join` reports as an error).
+    pub free_at_end: u32,
+    /// Loans granted.
+    pub loans: u64,
+    /// `allocate_tensor` calls refused with `ResourceExhausted`.
+    pub exhausted: u64,
+}
+
+/// The summary of a session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunReport {
+    /// Activations of sink operators (those with no connected output).
+    pub frames: u64,
+    /// Entries evicted by drop-oldest queues plus emits refused with `Backpressured`.
+    pub drops: u64,
+    /// Activations per operator, by name.
+    pub activations: Vec<(String, u64)>,
+    /// Median latency from capture time to the end of a sink's activation (bucket lower
+    /// edge, 1/16 resolution).
+    pub latency_p50: Option<Duration>,
+    /// 99th percentile of the same.
+    pub latency_p99: Option<Duration>,
+    /// Every pool after teardown.
+    pub pools: Vec<PoolReport>,
+    /// How long the partitions ran.
+    pub elapsed: Duration,
+}
+
+/// A running plan.
+pub struct RunSession {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<Vec<OpRuntime>>>,
+    edges: Vec<Arc<dyn ErasedEdge>>,
+    pools: Vec<Arc<Pool>>,
+    started: Instant,
+}
+
+impl std::fmt::Debug for RunSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunSession")
+            .field("partitions", &self.threads.len())
+            .field("pools", &self.pools.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunSession {
+    /// Starts `plan` over the operators of `graph` (which must be the graph the plan was
+    /// compiled from). Fails closed: on error nothing keeps running and no `compute` ran.
+    pub fn start(graph: Graph, plan: &ExecutionPlan, options: SessionOptions) -> Result<RunSession> {
+        run::start(graph, plan, options)
+    }
+
+    /// Asks every partition to stop after the activation in progress.
+    pub fn stop(&self) {
+        self.shared.request_stop();
+    }
+
+    /// Whether the session has stopped on its own (an operator's error or panic, or
+    /// `ExecutionContext::request_stop`).
+    pub fn is_stopping(&self) -> bool {
+        self.shared.stop.load(Ordering::Acquire)
+    }
+
+    /// Waits until every source has run its `max_source_activations`, every queue is
+    /// empty and no operator is running, or the session stops, or `timeout` passes.
+    /// Returns whether the session became idle.
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut last_epoch = u64::MAX;
+        loop {
+            if self.shared.stop.load(Ordering::Acquire) {
+                return false;
+            }
+            let epoch = self.shared.progress.load(Ordering::Acquire);
+            let idle = self.shared.sources_done()
+                && self.shared.busy.load(Ordering::Acquire) == 0
+                && self.edges.iter().all(|e| e.len() == 0);
+            if idle && epoch == last_epoch {
+                return true;
+            }
+            last_epoch = if idle { epoch } else { u64::MAX };
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Stops the session, joins its threads, runs every operator's `stop`, drops every
+    /// queued entry and checks that every slot went back to its pool. Returns the run
+    /// summary, or the first error an operator returned (or its panic, as `Internal`),
+    /// with the operator named in its location.
+    pub fn join(mut self) -> Result<RunReport> {
+        self.shared.request_stop();
+        let elapsed = self.started.elapsed();
+        let mut ops: Vec<OpRuntime> = Vec::new();
+        for t in self.threads.drain(..) {
+            match t.join() {
+                Ok(o) => ops.extend(o),
+                Err(_) => self.shared.fail(Error::new(ErrorCode::Internal, "a partition thread panicked outside an operator")),
+            }
+        }
+        ops.sort_by_key(|o| o.index);
+        for o in ops.iter_mut().rev() {
+            run::stop_operator(&self.shared, o);
+        }
+        let activations = ops
+            .iter()
+            .map(|o| (o.name.clone(), o.activations))
+            .collect();
+        let frames = ops.iter().filter(|o| o.is_sink).map(|o| o.activations).sum();
+        drop(ops);
+        let mut drops = 0;
+        for e in &self.edges {
+            let c = e.counters();
+            drops += c.evicted.load(Ordering::Relaxed) + c.backpressured.load(Ordering::Relaxed);
+            e.clear();
+        }
+        self.edges.clear();
+        let mut pools = Vec::with_capacity(self.pools.len());
+        let mut leak = None;
+        for p in &self.pools {
+            let free = p.free_slots();
+            if free != p.slot_count && leak.is_none() {
+                leak = Some(Error::new(
+                    ErrorCode::Internal,
+                    format!("pool {} has {} of {} slots still held after teardown", p.name, p.slot_count - free, p.slot_count),
+                ));
+            }
+            pools.push(PoolReport {
+                pool: p.name.clone(),
+                slot_count: p.slot_count,
+                free_at_end: free,
+                loans: p.counters.loans.load(Ordering::Relaxed),
+                exhausted: p.counters.exhausted.load(Ordering::Relaxed),
+            });
+        }
+        if let Some(e) = self.shared.take_error() {
+            return Err(e);
+        }
+        if let Some(e) = leak {
+            return Err(e);
+        }
+        Ok(RunReport {
+            frames,
+            drops,
+            activations,
+            latency_p50: self.shared.latency.quantile(0.50),
+            latency_p99: self.shared.latency.quantile(0.99),
+            pools,
+            elapsed,
+        })
+    }
+
+    /// Slots currently free in pool `<operator>.<port>`.
+    pub fn pool_free_slots(&self, pool: &str) -> Option<u32> {
+        self.pools.iter().find(|p| p.name == pool).map(|p| p.free_slots())
+    }
+}
+
+impl Drop for RunSession {
+    fn drop(&mut self) {
+        self.shared.request_stop();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Port fields of operators: [`Input`] and [`Output`], bound by the session at start.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::context::ActivationState;
+use super::queue::{EdgeQueue, Sample};
+use crate::graph::QueuePolicy;
+use crate::spec::TensorInputSpec;
+use crate::tensor::pool::Pool;
+use crate::tensor::{Tensor, TensorLoanRequest, TensorOutputLoan};
+use crate::{Error, ErrorCode, Result};
+
+/// Options of one emit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EmitOptions {
+    /// When the data was captured, for end-to-end latency. `None` carries the capture
+    /// time of the inputs this activation received (a source's: its activation time).
+    pub capture_time: Option<Instant>,
+}
+
+/// An input port. Declare it as a field of an `#[operator]` struct and construct it with
+/// `Input::default()`; the session binds it at start.
+pub struct Input<T> {
+    binding: Option<InputBinding<T>>,
+}
+
+struct InputBinding<T> {
+    queue: Option<Arc<EdgeQueue<T>>>,
+    activation: Arc<ActivationState>,
+}
+
+impl<T> Default for Input<T> {
+    fn default() -> Self {
+        Self { binding: None }
+    }
+}
+
+impl<T> fmt::Debug for Input<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Input")
+            .field("bound", &self.binding.is_some())
+            .field(
+                "connected",
+                &self.binding.as_ref().is_some_and(|b| b.queue.is_some()),
+            )
+            .finish()
+    }
+}
+
+impl<T: Send + 'static> Input<T> {
+    /// Takes the oldest queued entry, or `None` when the queue is empty or the input is
+    /// unconnected. A received `Tensor` is read-only.
+    pub fn receive(&mut self) -> Option<T> {
+        let b = self.binding.as_ref()?;
+        let s = b.queue.as_ref()?.pop()?;
+        b.activation.observe_capture(s.capture_ns);
+        Some(s.value)
+    }
+
+    /// Takes every queued entry and returns the newest (the older ones are dropped).
+    pub fn receive_latest(&mut self) -> Option<T> {
+        let mut latest = None;
+        while let Some(v) = self.receive() {
+            latest = Some(v);
+        }
+        latest
+    }
+
+    /// Entries waiting.
+    pub fn pending(&self) -> usize {
+        self.binding
+            .as_ref()
+            .and_then(|b| b.queue.as_ref())
+            .map_or(0, |q| q.len())
+    }
+
+    /// Whether a flow feeds this input.
+    pub fn is_connected(&self) -> bool {
+        self.binding.as_ref().is_some_and(|b| b.queue.is_some())
+    }
+}
+
+/// An output port. Declare it as a field of an `#[operator]` struct and construct it
+/// with `Output::default()`; the session binds it at start.
+pub struct Output<T> {
+    binding: Option<OutputBinding<T>>,
+}
+
+struct OutputBinding<T> {
+    location: &'static str,
+    edges: Box<[Arc<EdgeQueue<T>>]>,
+    /// Whether every edge blocks (then a full edge refuses the whole emit).
+    any_block: bool,
+    /// The consumers' exact tensor requirements, checked on emit for tensors that did
+    /// not come from this output's own (compile-checked) pool.
+    requirements: Box<[(TensorInputSpec, &'static str)]>,
+    pool: Option<Arc<Pool>>,
+    activation: Arc<ActivationState>,
+}
+
+impl<T> Default for Output<T> {
+    fn default() -> Self {
+        Self { binding: None }
+    }
+}
+
+impl<T> fmt::Debug for Output<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Output")
+            .field("bound", &self.binding.is_some())
+            .field(
+                "edges",
+                &self.binding.as_ref().map_or(0, |b| b.edges.len()),
+            )
+            .finish()
+    }
+}
+
+const UNBOUND: &str = "the port is not bound: ports work only inside a running session";
+
+fn check_requirement(t: &Tensor, req: &TensorInputSpec) -> bool {
+    req.memory_kind.is_none_or(|k| k == t.memory_kind())
+        && req.dtype.is_none_or(|d| d == t.dtype())
+        && req.rank.is_none_or(|r| r == t.rank())
+}
+
+impl<T: Clone + Send + 'static> Output<T> {
+    /// Publishes `value` to every connected consumer.
+    ///
+    /// With a blocking queue that is full, nothing is published and `Backpressured` is
+    /// returned (the value is dropped; a tensor's slot goes back to its pool): the
+    /// operator decides whether to drop, degrade or retry on its next activation. A
+    /// drop-oldest queue evicts its oldest entry instead. A tensor that does not meet a
+    /// consumer's declared `TensorInputSpec` is refused with `ProtocolError`.
+    pub fn emit(&mut self, value: impl Into<T>, options: EmitOptions) -> Result<()> {
+        let value = value.into();
+        let Some(b) = self.binding.as_ref() else {
+            return Err(Error::new(ErrorCode::InvalidArgument, UNBOUND));
+        };
+        if !b.requirements.is_empty()
+            && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
+        {
+            for (req, consumer) in &b.requirements {
+                if !check_requirement(t, req) {
+                    return Err(Error::new(
+                        ErrorCode::ProtocolError,
+                        "the tensor does not meet a consumer's TensorInputSpec (memory kind, dtype or rank)",
+                    )
+                    .at(*consumer));
+                }
+            }
+        }
+        if b.any_block {
+            for e in &b.edges {
+                if e.policy == QueuePolicy::Block && e.is_full() {
+                    e.counters.backpressured.fetch_add(1, Ordering::Relaxed);
+                    return Err(Error::new(
+                        ErrorCode::Backpressured,
+                        "a consumer's queue is full; nothing was published",
+                    )
+                    .at(b.location));
+                }
+            }
+        }
+        let capture_ns = match options.capture_time {
+            Some(t) => b.activation.ns_since_epoch(t),
+            None => b.activation.default_capture_ns(),
+        };
+        if let Some((last, rest)) = b.edges.split_last() {
+            for e in rest {
+                e.push(Sample {
+                    value: value.clone(),
+                    capture_ns,
+                });
+            }
+            last.push(Sample { value, capture_ns });
+        }
+        Ok(())
+    }
+
+    /// Whether a flow leaves this output.
+    pub fn is_connected(&self) -> bool {
+        self.binding.as_ref().is_some_and(|b| !b.edges.is_empty())
+    }
+}
+
+impl Output<Tensor> {
+    /// Borrows a slot of this output's runtime pool, or fails at once: `ResourceExhausted`
+    /// when every slot is in use (there is no waiting variant), `InvalidArgument` when the
+    /// request exceeds the declared bounds or dtype, `NotSupported` for a pass-through
+    /// output (it has no pool).
+    pub fn allocate_tensor(&mut self, request: TensorLoanRequest<'_>) -> Result<TensorOutputLoan> {
+        let Some(b) = self.binding.as_ref() else {
+            return Err(Error::new(ErrorCode::InvalidArgument, UNBOUND));
+        };
+        let Some(pool) = &b.pool else {
+            return Err(Error::new(
+                ErrorCode::NotSupported,
+                "a pass-through output has no runtime pool: declare `storage = runtime_pool` with bounds",
+            )
+            .at(b.location));
+        };
+        TensorOutputLoan::new(pool, request)
+    }
+}
+
+/// Binds an operator's port fields to the session's queues and pools. Used by the code
+/// `#[operator]` generates.
+pub struct PortBinder<'a> {
+    pub(crate) operator: &'a str,
+    pub(crate) activation: &'a Arc<ActivationState>,
+    /// Per port: the typed queues (one for an input, every edge for an output).
+    pub(crate) edges: &'a [Vec<Arc<dyn Any + Send + Sync>>],
+    pub(crate) locations: &'a [&'static str],
+    pub(crate) pools: &'a [Option<Arc<Pool>>],
+    pub(crate) requirements: &'a [Vec<(TensorInputSpec, &'static str)>],
+}
+
+impl PortBinder<'_> {
+    fn typed<T: Send + 'static>(&self, port: u32) -> Result<Vec<Arc<EdgeQueue<T>>>> {
+        let Some(edges) = self.edges.get(port as usize) else {
+            return Err(Error::new(
+                ErrorCode::Internal,
+                format!("operator {:?} has no port {port}", self.operator),
+            ));
+        };
+        edges
+            .iter()
+            .map(|e| {
+                Arc::clone(e).downcast::<EdgeQueue<T>>().map_err(|_| {
+                    Error::new(
+                        ErrorCode::Internal,
+                        format!("operator {:?}, port {port}: the flow's payload type differs from the port's", self.operator),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Binds input port `port`.
+    pub fn bind_input<T: Send + 'static>(&mut self, port: u32, input: &mut Input<T>) -> Result<()> {
+        let queue = self.typed::<T>(port)?.into_iter().next();
+        input.binding = Some(InputBinding {
+            queue,
+            activation: Arc::clone(self.activation),
+        });
+        Ok(())
+    }
+
+    /// Binds output port `port`.
+    pub fn bind_output<T: Send + 'static>(&mut self, port: u32, output: &mut Output<T>) -> Result<()> {
+        let edges: Box<[_]> = self.typed::<T>(port)?.into();
+        let i = port as usize;
+        output.binding = Some(OutputBinding {
+            location: self.locations.get(i).copied().unwrap_or("an output"),
+            any_block: edges.iter().any(|e| e.policy == QueuePolicy::Block),
+            edges,
+            requirements: self.requirements.get(i).cloned().unwrap_or_default().into(),
+            pool: self.pools.get(i).cloned().flatten(),
+            activation: Arc::clone(self.activation),
+        });
+        Ok(())
+    }
+}

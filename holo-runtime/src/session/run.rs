@@ -1,0 +1,402 @@
+//! The cold start and the partition threads.
+
+use std::any::Any;
+use std::collections::HashSet;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::context::{ActivationState, ExecutionContext, LifecycleContext, NO_CAPTURE};
+use super::erased::OperatorBox;
+use super::ports::PortBinder;
+use super::queue::{ErasedEdge, PartitionSignal};
+use super::stats::LatencyHistogram;
+use super::{RunSession, SessionOptions};
+use crate::graph::{Graph, PortDecl};
+use crate::plan::ExecutionPlan;
+use crate::spec::{PortDirection, TensorInputSpec, TensorOutputStorage};
+use crate::tensor::pool::Pool;
+use crate::{Error, ErrorCode, Result};
+
+/// Interns a location string, so hot-path errors can name their operator and port with a
+/// `&'static str` (no allocation). Bounded by the distinct names a process uses.
+pub(crate) fn intern(s: String) -> &'static str {
+    static SET: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut set = SET
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(&existing) = set.get(s.as_str()) {
+        return existing;
+    }
+    let leaked: &'static str = Box::leak(s.into_boxed_str());
+    set.insert(leaked);
+    leaked
+}
+
+pub(crate) struct Shared {
+    pub(crate) stop: AtomicBool,
+    pub(crate) busy: AtomicUsize,
+    pub(crate) progress: AtomicU64,
+    sources_pending: AtomicUsize,
+    error: Mutex<Option<Error>>,
+    pub(crate) latency: LatencyHistogram,
+    signals: Vec<Arc<PartitionSignal>>,
+}
+
+impl Shared {
+    pub(crate) fn request_stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        for s in &self.signals {
+            s.wake();
+        }
+    }
+
+    pub(crate) fn fail(&self, e: Error) {
+        let mut slot = self.error.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        drop(slot);
+        self.request_stop();
+    }
+
+    pub(crate) fn take_error(&self) -> Option<Error> {
+        self.error.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+
+    pub(crate) fn sources_done(&self) -> bool {
+        self.sources_pending.load(Ordering::Acquire) == 0
+    }
+}
+
+/// One operator on its partition thread.
+pub(crate) struct OpRuntime {
+    pub(crate) index: usize,
+    pub(crate) name: String,
+    op: OperatorBox,
+    activation: Arc<ActivationState>,
+    required_inputs: Vec<Arc<dyn ErasedEdge>>,
+    optional_inputs: Vec<Arc<dyn ErasedEdge>>,
+    block_outputs: Vec<Arc<dyn ErasedEdge>>,
+    is_source: bool,
+    pub(crate) is_sink: bool,
+    pub(crate) activations: u64,
+    max_activations: Option<u64>,
+    done: bool,
+    started: bool,
+}
+
+impl OpRuntime {
+    fn ready(&self) -> bool {
+        if self.done {
+            return false;
+        }
+        if self.is_source {
+            return self.block_outputs.iter().all(|e| !e.is_full());
+        }
+        if self.required_inputs.is_empty() {
+            self.optional_inputs.iter().any(|e| e.len() > 0)
+        } else {
+            self.required_inputs.iter().all(|e| e.len() > 0)
+        }
+    }
+}
+
+fn panic_message(p: &(dyn Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a non-string payload")
+}
+
+fn locate(e: Error, operator: &str) -> Error {
+    let at = match e.location() {
+        Some(l) if l.contains(operator) => l.to_owned(),
+        Some(l) => format!("operator {operator:?}: {l}"),
+        None => format!("operator {operator:?}"),
+    };
+    e.at(at)
+}
+
+fn run_compute(shared: &Shared, op: &mut OpRuntime) {
+    let now = Instant::now();
+    op.activation.begin(now);
+    let mut ctx = ExecutionContext {
+        operator: &op.name,
+        activation: &op.activation,
+        activation_index: op.activations,
+        now,
+        stop: &shared.stop,
+    };
+    let result = catch_unwind(AssertUnwindSafe(|| op.op.compute(&mut ctx)));
+    op.activations += 1;
+    shared.progress.fetch_add(1, Ordering::AcqRel);
+    if op.is_sink {
+        let c = op.activation.received_capture_ns();
+        if c != NO_CAPTURE {
+            let end = op.activation.ns_since_epoch(Instant::now());
+            shared.latency.record(end.saturating_sub(c));
+        }
+    }
+    if op.is_source && op.max_activations == Some(op.activations) {
+        op.done = true;
+        shared.sources_pending.fetch_sub(1, Ordering::AcqRel);
+    }
+    match result {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => shared.fail(locate(e, &op.name)),
+        Err(p) => shared.fail(
+            Error::new(ErrorCode::Internal, format!("compute panicked: {}", panic_message(p.as_ref())))
+                .at(format!("operator {:?}", op.name)),
+        ),
+    }
+}
+
+fn partition_loop(shared: &Shared, signal: &PartitionSignal, mut ops: Vec<OpRuntime>) -> Vec<OpRuntime> {
+    signal.register();
+    while !shared.stop.load(Ordering::Acquire) {
+        shared.busy.fetch_add(1, Ordering::AcqRel);
+        let mut ran = false;
+        for op in &mut ops {
+            if shared.stop.load(Ordering::Acquire) {
+                break;
+            }
+            if op.ready() {
+                ran = true;
+                run_compute(shared, op);
+            }
+        }
+        shared.busy.fetch_sub(1, Ordering::AcqRel);
+        if !ran {
+            // Woken by a push into an input, a pop from an output, or stop.
+            std::thread::park_timeout(Duration::from_millis(50));
+        }
+    }
+    ops
+}
+
+pub(crate) fn stop_operator(shared: &Shared, op: &mut OpRuntime) {
+    if !op.started {
+        return;
+    }
+    op.started = false;
+    let mut ctx = LifecycleContext { operator: &op.name };
+    match catch_unwind(AssertUnwindSafe(|| op.op.stop(&mut ctx))) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => shared.fail(locate(e, &op.name)),
+        Err(p) => shared.fail(
+            Error::new(ErrorCode::Internal, format!("stop panicked: {}", panic_message(p.as_ref())))
+                .at(format!("operator {:?}", op.name)),
+        ),
+    }
+}
+
+pub(crate) fn start(mut graph: Graph, plan: &ExecutionPlan, options: SessionOptions) -> Result<RunSession> {
+    if plan.fingerprint() != crate::compile::fingerprint(&graph) {
+        return Err(Error::new(
+            ErrorCode::InvalidArgument,
+            "the plan was compiled from a different graph (its fingerprint differs): compile this graph and start that plan",
+        ));
+    }
+    if graph.operators.iter().any(|o| o.instance.is_none()) {
+        return Err(Error::new(ErrorCode::InvalidArgument, "the graph's operators were already taken by a session"));
+    }
+    let epoch = Instant::now();
+    let n_ops = graph.operators.len();
+
+    // 1. Every pool, before anything else; the first failure drops the ones built.
+    let mut pools: Vec<Arc<Pool>> = Vec::with_capacity(plan.tensor_allocations().len());
+    let mut pool_of = std::collections::HashMap::new();
+    for a in plan.tensor_allocations() {
+        let op = &graph.operators[a.operator as usize];
+        let location = intern(format!("operator {:?}, port {:?}", op.name, a.port));
+        let pool = Pool::materialize(
+            a.pool.clone(),
+            location,
+            a.memory_kind,
+            a.dtype.as_deref().and_then(crate::spec::DType::from_name),
+            a.max_rank,
+            a.per_slot_bytes,
+            a.slot_count,
+        )?;
+        let port = op.ports.iter().position(|p| p.name == a.port).unwrap_or(usize::MAX);
+        pool_of.insert((a.operator as usize, port), pools.len());
+        pools.push(Arc::new(pool));
+    }
+
+    // 2. Every queue.
+    let signals: Vec<Arc<PartitionSignal>> =
+        plan.partitions().iter().map(|_| Arc::new(PartitionSignal::default())).collect();
+    let partition_of: Vec<usize> = plan.operators().iter().map(|o| o.partition as usize).collect();
+    let mut typed: Vec<Vec<Vec<Arc<dyn Any + Send + Sync>>>> = graph
+        .operators
+        .iter()
+        .map(|o| vec![Vec::new(); o.ports.len()])
+        .collect();
+    let mut erased_in: Vec<Vec<(usize, Arc<dyn ErasedEdge>)>> = vec![Vec::new(); n_ops];
+    let mut erased_out: Vec<Vec<Arc<dyn ErasedEdge>>> = vec![Vec::new(); n_ops];
+    let mut edges = Vec::with_capacity(graph.edges.len());
+    for (e, rec) in graph.edges.iter().zip(plan.edges()) {
+        let (fo, fp) = (e.from.0.index(), e.from.1 as usize);
+        let (to, tp) = (e.to.0.index(), e.to.1 as usize);
+        let new = (e.factory)(
+            rec.queue_depth as usize,
+            e.options.policy,
+            Arc::clone(&signals[partition_of[to]]),
+            Arc::clone(&signals[partition_of[fo]]),
+        );
+        typed[fo][fp].push(Arc::clone(&new.typed));
+        typed[to][tp].push(new.typed);
+        erased_in[to].push((tp, Arc::clone(&new.erased)));
+        erased_out[fo].push(Arc::clone(&new.erased));
+        edges.push(new.erased);
+    }
+
+    // The consumers' exact requirements, checked on emit by pass-through tensor outputs
+    // (pool outputs were checked against them when the plan was compiled).
+    let mut requirements_of: Vec<Vec<Vec<(TensorInputSpec, &'static str)>>> =
+        graph.operators.iter().map(|o| vec![Vec::new(); o.ports.len()]).collect();
+    for e in &graph.edges {
+        let (fo, fp) = (e.from.0.index(), e.from.1 as usize);
+        let (to, tp) = (e.to.0.index(), e.to.1 as usize);
+        let producer = &graph.operators[fo].ports[fp];
+        let consumer = &graph.operators[to];
+        if let (PortDecl::TensorOutput(d), PortDecl::TensorInput(req)) = (&producer.decl, &consumer.ports[tp].decl)
+            && d.storage == TensorOutputStorage::PassThrough
+            && *req != TensorInputSpec::default()
+        {
+            let at = intern(format!("operator {:?}, port {:?}", consumer.name, consumer.ports[tp].name));
+            requirements_of[fo][fp].push((*req, at));
+        }
+    }
+
+    // 3. Bind every port.
+    let mut runtimes = Vec::with_capacity(n_ops);
+    for (i, node) in graph.operators.iter_mut().enumerate() {
+        let activation = Arc::new(ActivationState::new(epoch));
+        let locations: Vec<&'static str> = node
+            .ports
+            .iter()
+            .map(|p| intern(format!("operator {:?}, port {:?}", node.name, p.name)))
+            .collect();
+        let port_pools: Vec<Option<Arc<Pool>>> = (0..node.ports.len())
+            .map(|p| pool_of.get(&(i, p)).map(|&k| Arc::clone(&pools[k])))
+            .collect();
+        let requirements = std::mem::take(&mut requirements_of[i]);
+        let mut op = node.instance.take().ok_or_else(|| Error::new(ErrorCode::Internal, "operator instance missing"))?;
+        let mut binder = PortBinder {
+            operator: &node.name,
+            activation: &activation,
+            edges: &typed[i],
+            locations: &locations,
+            pools: &port_pools,
+            requirements: &requirements,
+        };
+        op.bind(&mut binder).map_err(|e| locate(e, &node.name))?;
+        let connected_inputs = &erased_in[i];
+        let required_inputs = connected_inputs
+            .iter()
+            .filter(|(p, _)| !node.ports[*p].optional)
+            .map(|(_, e)| Arc::clone(e))
+            .collect();
+        let optional_inputs = connected_inputs
+            .iter()
+            .filter(|(p, _)| node.ports[*p].optional)
+            .map(|(_, e)| Arc::clone(e))
+            .collect();
+        let is_source = connected_inputs.is_empty();
+        let has_inputs = node.ports.iter().any(|p| p.direction == PortDirection::Input);
+        runtimes.push(OpRuntime {
+            index: i,
+            name: node.name.clone(),
+            op,
+            activation,
+            required_inputs,
+            optional_inputs,
+            block_outputs: erased_out[i]
+                .iter()
+                .filter(|e| e.policy() == crate::graph::QueuePolicy::Block)
+                .cloned()
+                .collect(),
+            is_source,
+            is_sink: erased_out[i].is_empty() && (has_inputs || !is_source),
+            activations: 0,
+            max_activations: if is_source { options.max_source_activations } else { None },
+            done: is_source && options.max_source_activations == Some(0),
+            started: false,
+        });
+    }
+    let sources = runtimes.iter().filter(|o| o.is_source && !o.done).count();
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        busy: AtomicUsize::new(0),
+        progress: AtomicU64::new(0),
+        sources_pending: AtomicUsize::new(if options.max_source_activations.is_some() { sources } else { usize::MAX }),
+        error: Mutex::new(None),
+        latency: LatencyHistogram::new(),
+        signals: signals.clone(),
+    });
+
+    // 4. Every operator's start, in partition order; the first failure stops the
+    //    started ones and fails the session before any compute.
+    for p in plan.partitions() {
+        for &o in &p.operators {
+            let rt = &mut runtimes[o as usize];
+            let mut ctx = LifecycleContext { operator: &rt.name };
+            let r = catch_unwind(AssertUnwindSafe(|| rt.op.start(&mut ctx)));
+            let err = match r {
+                Ok(Ok(())) => {
+                    rt.started = true;
+                    continue;
+                }
+                Ok(Err(e)) => locate(e, &rt.name),
+                Err(p) => Error::new(ErrorCode::Internal, format!("start panicked: {}", panic_message(p.as_ref())))
+                    .at(format!("operator {:?}", rt.name)),
+            };
+            for rt in runtimes.iter_mut().rev() {
+                stop_operator(&shared, rt);
+            }
+            return Err(err);
+        }
+    }
+
+    // 5. Arm: one thread per partition.
+    let mut by_partition: Vec<Vec<OpRuntime>> = plan.partitions().iter().map(|_| Vec::new()).collect();
+    let mut slots: Vec<Option<OpRuntime>> = runtimes.into_iter().map(Some).collect();
+    for (k, p) in plan.partitions().iter().enumerate() {
+        for &o in &p.operators {
+            if let Some(rt) = slots[o as usize].take() {
+                by_partition[k].push(rt);
+            }
+        }
+    }
+    let mut threads = Vec::with_capacity(by_partition.len());
+    for (k, ops) in by_partition.into_iter().enumerate() {
+        let shared_t = Arc::clone(&shared);
+        let signal = Arc::clone(&signals[k]);
+        let name = format!("holo-{}", plan.partitions()[k].name);
+        let spawned = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || partition_loop(&shared_t, &signal, ops));
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                shared.request_stop();
+                let mut ops: Vec<OpRuntime> = threads.into_iter().filter_map(|t| t.join().ok()).flatten().collect();
+                for rt in &mut ops {
+                    stop_operator(&shared, rt);
+                }
+                return Err(Error::new(ErrorCode::ResourceExhausted, format!("cannot spawn a partition thread: {e}")));
+            }
+        }
+    }
+    Ok(RunSession {
+        shared,
+        threads,
+        edges,
+        pools,
+        started: Instant::now(),
+    })
+}

@@ -1,0 +1,18 @@
+//! What operators declare: ports, tensor specs, bounds, byte-span expressions and
+//! memory-kind derivations.
+
+pub mod bytespan;
+pub mod dtype;
+pub mod memkind;
+pub mod ports;
+
+pub use bytespan::{
+    ByteSpanExpr, ByteSpanProjector, InputName, ParamDependency, ShapeParam, input_max_byte_span,
+    parameter_contiguous_byte_span, parameter_projected_byte_span, tensor_byte_span,
+};
+pub use dtype::{DType, MAX_TENSOR_RANK, TensorBounds, TensorRepresentation, tensor_bounds};
+pub use memkind::{MemoryKindDerivation, parameter_memory_kind, parameter_memory_kind_exact};
+pub use ports::{
+    OperatorSpec, PortDirection, PortPayload, PortSpec, TensorInputSpec, TensorOutputSpec,
+    TensorOutputStorage,
+};
