@@ -23,7 +23,7 @@ mod params_macros;
 pub use params_macros::*;
 // MACROS pub use holo_macros::{byte_span_projector, memory_kind_map, operator};
 
-// pub mod app;
+pub mod app;
 pub mod compile;
 pub mod device;
 pub mod graph;

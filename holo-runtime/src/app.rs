@@ -1,0 +1,251 @@
+//! The standard command line of every holo application.
+//!
+//! ```text
+//! --config FILE.toml   parameters, one table per operator name ([camera], [resize], …)
+//! --print-plan         print the plan as text
+//! --plan-json          print the plan as canonical JSON
+//! --plan-dot           print the plan as Graphviz DOT
+//! --frames N           run until every source has produced N frames and the graph drained
+//! --duration SECS      run for SECS seconds
+//! ```
+//!
+//! With a plan flag and neither `--frames` nor `--duration`, the application prints and
+//! exits without running. Otherwise it runs (`--frames 100` when neither is given) and
+//! prints a run summary: frames, drops, p50/p99 latency from capture time, and every
+//! pool's slots after teardown.
+//!
+//! ```no_run
+//! use holo_runtime::app::{App, AppArgs};
+//! # use holo_runtime::{CompileOptions, Graph};
+//! # fn build(app: &mut App) -> holo_runtime::Result<Graph> { Ok(Graph::new()) }
+//! fn main() -> std::process::ExitCode {
+//!     let args = <AppArgs as clap::Parser>::parse();
+//!     App::main(args, "[camera]\nwidth = 640\n", |app| {
+//!         let graph = build(app)?;
+//!         Ok((graph, CompileOptions::default()))
+//!     })
+//! }
+//! ```
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use holo_params::{FieldPath, ParamSchema, ParamSet};
+
+use crate::{CompileOptions, Error, ErrorCode, ExecutionPlan, Graph, Result, RunReport, RunSession, SessionOptions};
+
+/// The standard flags (derive `clap::Parser`; embed with `#[command(flatten)]`).
+#[derive(Clone, Debug, Default, clap::Parser)]
+#[command(about = "A holo application")]
+pub struct AppArgs {
+    /// Parameters: a TOML file with one table per operator name.
+    #[arg(long, value_name = "FILE.toml")]
+    pub config: Option<PathBuf>,
+    /// Print the execution plan as text.
+    #[arg(long)]
+    pub print_plan: bool,
+    /// Print the execution plan as canonical JSON.
+    #[arg(long)]
+    pub plan_json: bool,
+    /// Print the execution plan as Graphviz DOT.
+    #[arg(long)]
+    pub plan_dot: bool,
+    /// Run until every source has produced N frames and the graph has drained.
+    #[arg(long, value_name = "N")]
+    pub frames: Option<u64>,
+    /// Run for SECS seconds.
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+}
+
+/// An application's configuration: the parsed TOML and which operator tables were used.
+#[derive(Debug)]
+pub struct App {
+    args: AppArgs,
+    source: String,
+    table: toml::Table,
+    used: BTreeSet<String>,
+}
+
+impl App {
+    /// Loads `--config FILE` (or `embedded_default` when no file is given).
+    pub fn new(args: AppArgs, embedded_default: &str) -> Result<App> {
+        let (source, text) = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    Error::new(ErrorCode::NotFound, format!("cannot read the config file: {e}"))
+                        .at(path.display().to_string())
+                })?;
+                (path.display().to_string(), text)
+            }
+            None => ("the embedded default config".to_owned(), embedded_default.to_owned()),
+        };
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let at = e.span().map_or_else(
+                || source.clone(),
+                |s| {
+                    let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+                    format!("{source}, line {line}")
+                },
+            );
+            Error::new(ErrorCode::InvalidArgument, format!("malformed TOML: {}", e.message())).at(at)
+        })?;
+        Ok(App {
+            args,
+            source,
+            table,
+            used: BTreeSet::new(),
+        })
+    }
+
+    /// The parsed flags.
+    pub fn args(&self) -> &AppArgs {
+        &self.args
+    }
+
+    /// The parameters of operator `operator`: its table (absent means all defaults),
+    /// validated against `S`. Errors name the operator and the field path.
+    pub fn params<S: ParamSchema>(&mut self, operator: &str) -> Result<ParamSet<S>> {
+        self.used.insert(operator.to_owned());
+        let empty = toml::Table::new();
+        let table = match self.table.get(operator) {
+            None => &empty,
+            Some(toml::Value::Table(t)) => t,
+            Some(other) => {
+                return Err(Error::new(
+                    ErrorCode::InvalidArgument,
+                    format!("expected a table of parameters, found a {}", other.type_str()),
+                )
+                .at(format!("{}: {operator}", self.source)));
+            }
+        };
+        ParamSet::<S>::from_toml_table(table, &FieldPath::root().key(operator)).map_err(|e| {
+            let at = format!("{}: {}", self.source, e.location().unwrap_or(operator));
+            e.at(at)
+        })
+    }
+
+    /// Rejects tables that name no operator the application asked for (a typo in an
+    /// operator name would otherwise be silently ignored).
+    pub fn check_unused(&self) -> Result<()> {
+        let unknown: Vec<&String> = self.table.keys().filter(|k| !self.used.contains(*k)).collect();
+        if let Some(first) = unknown.first() {
+            let known: Vec<&str> = self.used.iter().map(String::as_str).collect();
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                format!("no operator is named {first:?}; the operators are: {}", known.join(", ")),
+            )
+            .at(format!("{}: [{first}]", self.source)));
+        }
+        Ok(())
+    }
+
+    /// Compiles `graph`, prints what the flags ask for, runs it, and prints the summary.
+    /// Returns `None` when only printing was asked for.
+    pub fn run(&self, graph: Graph, options: CompileOptions) -> Result<Option<RunReport>> {
+        self.check_unused()?;
+        let plan = crate::compile(&graph, options).map_err(|d| {
+            Error::new(ErrorCode::InvalidArgument, d.to_string()).at("compile")
+        })?;
+        let a = &self.args;
+        if a.print_plan {
+            print!("{}", plan.render_human());
+        }
+        if a.plan_json {
+            println!("{}", plan.json());
+        }
+        if a.plan_dot {
+            print!("{}", plan.dot());
+        }
+        if (a.print_plan || a.plan_json || a.plan_dot) && a.frames.is_none() && a.duration.is_none() {
+            return Ok(None);
+        }
+        let report = run_plan(graph, &plan, a.frames, a.duration)?;
+        print!("{}", summary(&report));
+        Ok(Some(report))
+    }
+
+    /// The whole `main` of an application: loads the config, builds the graph with
+    /// `build`, runs it, and turns an error into a message on stderr and exit code 1.
+    pub fn main(
+        args: AppArgs,
+        embedded_default: &str,
+        build: impl FnOnce(&mut App) -> Result<(Graph, CompileOptions)>,
+    ) -> ExitCode {
+        let result = App::new(args, embedded_default).and_then(|mut app| {
+            let (graph, options) = build(&mut app)?;
+            app.run(graph, options)
+        });
+        match result {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// Runs a plan for `frames` source activations (default 100 when neither limit is given)
+/// or for `duration` seconds.
+pub fn run_plan(graph: Graph, plan: &ExecutionPlan, frames: Option<u64>, duration: Option<f64>) -> Result<RunReport> {
+    let frames = match (frames, duration) {
+        (None, None) => Some(100),
+        (f, _) => f,
+    };
+    let limit = match duration {
+        Some(s) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(s) => return Err(Error::new(ErrorCode::InvalidArgument, format!("--duration must be a non-negative number of seconds, found {s}"))),
+        None => None,
+    };
+    let session = RunSession::start(graph, plan, SessionOptions { max_source_activations: frames })?;
+    match (frames, limit) {
+        (Some(_), Some(d)) => {
+            let _ = session.wait_idle(d);
+        }
+        (Some(_), None) => {
+            if !session.wait_idle(Duration::from_secs(600)) && !session.is_stopping() {
+                session.stop();
+                let _ = session.join();
+                return Err(Error::new(ErrorCode::Cancelled, "the pipeline did not drain within 600 s"));
+            }
+        }
+        (None, Some(d)) => {
+            let deadline = std::time::Instant::now() + d;
+            while std::time::Instant::now() < deadline && !session.is_stopping() {
+                std::thread::sleep(Duration::from_millis(5).min(deadline - std::time::Instant::now()));
+            }
+        }
+        (None, None) => {}
+    }
+    session.join()
+}
+
+/// The run summary, as the applications print it.
+pub fn summary(r: &RunReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let ms = |d: Option<Duration>| d.map_or("n/a".to_owned(), |d| format!("{:.3} ms", d.as_secs_f64() * 1e3));
+    let _ = writeln!(
+        out,
+        "run summary: {} frames, {} drops, latency p50 {}, p99 {} (from capture time), {:.3} s",
+        r.frames,
+        r.drops,
+        ms(r.latency_p50),
+        ms(r.latency_p99),
+        r.elapsed.as_secs_f64()
+    );
+    for (name, n) in &r.activations {
+        let _ = writeln!(out, "  {name}: {n} activations");
+    }
+    for p in &r.pools {
+        let _ = writeln!(
+            out,
+            "  pool {}: {} loans, {} exhausted, {}/{} slots free after teardown",
+            p.pool, p.loans, p.exhausted, p.free_at_end, p.slot_count
+        );
+    }
+    out
+}
