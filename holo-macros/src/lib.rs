@@ -8,7 +8,10 @@
 use proc_macro::TokenStream;
 
 mod ctxt;
+mod memory_kind_map;
+mod operator;
 mod param;
+mod projector;
 mod symbol;
 
 /// Derives `ParamValue` and `ParamSchema` for a struct of deployment parameters.
@@ -30,4 +33,27 @@ pub fn derive_param_enum(input: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn param_ref(input: TokenStream) -> TokenStream {
     param::param_ref(input.into()).into()
+}
+
+/// Declares an operator: a struct whose `Input<…>` and `Output<…>` fields are its ports,
+/// with `#[input(...)]` / `#[output(...)]` describing tensor ports.
+/// Documented on `holo_runtime::operator`.
+#[proc_macro_attribute]
+pub fn operator(args: TokenStream, input: TokenStream) -> TokenStream {
+    operator::operator(args.into(), input.into()).into()
+}
+
+/// Declares a named, versioned byte-span formula over declared parameter fields.
+/// Documented on `holo_runtime::byte_span_projector`.
+#[proc_macro_attribute]
+pub fn byte_span_projector(args: TokenStream, input: TokenStream) -> TokenStream {
+    projector::byte_span_projector(args.into(), input.into()).into()
+}
+
+/// An exhaustive mapping from an operator's `ParamEnum` to concrete memory kinds:
+/// `memory_kind_map!(OutputStorage { Host => Host, Pinned => PinnedHost })`.
+/// Documented on `holo_runtime::memory_kind_map`.
+#[proc_macro]
+pub fn memory_kind_map(input: TokenStream) -> TokenStream {
+    memory_kind_map::memory_kind_map(input.into()).into()
 }

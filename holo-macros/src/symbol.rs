@@ -41,6 +41,78 @@ pub(crate) const SCHEMA_FIELD_KEYS: &[Symbol] = &[
 pub(crate) const ENUM_CONTAINER_KEYS: &[Symbol] = &[CRATE];
 pub(crate) const ENUM_VARIANT_KEYS: &[Symbol] = &[NAME];
 
+// `#[operator(...)]` container keys, and the port attributes with their keys.
+pub(crate) const PARAMS: Symbol = Symbol("params");
+pub(crate) const INPUT: Symbol = Symbol("input");
+pub(crate) const OUTPUT: Symbol = Symbol("output");
+pub(crate) const STORAGE: Symbol = Symbol("storage");
+pub(crate) const MEMORY: Symbol = Symbol("memory");
+pub(crate) const DTYPE: Symbol = Symbol("dtype");
+pub(crate) const RANK: Symbol = Symbol("rank");
+pub(crate) const MAX_RANK: Symbol = Symbol("max_rank");
+pub(crate) const BOUNDS: Symbol = Symbol("bounds");
+pub(crate) const BYTE_SPAN: Symbol = Symbol("byte_span");
+pub(crate) const MEMORY_KIND: Symbol = Symbol("memory_kind");
+pub(crate) const MAX_LOANS: Symbol = Symbol("max_loans");
+pub(crate) const OPTIONAL: Symbol = Symbol("optional");
+
+pub(crate) const OPERATOR_CONTAINER_KEYS: &[Symbol] = &[PARAMS, CRATE];
+pub(crate) const OUTPUT_KEYS: &[Symbol] = &[
+    NAME,
+    STORAGE,
+    MEMORY,
+    DTYPE,
+    RANK,
+    MAX_RANK,
+    BOUNDS,
+    BYTE_SPAN,
+    MEMORY_KIND,
+    MAX_LOANS,
+];
+pub(crate) const INPUT_KEYS: &[Symbol] = &[NAME, MEMORY, DTYPE, RANK, OPTIONAL];
+/// Keys only an output takes.
+pub(crate) const OUTPUT_ONLY_KEYS: &[Symbol] =
+    &[STORAGE, MAX_RANK, BOUNDS, BYTE_SPAN, MEMORY_KIND, MAX_LOANS];
+/// Keys a message port takes (`optional` on inputs only).
+pub(crate) const MESSAGE_INPUT_KEYS: &[Symbol] = &[NAME, OPTIONAL];
+
+// Values of `storage`, `memory` and `dtype`: the word and the runtime variant it names.
+pub(crate) const RUNTIME_POOL: Symbol = Symbol("runtime_pool");
+pub(crate) const PASS_THROUGH: Symbol = Symbol("pass_through");
+pub(crate) const STORAGE_WORDS: &[Symbol] = &[RUNTIME_POOL, PASS_THROUGH];
+pub(crate) const MEMORY_WORDS: &[(Symbol, &str)] = &[
+    (Symbol("host"), "Host"),
+    (Symbol("pinned"), "PinnedHost"),
+    (Symbol("cuda_device"), "CudaDevice"),
+    (Symbol("cuda_managed"), "CudaManaged"),
+];
+pub(crate) const DTYPE_WORDS: &[(Symbol, &str)] = &[
+    (Symbol("u8"), "U8"),
+    (Symbol("u16"), "U16"),
+    (Symbol("u32"), "U32"),
+    (Symbol("u64"), "U64"),
+    (Symbol("i8"), "I8"),
+    (Symbol("i16"), "I16"),
+    (Symbol("i32"), "I32"),
+    (Symbol("i64"), "I64"),
+    (Symbol("f16"), "F16"),
+    (Symbol("bf16"), "BF16"),
+    (Symbol("f32"), "F32"),
+    (Symbol("f64"), "F64"),
+];
+/// The concrete `MemoryKind` variants `memory_kind_map!` maps to.
+pub(crate) const MEMORY_KIND_VARIANTS: &[Symbol] = &[
+    Symbol("Host"),
+    Symbol("PinnedHost"),
+    Symbol("CudaDevice"),
+    Symbol("CudaManaged"),
+];
+
+// `#[byte_span_projector(...)]` keys.
+pub(crate) const ID: Symbol = Symbol("id");
+pub(crate) const READS: Symbol = Symbol("reads");
+pub(crate) const PROJECTOR_KEYS: &[Symbol] = &[ID, READS, CRATE];
+
 /// "`a`, `b` or `c`" for messages.
 pub(crate) fn one_of(keys: &[Symbol]) -> String {
     let quoted: Vec<String> = keys.iter().map(|k| format!("`{}`", k.0)).collect();

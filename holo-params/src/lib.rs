@@ -114,7 +114,7 @@ pub mod __private {
     pub use crate::paramref::ParamRef;
     pub use crate::schema::*;
     pub use crate::value::*;
-    pub use crate::{Error, ErrorCode, Result};
+    pub use crate::{Error, ErrorCode, MemoryKind, Result};
     pub use core;
     pub use std::collections::BTreeMap;
     pub use std::string::String;

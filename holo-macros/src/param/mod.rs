@@ -14,6 +14,8 @@ use proc_macro2::TokenStream;
 use syn::DeriveInput;
 
 use crate::ctxt::Ctxt;
+pub(crate) use expand::private;
+pub(crate) use param_ref::param_ref_tokens;
 
 pub(crate) fn derive_param_schema(input: TokenStream) -> TokenStream {
     let input: DeriveInput = match syn::parse2(input) {

@@ -64,8 +64,16 @@ impl Parse for ParamRefInput {
 
 pub(crate) fn expand(input: &ParamRefInput) -> TokenStream {
     let p = private(input.krate.as_ref());
-    let schema = &input.schema;
-    let segments = &input.segments;
+    param_ref_tokens(&p, &input.schema, &input.segments)
+}
+
+/// A `ParamRef` to `schema`'s field at `segments`: a field access, so a misspelled
+/// segment is a rustc error on that segment. Also used by `#[byte_span_projector]`.
+pub(crate) fn param_ref_tokens(
+    p: &TokenStream,
+    schema: &impl quote::ToTokens,
+    segments: &[Ident],
+) -> TokenStream {
     let names = segments.iter().map(Ident::to_string);
     quote! {
         #p::ParamRef::__new(&[#(#names),*], |params: &#schema| &(*params) #(.#segments)*)

@@ -1,0 +1,610 @@
+//! Parse: the `#[operator]` struct read into a model of its ports. Every key of every
+//! `#[operator]`, `#[input]` and `#[output]` attribute is checked here for spelling,
+//! duplicates and value syntax; which keys fit which port is checked in `valid.rs`.
+
+use proc_macro2::{Span, TokenStream};
+use syn::meta::ParseNestedMeta;
+use syn::parse::Parser;
+use syn::spanned::Spanned;
+use syn::{
+    Attribute, Expr, ExprLit, ExprPath, Fields, GenericArgument, Ident, ItemStruct, Lit, LitStr,
+    PathArguments, Token, Type,
+};
+
+use crate::ctxt::Ctxt;
+use crate::symbol::{self, Symbol};
+
+/// An `#[operator]` struct.
+pub(crate) struct Operator<'a> {
+    pub(crate) item: &'a ItemStruct,
+    /// `params = Type`; `None` means `NoParams`.
+    pub(crate) params: Option<Type>,
+    pub(crate) krate: Option<syn::Path>,
+    pub(crate) fields: Vec<OpField<'a>>,
+}
+
+/// One named field: a port, or plain state.
+pub(crate) struct OpField<'a> {
+    pub(crate) ident: &'a Ident,
+    /// `Some` when the type is `Input<T>` or `Output<T>`.
+    pub(crate) port: Option<PortType<'a>>,
+    /// The `#[input]` or `#[output]` attribute, if any.
+    pub(crate) attr: Option<PortAttr>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Direction {
+    Input,
+    Output,
+}
+
+impl Direction {
+    /// The attribute word (`input`, `output`).
+    pub(crate) fn word(self) -> Symbol {
+        match self {
+            Direction::Input => symbol::INPUT,
+            Direction::Output => symbol::OUTPUT,
+        }
+    }
+
+    /// The field type's last segment (`Input`, `Output`).
+    pub(crate) fn type_name(self) -> &'static str {
+        match self {
+            Direction::Input => "Input",
+            Direction::Output => "Output",
+        }
+    }
+}
+
+/// The shape of a port field's type: `Input<T>` / `Output<T>`.
+pub(crate) struct PortType<'a> {
+    pub(crate) direction: Direction,
+    pub(crate) payload: &'a Type,
+    /// The payload's last segment is `Tensor`.
+    pub(crate) tensor: bool,
+}
+
+/// A key as written, with the span of the key token and of its value.
+pub(crate) struct Keyed<T> {
+    pub(crate) key: Span,
+    pub(crate) value_span: Span,
+    pub(crate) value: T,
+}
+
+impl<T> Keyed<T> {
+    fn new(key: Span, value_span: Span, value: T) -> Self {
+        Self {
+            key,
+            value_span,
+            value,
+        }
+    }
+}
+
+/// One `#[input(...)]` or `#[output(...)]` attribute.
+pub(crate) struct PortAttr {
+    pub(crate) direction: Direction,
+    /// The attribute's path (`input` / `output`), for errors about the attribute itself.
+    pub(crate) span: Span,
+    /// Every key written, in order, with its key token.
+    pub(crate) keys: Vec<(Symbol, Span)>,
+    pub(crate) name: Option<LitStr>,
+    pub(crate) storage: Option<Keyed<Symbol>>,
+    /// The `MemoryKind` variant.
+    pub(crate) memory: Option<Keyed<&'static str>>,
+    /// The `DType` variant.
+    pub(crate) dtype: Option<Keyed<&'static str>>,
+    pub(crate) rank: Option<Keyed<u64>>,
+    pub(crate) max_rank: Option<Keyed<u64>>,
+    pub(crate) bounds: Option<Keyed<Expr>>,
+    pub(crate) byte_span: Option<Keyed<Expr>>,
+    pub(crate) memory_kind: Option<Keyed<Expr>>,
+    pub(crate) max_loans: Option<Keyed<u64>>,
+    pub(crate) optional: Option<Span>,
+}
+
+impl PortAttr {
+    fn new(direction: Direction, span: Span) -> Self {
+        Self {
+            direction,
+            span,
+            keys: Vec::new(),
+            name: None,
+            storage: None,
+            memory: None,
+            dtype: None,
+            rank: None,
+            max_rank: None,
+            bounds: None,
+            byte_span: None,
+            memory_kind: None,
+            max_loans: None,
+            optional: None,
+        }
+    }
+
+    /// `storage = runtime_pool` was written.
+    pub(crate) fn runtime_pool(&self) -> bool {
+        self.storage
+            .as_ref()
+            .is_some_and(|s| s.value.0 == symbol::RUNTIME_POOL.0)
+    }
+}
+
+impl OpField<'_> {
+    /// The port name: `name = "..."` or the field name.
+    pub(crate) fn port_name(&self) -> String {
+        self.attr
+            .as_ref()
+            .and_then(|a| a.name.as_ref())
+            .map_or_else(|| self.ident.to_string(), LitStr::value)
+    }
+
+    pub(crate) fn port_name_span(&self) -> Span {
+        self.attr
+            .as_ref()
+            .and_then(|a| a.name.as_ref())
+            .map_or_else(|| self.ident.span(), LitStr::span)
+    }
+}
+
+/// Whether an attribute is one of the port attributes.
+pub(crate) fn is_port_attr(attr: &Attribute) -> bool {
+    attr.path() == &symbol::INPUT || attr.path() == &symbol::OUTPUT
+}
+
+/// `#[operator(params = Type, crate = path)]`.
+pub(crate) struct ContainerArgs {
+    pub(crate) params: Option<Type>,
+    pub(crate) krate: Option<syn::Path>,
+}
+
+impl ContainerArgs {
+    pub(crate) fn from_tokens(cx: &Ctxt, args: TokenStream) -> Self {
+        let mut params: Option<Type> = None;
+        let mut krate: Option<syn::Path> = None;
+        let parser = syn::meta::parser(|meta| {
+            if meta.path == symbol::PARAMS {
+                if !meta.input.peek(Token![=]) {
+                    cx.error_spanned_by(
+                        &meta.path,
+                        "`#[operator(params)]` needs a type, like `#[operator(params = ResizeParams)]`",
+                    );
+                    return skip_value(&meta);
+                }
+                let ty: Type = meta.value()?.parse()?;
+                if params.is_some() {
+                    cx.error_spanned_by(&meta.path, "duplicate `#[operator(params)]` key");
+                } else {
+                    params = Some(ty);
+                }
+            } else if meta.path == symbol::CRATE {
+                let path = crate_path(cx, &meta, "operator")?;
+                if krate.is_some() {
+                    cx.error_spanned_by(&meta.path, "duplicate `#[operator(crate)]` key");
+                } else {
+                    krate = path;
+                }
+            } else {
+                unknown_key(cx, &meta, "`#[operator]`", symbol::OPERATOR_CONTAINER_KEYS)?;
+            }
+            Ok(())
+        });
+        if let Err(err) = parser.parse2(args) {
+            cx.syn_error(err);
+        }
+        Self { params, krate }
+    }
+}
+
+/// Consumes whatever value a key has, so parsing can go on after an error.
+pub(crate) fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+    if meta.input.peek(Token![=]) {
+        meta.value()?.parse::<Expr>()?;
+    } else if meta.input.peek(syn::token::Paren) {
+        meta.input.parse::<proc_macro2::Group>()?;
+    }
+    Ok(())
+}
+
+/// Reports an unknown key, listing the valid ones, and skips its value.
+pub(crate) fn unknown_key(
+    cx: &Ctxt,
+    meta: &ParseNestedMeta<'_>,
+    attribute: &str,
+    keys: &[Symbol],
+) -> syn::Result<()> {
+    let path = &meta.path;
+    let name = path
+        .get_ident()
+        .map_or_else(|| quote::quote!(#path).to_string(), Ident::to_string);
+    cx.error_spanned_by(
+        path,
+        format!(
+            "unknown {attribute} key `{name}`, expected one of {}",
+            symbol::one_of(keys)
+        ),
+    );
+    skip_value(meta)
+}
+
+/// `crate = path` or `crate = "path"`.
+pub(crate) fn crate_path(
+    cx: &Ctxt,
+    meta: &ParseNestedMeta<'_>,
+    attribute: &str,
+) -> syn::Result<Option<syn::Path>> {
+    let value = meta.value()?;
+    if value.peek(LitStr) {
+        let s: LitStr = value.parse()?;
+        let path = s.parse::<syn::Path>().ok();
+        if path.is_none() {
+            cx.error_spanned_by(
+                &s,
+                format!("`#[{attribute}(crate)]` needs a path, like `crate = \"holo_runtime\"`"),
+            );
+        }
+        return Ok(path);
+    }
+    Ok(Some(value.call(syn::Path::parse_mod_style)?))
+}
+
+/// The `crate = ...` of `#[operator(...)]`, read leniently, for the fallback after an error.
+pub(crate) fn crate_path_of(args: &TokenStream) -> Option<syn::Path> {
+    let cx = Ctxt::new();
+    let parsed = ContainerArgs::from_tokens(&cx, args.clone());
+    drop(cx.check());
+    parsed.krate
+}
+
+/// `Input<T>` / `Output<T>`: `Ok(None)` for any other type, `Err` for `Input` without
+/// exactly one payload type.
+pub(crate) fn port_type(ty: &Type) -> Result<Option<PortType<'_>>, syn::Error> {
+    let Type::Path(path) = ty else {
+        return Ok(None);
+    };
+    if path.qself.is_some() {
+        return Ok(None);
+    }
+    let Some(last) = path.path.segments.last() else {
+        return Ok(None);
+    };
+    let direction = if last.ident == "Input" {
+        Direction::Input
+    } else if last.ident == "Output" {
+        Direction::Output
+    } else {
+        return Ok(None);
+    };
+    let payload = match &last.arguments {
+        PathArguments::AngleBracketed(args) if args.args.len() == 1 => match &args.args[0] {
+            GenericArgument::Type(t) => Some(t),
+            _ => None,
+        },
+        _ => None,
+    };
+    let Some(payload) = payload else {
+        let name = direction.type_name();
+        return Err(syn::Error::new_spanned(
+            ty,
+            format!("`{name}` needs one payload type, like `{name}<Tensor>` or `{name}<u64>`"),
+        ));
+    };
+    let tensor = matches!(payload, Type::Path(p) if p.qself.is_none()
+        && p.path.segments.last().is_some_and(|s| s.ident == "Tensor"));
+    Ok(Some(PortType {
+        direction,
+        payload,
+        tensor,
+    }))
+}
+
+impl<'a> Operator<'a> {
+    pub(crate) fn from_ast(cx: &Ctxt, args: ContainerArgs, item: &'a ItemStruct) -> Option<Self> {
+        let named = match &item.fields {
+            Fields::Named(named) => named,
+            Fields::Unnamed(fields) => {
+                cx.error_spanned_by(
+                    fields,
+                    "`#[operator]` needs a struct with named fields; each port is a named `Input<…>` or `Output<…>` field",
+                );
+                return None;
+            }
+            Fields::Unit => {
+                cx.error_spanned_by(
+                    &item.ident,
+                    "`#[operator]` needs a struct with named fields, found a unit struct; declare ports as `Input<…>` and `Output<…>` fields",
+                );
+                return None;
+            }
+        };
+        let fields = named
+            .named
+            .iter()
+            .filter_map(|f| Some(OpField::from_ast(cx, f.ident.as_ref()?, f)))
+            .collect();
+        Some(Self {
+            item,
+            params: args.params,
+            krate: args.krate,
+            fields,
+        })
+    }
+}
+
+impl<'a> OpField<'a> {
+    fn from_ast(cx: &Ctxt, ident: &'a Ident, field: &'a syn::Field) -> Self {
+        let port = port_type(&field.ty).unwrap_or_else(|err| {
+            cx.syn_error(err);
+            None
+        });
+        let mut attr: Option<PortAttr> = None;
+        for a in field.attrs.iter().filter(|a| is_port_attr(a)) {
+            let direction = if a.path() == &symbol::INPUT {
+                Direction::Input
+            } else {
+                Direction::Output
+            };
+            let parsed = parse_port_attr(cx, a, direction);
+            if attr.is_some() {
+                cx.error_spanned_by(
+                    a.path(),
+                    format!(
+                        "a second port attribute on `{ident}`; put every key in one `#[{}(...)]`",
+                        direction.word()
+                    ),
+                );
+            } else {
+                attr = Some(parsed);
+            }
+        }
+        Self { ident, port, attr }
+    }
+}
+
+/// Sets `slot` once; a second occurrence is an error on its key.
+fn set<T>(cx: &Ctxt, slot: &mut Option<T>, value: T, word: Symbol, key: Symbol, span: Span) {
+    if slot.is_some() {
+        cx.error_at(span, format!("duplicate `#[{word}({key})]` key"));
+    } else {
+        *slot = Some(value);
+    }
+}
+
+fn parse_port_attr(cx: &Ctxt, attr: &Attribute, direction: Direction) -> PortAttr {
+    let word = direction.word();
+    let mut out = PortAttr::new(direction, attr.path().span());
+    match &attr.meta {
+        syn::Meta::Path(_) => return out,
+        syn::Meta::NameValue(nv) => {
+            cx.error_spanned_by(
+                nv,
+                format!("`#[{word}]` takes a list of keys, like `#[{word}(name = \"frames\")]`"),
+            );
+            return out;
+        }
+        syn::Meta::List(_) => {}
+    }
+    let own_keys = match direction {
+        Direction::Input => symbol::INPUT_KEYS,
+        Direction::Output => symbol::OUTPUT_KEYS,
+    };
+    let result = attr.parse_nested_meta(|meta| {
+        let Some(key) = symbol::OUTPUT_KEYS
+            .iter()
+            .chain(symbol::INPUT_KEYS)
+            .find(|k| meta.path == **k)
+            .copied()
+        else {
+            return unknown_key(cx, &meta, &format!("`#[{word}]`"), own_keys);
+        };
+        let span = meta.path.span();
+        if out.keys.iter().any(|(k, _)| k.0 == key.0) {
+            cx.error_at(span, format!("duplicate `#[{word}({key})]` key"));
+            return skip_value(&meta);
+        }
+        out.keys.push((key, span));
+        parse_key(cx, &meta, word, key, span, &mut out)
+    });
+    if let Err(err) = result {
+        cx.syn_error(err);
+    }
+    out
+}
+
+fn parse_key(
+    cx: &Ctxt,
+    meta: &ParseNestedMeta<'_>,
+    word: Symbol,
+    key: Symbol,
+    span: Span,
+    out: &mut PortAttr,
+) -> syn::Result<()> {
+    if key.0 == symbol::OPTIONAL.0 {
+        if meta.input.peek(Token![=]) || meta.input.peek(syn::token::Paren) {
+            cx.error_at(span, format!("`#[{word}(optional)]` takes no value"));
+            return skip_value(meta);
+        }
+        set(cx, &mut out.optional, span, word, key, span);
+        return Ok(());
+    }
+    if !meta.input.peek(Token![=]) {
+        cx.error_at(
+            span,
+            format!("`#[{word}({key})]` needs a value, like `{}`", example(key)),
+        );
+        return skip_value(meta);
+    }
+    let expr: Expr = meta.value()?.parse()?;
+    let value_span = expr.span();
+    match key.0 {
+        "name" => {
+            if let Expr::Lit(ExprLit {
+                lit: Lit::Str(s), ..
+            }) = &expr
+            {
+                set(cx, &mut out.name, s.clone(), word, key, span);
+            } else {
+                cx.error_spanned_by(
+                    &expr,
+                    format!("`#[{word}(name)]` needs a string literal, like `name = \"frames\"`"),
+                );
+            }
+        }
+        "storage" => {
+            if let Some(w) = word_value(cx, &expr, word, key, symbol::STORAGE_WORDS, "storage") {
+                set(
+                    cx,
+                    &mut out.storage,
+                    Keyed::new(span, value_span, w),
+                    word,
+                    key,
+                    span,
+                );
+            }
+        }
+        "memory" => {
+            let words: Vec<Symbol> = symbol::MEMORY_WORDS.iter().map(|(w, _)| *w).collect();
+            if let Some(w) = word_value(cx, &expr, word, key, &words, "memory kind") {
+                let variant = symbol::MEMORY_WORDS
+                    .iter()
+                    .find(|(s, _)| s.0 == w.0)
+                    .map_or("Host", |(_, v)| *v);
+                set(
+                    cx,
+                    &mut out.memory,
+                    Keyed::new(span, value_span, variant),
+                    word,
+                    key,
+                    span,
+                );
+            }
+        }
+        "dtype" => {
+            let words: Vec<Symbol> = symbol::DTYPE_WORDS.iter().map(|(w, _)| *w).collect();
+            if let Some(w) = word_value(cx, &expr, word, key, &words, "dtype") {
+                let variant = symbol::DTYPE_WORDS
+                    .iter()
+                    .find(|(s, _)| s.0 == w.0)
+                    .map_or("U8", |(_, v)| *v);
+                set(
+                    cx,
+                    &mut out.dtype,
+                    Keyed::new(span, value_span, variant),
+                    word,
+                    key,
+                    span,
+                );
+            }
+        }
+        "rank" | "max_rank" | "max_loans" => {
+            if let Some(v) = int_value(cx, &expr, word, key) {
+                let slot = match key.0 {
+                    "rank" => &mut out.rank,
+                    "max_rank" => &mut out.max_rank,
+                    _ => &mut out.max_loans,
+                };
+                set(cx, slot, Keyed::new(span, value_span, v), word, key, span);
+            }
+        }
+        "bounds" => set(
+            cx,
+            &mut out.bounds,
+            Keyed::new(span, value_span, expr),
+            word,
+            key,
+            span,
+        ),
+        "byte_span" => set(
+            cx,
+            &mut out.byte_span,
+            Keyed::new(span, value_span, expr),
+            word,
+            key,
+            span,
+        ),
+        "memory_kind" => set(
+            cx,
+            &mut out.memory_kind,
+            Keyed::new(span, value_span, expr),
+            word,
+            key,
+            span,
+        ),
+        _ => {}
+    }
+    Ok(())
+}
+
+fn example(key: Symbol) -> &'static str {
+    match key.0 {
+        "name" => "name = \"frames\"",
+        "storage" => "storage = runtime_pool",
+        "memory" => "memory = host",
+        "dtype" => "dtype = u8",
+        "rank" => "rank = 3",
+        "max_rank" => "max_rank = 4",
+        "bounds" => "bounds = 1 << 20",
+        "byte_span" => "byte_span = tensor_byte_span(1 << 20)",
+        "memory_kind" => "memory_kind = parameter_memory_kind_exact(param_ref!(Params::storage))",
+        _ => "max_loans = 2",
+    }
+}
+
+/// A bare word among `words`; anything else is an error listing them.
+fn word_value(
+    cx: &Ctxt,
+    expr: &Expr,
+    word: Symbol,
+    key: Symbol,
+    words: &[Symbol],
+    what: &str,
+) -> Option<Symbol> {
+    let ident = match expr {
+        Expr::Path(ExprPath {
+            qself: None, path, ..
+        }) => path.get_ident(),
+        _ => None,
+    };
+    let Some(ident) = ident else {
+        cx.error_spanned_by(
+            expr,
+            format!(
+                "`#[{word}({key})]` needs one of {}, like `{}`",
+                symbol::one_of(words),
+                example(key)
+            ),
+        );
+        return None;
+    };
+    let found = words.iter().find(|w| *ident == **w).copied();
+    if found.is_none() {
+        cx.error_spanned_by(
+            ident,
+            format!(
+                "unknown {what} `{ident}` in `#[{word}({key})]`, expected one of {}",
+                symbol::one_of(words)
+            ),
+        );
+    }
+    found
+}
+
+/// A non-negative integer literal.
+fn int_value(cx: &Ctxt, expr: &Expr, word: Symbol, key: Symbol) -> Option<u64> {
+    if let Expr::Lit(ExprLit {
+        lit: Lit::Int(i), ..
+    }) = expr
+        && let Ok(v) = i.base10_parse::<u64>()
+    {
+        return Some(v);
+    }
+    cx.error_spanned_by(
+        expr,
+        format!(
+            "`#[{word}({key})]` needs a non-negative integer literal, like `{}`",
+            example(key)
+        ),
+    );
+    None
+}

@@ -1,0 +1,335 @@
+//! Unit tests of `#[operator]` parse → validate → expand over `proc_macro2` tokens.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use super::operator;
+
+fn expand(args: TokenStream, item: TokenStream) -> String {
+    operator(args, item).to_string()
+}
+
+/// The messages of every `compile_error!` in an expansion.
+fn errors(args: TokenStream, item: TokenStream) -> Vec<String> {
+    let out = expand(args, item);
+    out.split("compile_error ! {")
+        .skip(1)
+        .map(|rest| {
+            let start = rest.find('"').map_or(0, |i| i + 1);
+            let end = rest[start..].find("\" }").map_or(rest.len(), |i| start + i);
+            rest[start..end].replace("\\\"", "\"")
+        })
+        .collect()
+}
+
+fn assert_one_error(args: TokenStream, item: TokenStream, expected: &str) {
+    let errors = errors(args, item);
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(errors[0].contains(expected), "{errors:#?}");
+}
+
+#[test]
+fn ports_spec_and_binding_expand_in_declaration_order() {
+    let out = expand(
+        quote!(params = ResizeParams),
+        quote! {
+            /// Resizes.
+            pub struct Resize {
+                #[input(memory = host, dtype = u8, rank = 3)]
+                input: Input<Tensor>,
+                frames_seen: u64,
+                #[output(storage = runtime_pool, memory = pinned, dtype = f32, rank = 3, bounds = 1024, max_loans = 2)]
+                output: Output<Tensor>,
+                #[output(name = "n")]
+                count: Output<u64>,
+                #[input(optional)]
+                control: Input<String>,
+            }
+        },
+    );
+    assert!(!out.contains("compile_error"), "{out}");
+    assert!(
+        !out.contains("# [input"),
+        "port attributes are stripped: {out}"
+    );
+    assert!(out.contains("# [doc = r\" Resizes.\"]"), "{out}");
+    assert!(out.contains("pub struct ResizePorts"), "{out}");
+    assert!(
+        out.contains("pub input : :: holo_runtime :: __private :: InPort < Tensor >"),
+        "{out}"
+    );
+    assert!(
+        out.contains("impl :: holo_runtime :: __private :: OperatorPorts for Resize"),
+        "{out}"
+    );
+    assert!(out.contains("type Params = ResizeParams"), "{out}");
+    assert!(
+        out.contains("input : :: holo_runtime :: __private :: InPort :: __new (id , 0u32)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("output : :: holo_runtime :: __private :: OutPort :: __new (id , 1u32)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("binder . bind_input (3u32 , & mut self . control) ?"),
+        "{out}"
+    );
+    assert!(out.contains("MemoryKind :: PinnedHost"), "{out}");
+    assert!(out.contains("DType :: F32"), "{out}");
+    assert!(out.contains("TensorOutputStorage :: RuntimePool"), "{out}");
+    assert!(
+        out.contains("max_rank : 3u32"),
+        "bounds take the exact rank: {out}"
+    );
+    assert!(out.contains("max_loans : 2u32"), "{out}");
+    assert!(out.contains("name : \"n\""), "{out}");
+    assert!(out.contains("PortPayload :: Message (\"u64\")"), "{out}");
+    assert!(out.contains("optional : true"), "{out}");
+    assert!(out.contains("assert_tensor_port :: < Tensor >"), "{out}");
+    assert!(out.contains("assert_message_port :: < String >"), "{out}");
+}
+
+#[test]
+fn expressions_see_the_prelude_and_input_names() {
+    let out = expand(
+        quote!(params = P, crate = "my_rt"),
+        quote! {
+            struct Op {
+                a: Input<Tensor>,
+                #[output(storage = runtime_pool, memory_kind = k(), byte_span = input_max_byte_span(a))]
+                b: Output<Tensor>,
+            }
+        },
+    );
+    assert!(!out.contains("compile_error"), "{out}");
+    assert!(!out.contains("holo_runtime"), "{out}");
+    assert!(
+        out.contains("use my_rt :: __private :: bytespan_prelude :: *"),
+        "{out}"
+    );
+    assert!(
+        out.contains("let a = my_rt :: __private :: InputName (\"a\")"),
+        "{out}"
+    );
+    assert!(
+        out.contains(": my_rt :: __private :: ByteSpanExpr < P > = input_max_byte_span (a)"),
+        "{out}"
+    );
+    assert!(
+        out.contains(": my_rt :: __private :: MemoryKindDerivation < P > = k ()"),
+        "{out}"
+    );
+}
+
+#[test]
+fn default_params_are_no_params() {
+    let out = expand(
+        quote!(),
+        quote!(
+            struct Op {
+                x: Output<u8>,
+            }
+        ),
+    );
+    assert!(
+        out.contains("type Params = :: holo_runtime :: __private :: NoParams"),
+        "{out}"
+    );
+}
+
+#[test]
+fn key_mistakes_are_reported_one_each() {
+    let cases: &[(TokenStream, &str)] = &[
+        (
+            quote!(#[output(colour = 1)] o: Output<Tensor>),
+            "unknown `#[output]` key `colour`, expected one of `name`, `storage`",
+        ),
+        (
+            quote!(#[input(dtype = u8, dtype = u16)] i: Input<Tensor>),
+            "duplicate `#[input(dtype)]` key",
+        ),
+        (
+            quote!(#[input] state: u64),
+            "`#[input]` goes on an `Input<…>` field",
+        ),
+        (
+            quote!(#[input] o: Output<Tensor>),
+            "`#[input]` on an `Output<…>` field; use `#[output(...)]`",
+        ),
+        (
+            quote!(#[output(dtype = u8)] o: Output<u64>),
+            "applies only to `Tensor` ports",
+        ),
+        (
+            quote!(#[input(storage = runtime_pool)] i: Input<Tensor>),
+            "`#[input(storage)]` is an output key",
+        ),
+        (
+            quote!(#[output(optional)] o: Output<Tensor>),
+            "only an input may stay unconnected",
+        ),
+        (
+            quote!(#[output(storage = runtime_pool, memory = host, bounds = 1, byte_span = x)] o: Output<Tensor>),
+            "both set the slot bound",
+        ),
+        (
+            quote!(#[output(storage = runtime_pool, memory = host, memory_kind = k, bounds = 1)] o: Output<Tensor>),
+            "both set the memory kind",
+        ),
+        (
+            quote!(#[output(storage = runtime_pool, memory = host)] o: Output<Tensor>),
+            "needs a finite slot bound",
+        ),
+        (
+            quote!(#[output(storage = runtime_pool, bounds = 1)] o: Output<Tensor>),
+            "needs a memory kind",
+        ),
+        (
+            quote!(#[output(bounds = 1)] o: Output<Tensor>),
+            "`#[output(bounds)]` needs `storage = runtime_pool`",
+        ),
+        (
+            quote!(#[output(rank = 9)] o: Output<Tensor>),
+            "`#[output(rank = 9)]` is out of range",
+        ),
+        (
+            quote!(#[output(max_rank = 0)] o: Output<Tensor>),
+            "`#[output(max_rank = 0)]` is out of range",
+        ),
+        (
+            quote!(#[output(dtype = u7)] o: Output<Tensor>),
+            "unknown dtype `u7`",
+        ),
+        (
+            quote!(#[output(memory = gpu)] o: Output<Tensor>),
+            "unknown memory kind `gpu`",
+        ),
+        (
+            quote!(#[output(storage = pool)] o: Output<Tensor>),
+            "unknown storage `pool`",
+        ),
+        (
+            quote!(#[output(storage = runtime_pool, memory = host, bounds = 1, max_loans = 0)] o: Output<Tensor>),
+            "`max_loans` is at least 1",
+        ),
+        (
+            quote!(#[output(rank = "3")] o: Output<Tensor>),
+            "needs a non-negative integer literal",
+        ),
+        (
+            quote!(#[output(name = frames)] o: Output<Tensor>),
+            "needs a string literal",
+        ),
+        (quote!(o: Output), "`Output` needs one payload type"),
+    ];
+    for (field, expected) in cases {
+        assert_one_error(quote!(), quote!(struct Op { #field }), expected);
+    }
+}
+
+#[test]
+fn port_names_are_unique() {
+    assert_one_error(
+        quote!(),
+        quote!(
+            struct Op {
+                #[output(name = "x")]
+                a: Output<u8>,
+                #[output(name = "x")]
+                b: Output<u8>,
+            }
+        ),
+        "duplicate port name `x`: field `a` already uses it",
+    );
+    assert_one_error(
+        quote!(),
+        quote!(
+            struct Op {
+                a: Output<u8>,
+                #[output(name = "a")]
+                b: Output<u8>,
+            }
+        ),
+        "duplicate port name `a`",
+    );
+    assert_one_error(
+        quote!(),
+        quote!(
+            struct Op {
+                #[output(name = "c")]
+                a: Output<u8>,
+                #[output(name = "x")]
+                c: Output<u8>,
+            }
+        ),
+        "port name `c` is the name of field `c`",
+    );
+}
+
+#[test]
+fn container_and_shape_mistakes() {
+    assert_one_error(
+        quote!(colour = 1),
+        quote!(
+            struct Op {}
+        ),
+        "unknown `#[operator]` key `colour`, expected one of `params` or `crate`",
+    );
+    assert_one_error(
+        quote!(params),
+        quote!(
+            struct Op {}
+        ),
+        "`#[operator(params)]` needs a type",
+    );
+    assert_one_error(
+        quote!(),
+        quote!(
+            struct Op(Input<u8>);
+        ),
+        "needs a struct with named fields",
+    );
+    assert_one_error(
+        quote!(),
+        quote!(
+            struct Op;
+        ),
+        "found a unit struct",
+    );
+    assert_one_error(
+        quote!(),
+        quote!(
+            struct Op<T> {
+                t: T,
+            }
+        ),
+        "does not support generic parameters",
+    );
+    assert_one_error(
+        quote!(),
+        quote!(
+            enum Op {
+                A,
+            }
+        ),
+        "goes on a struct with named fields",
+    );
+}
+
+#[test]
+fn every_mistake_is_reported_with_a_fallback() {
+    let item = quote! {
+        struct Op {
+            #[output(dtype = u7, rank = 0, colour)]
+            o: Output<Tensor>,
+            #[input]
+            s: u8,
+        }
+    };
+    assert_eq!(errors(quote!(), item.clone()).len(), 4);
+    let out = expand(quote!(), item);
+    assert!(out.contains("struct OpPorts"), "{out}");
+    assert!(out.contains("unreachable"), "{out}");
+    assert!(!out.contains("# [output"), "{out}");
+}
