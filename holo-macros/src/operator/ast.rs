@@ -249,14 +249,6 @@ pub(crate) fn crate_path(
     Ok(Some(value.call(syn::Path::parse_mod_style)?))
 }
 
-/// The `crate = ...` of `#[operator(...)]`, read leniently, for the fallback after an error.
-pub(crate) fn crate_path_of(args: &TokenStream) -> Option<syn::Path> {
-    let cx = Ctxt::new();
-    let parsed = ContainerArgs::from_tokens(&cx, args.clone());
-    drop(cx.check());
-    parsed.krate
-}
-
 /// `Input<T>` / `Output<T>`: `Ok(None)` for any other type, `Err` for `Input` without
 /// exactly one payload type.
 pub(crate) fn port_type(ty: &Type) -> Result<Option<PortType<'_>>, syn::Error> {

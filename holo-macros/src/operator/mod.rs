@@ -10,25 +10,26 @@ mod tests;
 
 use proc_macro2::TokenStream;
 use quote::quote;
-use syn::ItemStruct;
+use syn::Item;
 
 use crate::ctxt::Ctxt;
 
 pub(crate) fn operator(args: TokenStream, input: TokenStream) -> TokenStream {
-    let item: ItemStruct = match syn::parse2(input.clone()) {
-        Ok(item) => item,
-        Err(_) => {
+    let item = match syn::parse2::<Item>(input) {
+        Ok(Item::Struct(item)) => item,
+        Ok(other) => {
             let err = syn::Error::new(
-                first_span(&input),
+                item_keyword_span(&other),
                 "`#[operator]` goes on a struct with named fields, whose `Input<…>` and `Output<…>` fields are its ports",
             )
             .to_compile_error();
-            return quote!(#err #input);
+            return quote!(#err #other);
         }
+        Err(err) => return err.to_compile_error(),
     };
     let cx = Ctxt::new();
-    let container = ast::ContainerArgs::from_tokens(&cx, args.clone());
-    let params = container.params.clone();
+    let container = ast::ContainerArgs::from_tokens(&cx, args);
+    let (params, krate) = (container.params.clone(), container.krate.clone());
     let op = ast::Operator::from_ast(&cx, container, &item);
     if let Some(op) = &op {
         valid::check(&cx, op);
@@ -37,29 +38,25 @@ pub(crate) fn operator(args: TokenStream, input: TokenStream) -> TokenStream {
         (Ok(()), Some(op)) => expand::operator(&op),
         (result, _) => {
             let errors = result.err().map(|e| e.to_compile_error());
-            let krate = ast::crate_path_of(&args);
             let fallback = expand::fallback(&item, krate.as_ref(), params.as_ref());
             quote!(#errors #fallback)
         }
     }
 }
 
-/// The item's keyword (`enum`, `fn`, ...), for an error about what the attribute is on.
-fn first_span(input: &TokenStream) -> proc_macro2::Span {
-    let mut tokens = input.clone().into_iter().peekable();
-    // Skip outer attributes (`#` followed by a bracket group) and a visibility.
-    while let Some(token) = tokens.next() {
-        match &token {
-            proc_macro2::TokenTree::Punct(p) if p.as_char() == '#' => {
-                tokens.next();
-            }
-            proc_macro2::TokenTree::Ident(i) if i == "pub" => {
-                if matches!(tokens.peek(), Some(proc_macro2::TokenTree::Group(_))) {
-                    tokens.next();
-                }
-            }
-            other => return other.span(),
-        }
+/// The item's keyword (`enum`, `fn`, ...), for an error about what an attribute is on.
+pub(crate) fn item_keyword_span(item: &Item) -> proc_macro2::Span {
+    match item {
+        Item::Enum(i) => i.enum_token.span,
+        Item::Fn(i) => i.sig.fn_token.span,
+        Item::Union(i) => i.union_token.span,
+        Item::Struct(i) => i.struct_token.span,
+        Item::Impl(i) => i.impl_token.span,
+        Item::Trait(i) => i.trait_token.span,
+        Item::Mod(i) => i.mod_token.span,
+        Item::Type(i) => i.type_token.span,
+        Item::Const(i) => i.const_token.span,
+        Item::Static(i) => i.static_token.span,
+        other => syn::spanned::Spanned::span(other),
     }
-    proc_macro2::Span::call_site()
 }

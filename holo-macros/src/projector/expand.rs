@@ -20,16 +20,16 @@ fn read_tree(reads: &[ReadPath]) -> Vec<ReadNode> {
     for read in reads {
         let mut level = &mut roots;
         for segment in &read.segments {
-            let index = match level.iter().position(|n| n.ident == *segment) {
-                Some(i) => i,
-                None => {
+            let index = level
+                .iter()
+                .position(|n| n.ident == *segment)
+                .unwrap_or_else(|| {
                     level.push(ReadNode {
                         ident: segment.clone(),
                         children: Vec::new(),
                     });
                     level.len() - 1
-                }
-            };
+                });
             level = &mut level[index].children;
         }
     }

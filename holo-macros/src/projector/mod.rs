@@ -10,21 +10,22 @@ mod tests;
 
 use proc_macro2::TokenStream;
 use quote::quote;
-use syn::ItemFn;
+use syn::Item;
 
 use crate::ctxt::Ctxt;
 
 pub(crate) fn byte_span_projector(args: TokenStream, input: TokenStream) -> TokenStream {
-    let item: ItemFn = match syn::parse2(input.clone()) {
-        Ok(item) => item,
-        Err(err) => {
+    let item = match syn::parse2::<Item>(input) {
+        Ok(Item::Fn(item)) => item,
+        Ok(other) => {
             let err = syn::Error::new(
-                err.span(),
+                crate::operator::item_keyword_span(&other),
                 "`#[byte_span_projector]` goes on a free function `fn(params: &Params) -> holo_runtime::Result<u64>`",
             )
             .to_compile_error();
-            return quote!(#err #input);
+            return quote!(#err #other);
         }
+        Err(err) => return err.to_compile_error(),
     };
     let cx = Ctxt::new();
     let args = ast::ProjectorArgs::from_tokens(&cx, args);
