@@ -1,0 +1,13 @@
+use holo_runtime::{memory_kind_map, MemoryKind, ParamEnum};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ParamEnum)]
+enum OutputStorage {
+    Host,
+    Pinned,
+    Device,
+}
+
+fn main() {
+    let map = memory_kind_map!(OutputStorage { Host => Host, Pinnd => PinnedHost, Device => CudaDevice });
+    let _ = map(OutputStorage::Host);
+}

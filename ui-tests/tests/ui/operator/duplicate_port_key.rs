@@ -1,0 +1,9 @@
+use holo_runtime::{operator, Input, Output, Tensor};
+
+#[operator]
+struct Resize {
+    #[input(dtype = u8, dtype = u16)]
+    input: Input<Tensor>,
+}
+
+fn main() {}

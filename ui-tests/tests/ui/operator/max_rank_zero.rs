@@ -1,0 +1,9 @@
+use holo_runtime::{operator, Input, Output, Tensor};
+
+#[operator]
+struct Resize {
+    #[output(max_rank = 0)]
+    output: Output<Tensor>,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use holo_runtime::{operator, Input, Output, Tensor};
+
+#[operator]
+struct Resize {
+    #[output(storage = runtime_pool, memory = host, dtype = u8)]
+    output: Output<Tensor>,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use holo_runtime::{operator, Input, Output, Tensor};
+
+#[operator]
+struct Resize {
+    #[input(memory = gpu)]
+    input: Input<Tensor>,
+}
+
+fn main() {}

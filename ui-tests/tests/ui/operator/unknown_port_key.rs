@@ -1,0 +1,9 @@
+use holo_runtime::{operator, Input, Output, Tensor};
+
+#[operator]
+struct Resize {
+    #[output(colour = 1)]
+    output: Output<Tensor>,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use holo_runtime::{operator, Input, Output, Tensor};
+
+#[operator]
+struct Resize {
+    #[output(storage = pool, memory = host, bounds = 4096)]
+    output: Output<Tensor>,
+}
+
+fn main() {}
