@@ -21,7 +21,7 @@ pub use holo_params::{
 
 mod params_macros;
 pub use params_macros::*;
-// MACROS pub use holo_macros::{byte_span_projector, memory_kind_map, operator};
+pub use holo_macros::{byte_span_projector, memory_kind_map, operator};
 
 pub mod app;
 pub mod compile;
@@ -96,7 +96,7 @@ pub mod __private {
             input_max_byte_span, parameter_contiguous_byte_span, parameter_memory_kind,
             parameter_memory_kind_exact, parameter_projected_byte_span, tensor_byte_span,
         };
-        pub use holo_macros::param_ref; // MACROS memory_kind_map
+        pub use holo_macros::{memory_kind_map, param_ref};
     }
 }
 

@@ -44,6 +44,8 @@ pub(crate) struct EdgeCounters {
     pub(crate) backpressured: AtomicU64,
     /// Entries delivered.
     pub(crate) delivered: AtomicU64,
+    /// Entries pushed (including ones later evicted).
+    pub(crate) pushed: AtomicU64,
 }
 
 pub(crate) struct EdgeQueue<T> {
@@ -62,6 +64,7 @@ impl<T> EdgeQueue<T> {
     /// Pushes an entry. The caller (the edge's only producer) checked for room under
     /// `Block`; under `DropOldest` the oldest entry is evicted and dropped.
     pub(crate) fn push(&self, sample: Sample<T>) {
+        self.counters.pushed.fetch_add(1, Ordering::Relaxed);
         match self.policy {
             QueuePolicy::Block => {
                 if self.queue.push(sample).is_err() {

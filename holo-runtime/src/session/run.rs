@@ -86,6 +86,9 @@ pub(crate) struct OpRuntime {
     max_activations: Option<u64>,
     done: bool,
     started: bool,
+    /// The last activation consumed nothing: wait for a new push before running again,
+    /// instead of spinning on entries the operator chose to leave queued.
+    stalled_at: Option<u64>,
 }
 
 impl OpRuntime {
@@ -96,11 +99,20 @@ impl OpRuntime {
         if self.is_source {
             return self.block_outputs.iter().all(|e| !e.is_full());
         }
-        if self.required_inputs.is_empty() {
+        let ready = if self.required_inputs.is_empty() {
             self.optional_inputs.iter().any(|e| e.len() > 0)
         } else {
             self.required_inputs.iter().all(|e| e.len() > 0)
-        }
+        };
+        ready && self.stalled_at.is_none_or(|p| p != self.input_counter(|c| &c.pushed))
+    }
+
+    fn input_counter(&self, which: impl Fn(&super::queue::EdgeCounters) -> &AtomicU64) -> u64 {
+        self.required_inputs
+            .iter()
+            .chain(&self.optional_inputs)
+            .map(|e| which(e.counters()).load(Ordering::Relaxed))
+            .sum()
     }
 }
 
@@ -130,7 +142,15 @@ fn run_compute(shared: &Shared, op: &mut OpRuntime) {
         now,
         stop: &shared.stop,
     };
+    let (pushed, delivered) = if op.is_source {
+        (0, 0)
+    } else {
+        (op.input_counter(|c| &c.pushed), op.input_counter(|c| &c.delivered))
+    };
     let result = catch_unwind(AssertUnwindSafe(|| op.op.compute(&mut ctx)));
+    if !op.is_source {
+        op.stalled_at = (op.input_counter(|c| &c.delivered) == delivered).then_some(pushed);
+    }
     op.activations += 1;
     shared.progress.fetch_add(1, Ordering::AcqRel);
     if op.is_sink {
@@ -326,6 +346,7 @@ pub(crate) fn start(mut graph: Graph, plan: &ExecutionPlan, options: SessionOpti
             max_activations: if is_source { options.max_source_activations } else { None },
             done: is_source && options.max_source_activations == Some(0),
             started: false,
+            stalled_at: None,
         });
     }
     let sources = runtimes.iter().filter(|o| o.is_source && !o.done).count();
