@@ -19,7 +19,7 @@
 //! # use holo_runtime::{CompileOptions, Graph};
 //! # fn build(app: &mut App) -> holo_runtime::Result<Graph> { Ok(Graph::new()) }
 //! fn main() -> std::process::ExitCode {
-//!     let args = <AppArgs as clap::Parser>::parse();
+//!     let args = AppArgs::from_env();
 //!     App::main(args, "[camera]\nwidth = 640\n", |app| {
 //!         let graph = build(app)?;
 //!         Ok((graph, CompileOptions::default()))
@@ -34,7 +34,10 @@ use std::time::Duration;
 
 use holo_params::{FieldPath, ParamSchema, ParamSet};
 
-use crate::{CompileOptions, Error, ErrorCode, ExecutionPlan, Graph, Result, RunReport, RunSession, SessionOptions};
+use crate::{
+    CompileOptions, Error, ErrorCode, ExecutionPlan, Graph, Result, RunReport, RunSession,
+    SessionOptions,
+};
 
 /// The standard flags (derive `clap::Parser`; embed with `#[command(flatten)]`).
 #[derive(Clone, Debug, Default, clap::Parser)]
@@ -60,13 +63,29 @@ pub struct AppArgs {
     pub duration: Option<f64>,
 }
 
+impl AppArgs {
+    /// Parses the process's command line (exits with clap's usage message on a bad flag).
+    pub fn from_env() -> AppArgs {
+        <AppArgs as clap::Parser>::parse()
+    }
+}
+
 /// An application's configuration: the parsed TOML and which operator tables were used.
-#[derive(Debug)]
 pub struct App {
     args: AppArgs,
     source: String,
     table: toml::Table,
     used: BTreeSet<String>,
+    on_plan: Option<Box<dyn Fn(&ExecutionPlan)>>,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("args", &self.args)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
 }
 
 impl App {
@@ -75,12 +94,18 @@ impl App {
         let (source, text) = match &args.config {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
-                    Error::new(ErrorCode::NotFound, format!("cannot read the config file: {e}"))
-                        .at(path.display().to_string())
+                    Error::new(
+                        ErrorCode::NotFound,
+                        format!("cannot read the config file: {e}"),
+                    )
+                    .at(path.display().to_string())
                 })?;
                 (path.display().to_string(), text)
             }
-            None => ("the embedded default config".to_owned(), embedded_default.to_owned()),
+            None => (
+                "the embedded default config".to_owned(),
+                embedded_default.to_owned(),
+            ),
         };
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             let at = e.span().map_or_else(
@@ -90,14 +115,25 @@ impl App {
                     format!("{source}, line {line}")
                 },
             );
-            Error::new(ErrorCode::InvalidArgument, format!("malformed TOML: {}", e.message())).at(at)
+            Error::new(
+                ErrorCode::InvalidArgument,
+                format!("malformed TOML: {}", e.message()),
+            )
+            .at(at)
         })?;
         Ok(App {
             args,
             source,
             table,
             used: BTreeSet::new(),
+            on_plan: None,
         })
+    }
+
+    /// Calls `f` with the compiled plan before the flags' printing and the run (for an
+    /// application that explains part of its plan every time it starts).
+    pub fn on_plan(&mut self, f: impl Fn(&ExecutionPlan) + 'static) {
+        self.on_plan = Some(Box::new(f));
     }
 
     /// The parsed flags.
@@ -116,7 +152,10 @@ impl App {
             Some(other) => {
                 return Err(Error::new(
                     ErrorCode::InvalidArgument,
-                    format!("expected a table of parameters, found a {}", other.type_str()),
+                    format!(
+                        "expected a table of parameters, found a {}",
+                        other.type_str()
+                    ),
                 )
                 .at(format!("{}: {operator}", self.source)));
             }
@@ -130,12 +169,19 @@ impl App {
     /// Rejects tables that name no operator the application asked for (a typo in an
     /// operator name would otherwise be silently ignored).
     pub fn check_unused(&self) -> Result<()> {
-        let unknown: Vec<&String> = self.table.keys().filter(|k| !self.used.contains(*k)).collect();
+        let unknown: Vec<&String> = self
+            .table
+            .keys()
+            .filter(|k| !self.used.contains(*k))
+            .collect();
         if let Some(first) = unknown.first() {
             let known: Vec<&str> = self.used.iter().map(String::as_str).collect();
             return Err(Error::new(
                 ErrorCode::InvalidArgument,
-                format!("no operator is named {first:?}; the operators are: {}", known.join(", ")),
+                format!(
+                    "no operator is named {first:?}; the operators are: {}",
+                    known.join(", ")
+                ),
             )
             .at(format!("{}: [{first}]", self.source)));
         }
@@ -146,9 +192,11 @@ impl App {
     /// Returns `None` when only printing was asked for.
     pub fn run(&self, graph: Graph, options: CompileOptions) -> Result<Option<RunReport>> {
         self.check_unused()?;
-        let plan = crate::compile(&graph, options).map_err(|d| {
-            Error::new(ErrorCode::InvalidArgument, d.to_string()).at("compile")
-        })?;
+        let plan = crate::compile(&graph, options)
+            .map_err(|d| Error::new(ErrorCode::InvalidArgument, d.to_string()).at("compile"))?;
+        if let Some(f) = &self.on_plan {
+            f(&plan);
+        }
         let a = &self.args;
         if a.print_plan {
             print!("{}", plan.render_human());
@@ -159,7 +207,8 @@ impl App {
         if a.plan_dot {
             print!("{}", plan.dot());
         }
-        if (a.print_plan || a.plan_json || a.plan_dot) && a.frames.is_none() && a.duration.is_none() {
+        if (a.print_plan || a.plan_json || a.plan_dot) && a.frames.is_none() && a.duration.is_none()
+        {
             return Ok(None);
         }
         let report = run_plan(graph, &plan, a.frames, a.duration)?;
@@ -190,17 +239,33 @@ impl App {
 
 /// Runs a plan for `frames` source activations (default 100 when neither limit is given)
 /// or for `duration` seconds.
-pub fn run_plan(graph: Graph, plan: &ExecutionPlan, frames: Option<u64>, duration: Option<f64>) -> Result<RunReport> {
+pub fn run_plan(
+    graph: Graph,
+    plan: &ExecutionPlan,
+    frames: Option<u64>,
+    duration: Option<f64>,
+) -> Result<RunReport> {
     let frames = match (frames, duration) {
         (None, None) => Some(100),
         (f, _) => f,
     };
     let limit = match duration {
         Some(s) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s)),
-        Some(s) => return Err(Error::new(ErrorCode::InvalidArgument, format!("--duration must be a non-negative number of seconds, found {s}"))),
+        Some(s) => {
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                format!("--duration must be a non-negative number of seconds, found {s}"),
+            ));
+        }
         None => None,
     };
-    let session = RunSession::start(graph, plan, SessionOptions { max_source_activations: frames })?;
+    let session = RunSession::start(
+        graph,
+        plan,
+        SessionOptions {
+            max_source_activations: frames,
+        },
+    )?;
     match (frames, limit) {
         (Some(_), Some(d)) => {
             let _ = session.wait_idle(d);
@@ -209,13 +274,18 @@ pub fn run_plan(graph: Graph, plan: &ExecutionPlan, frames: Option<u64>, duratio
             if !session.wait_idle(Duration::from_secs(600)) && !session.is_stopping() {
                 session.stop();
                 let _ = session.join();
-                return Err(Error::new(ErrorCode::Cancelled, "the pipeline did not drain within 600 s"));
+                return Err(Error::new(
+                    ErrorCode::Cancelled,
+                    "the pipeline did not drain within 600 s",
+                ));
             }
         }
         (None, Some(d)) => {
             let deadline = std::time::Instant::now() + d;
             while std::time::Instant::now() < deadline && !session.is_stopping() {
-                std::thread::sleep(Duration::from_millis(5).min(deadline - std::time::Instant::now()));
+                std::thread::sleep(
+                    Duration::from_millis(5).min(deadline - std::time::Instant::now()),
+                );
             }
         }
         (None, None) => {}
@@ -227,7 +297,11 @@ pub fn run_plan(graph: Graph, plan: &ExecutionPlan, frames: Option<u64>, duratio
 pub fn summary(r: &RunReport) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    let ms = |d: Option<Duration>| d.map_or("n/a".to_owned(), |d| format!("{:.3} ms", d.as_secs_f64() * 1e3));
+    let ms = |d: Option<Duration>| {
+        d.map_or("n/a".to_owned(), |d| {
+            format!("{:.3} ms", d.as_secs_f64() * 1e3)
+        })
+    };
     let _ = writeln!(
         out,
         "run summary: {} frames, {} drops, latency p50 {}, p99 {} (from capture time), {:.3} s",

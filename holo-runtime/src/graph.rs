@@ -132,7 +132,10 @@ impl Graph {
         params: ParamSet<O::Params>,
     ) -> Result<O::Ports> {
         if name.is_empty() {
-            return Err(Error::new(ErrorCode::InvalidArgument, "operator name is empty"));
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                "operator name is empty",
+            ));
         }
         if self.operators.iter().any(|o| o.name == name) {
             return Err(Error::new(
@@ -142,7 +145,10 @@ impl Graph {
             .at(format!("operator {name:?}")));
         }
         let id = OperatorId(u32::try_from(self.operators.len()).map_err(|_| {
-            Error::new(ErrorCode::ResourceExhausted, "too many operators in one graph")
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                "too many operators in one graph",
+            )
         })?);
         let spec = O::operator_spec();
         let ports = spec

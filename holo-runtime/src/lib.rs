@@ -20,8 +20,8 @@ pub use holo_params::{
 };
 
 mod params_macros;
-pub use params_macros::*;
 pub use holo_macros::{byte_span_projector, memory_kind_map, operator};
+pub use params_macros::*;
 
 pub mod app;
 pub mod compile;
@@ -46,13 +46,12 @@ pub use session::{
 };
 pub use spec::{
     ByteSpanExpr, ByteSpanProjector, DType, TensorBounds, TensorInputSpec, TensorOutputSpec,
-    TensorOutputStorage, TensorRepresentation, input_max_byte_span,
-    parameter_contiguous_byte_span, parameter_memory_kind, parameter_memory_kind_exact,
-    parameter_projected_byte_span, tensor_bounds, tensor_byte_span,
+    TensorOutputStorage, TensorRepresentation, input_max_byte_span, parameter_contiguous_byte_span,
+    parameter_memory_kind, parameter_memory_kind_exact, parameter_projected_byte_span,
+    tensor_bounds, tensor_byte_span,
 };
 pub use tensor::{
-    CommittedTensor, HostWriteGuard, Tensor, TensorLoanRequest, TensorOutputLoan,
-    TensorReadLease,
+    CommittedTensor, HostWriteGuard, Tensor, TensorLoanRequest, TensorOutputLoan, TensorReadLease,
 };
 
 /// The parameter schema of an operator that has no deployment parameters (the default
@@ -69,9 +68,9 @@ pub mod __private {
     pub use crate::operator::{InPort, OperatorId, OperatorPorts, OutPort};
     pub use crate::session::{Input, Output, PortBinder};
     pub use crate::spec::{
-        ByteSpanExpr, ByteSpanProjector, DType, InputName, MemoryKindDerivation,
-        OperatorSpec, ParamDependency, PortDirection, PortPayload, PortSpec, TensorBounds,
-        TensorInputSpec, TensorOutputSpec, TensorOutputStorage, TensorRepresentation,
+        ByteSpanExpr, ByteSpanProjector, DType, InputName, MemoryKindDerivation, OperatorSpec,
+        ParamDependency, PortDirection, PortPayload, PortSpec, TensorBounds, TensorInputSpec,
+        TensorOutputSpec, TensorOutputStorage, TensorRepresentation,
     };
     pub use crate::tensor::{IsTensor, Tensor};
     pub use holo_macros::param_ref;

@@ -103,7 +103,13 @@ macro_rules! port_handle {
         impl<T> Copy for $name<T> {}
         impl<T> std::fmt::Debug for $name<T> {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                write!(f, "{}({}, {})", stringify!($name), self.operator.0, self.port)
+                write!(
+                    f,
+                    "{}({}, {})",
+                    stringify!($name),
+                    self.operator.0,
+                    self.port
+                )
             }
         }
     };

@@ -39,10 +39,22 @@ fn an_unconnected_required_input() {
     let mut g = Graph::new();
     let (src, _) = ByteSource::new(1, 1);
     let a = g.add_operator("src", src, no_params()).unwrap();
-    let s = g.add_operator("join", Sink2 { a: Input::default(), b: Input::default() }, no_params()).unwrap();
+    let s = g
+        .add_operator(
+            "join",
+            Sink2 {
+                a: Input::default(),
+                b: Input::default(),
+            },
+            no_params(),
+        )
+        .unwrap();
     g.add_flow(a.frames, s.a, ConnectionOptions::default());
     let d = only(&rejected(&g), codes::GRAPH_UNCONNECTED_INPUT);
-    assert_eq!((d.operator.as_deref(), d.port.as_deref()), (Some("join"), Some("b")));
+    assert_eq!(
+        (d.operator.as_deref(), d.port.as_deref()),
+        (Some("join"), Some("b"))
+    );
     assert_eq!(d.severity, Severity::Error);
     assert!(!d.hint.is_empty());
 }
@@ -60,7 +72,10 @@ fn an_illegal_fan_in() {
     g.add_flow(b.frames, k.frames, ConnectionOptions::default());
     let d = rejected(&g);
     let fan_in = d.with_code(codes::GRAPH_ILLEGAL_FAN_IN).next().unwrap();
-    assert_eq!((fan_in.operator.as_deref(), fan_in.port.as_deref()), (Some("sink"), Some("frames")));
+    assert_eq!(
+        (fan_in.operator.as_deref(), fan_in.port.as_deref()),
+        (Some("sink"), Some("frames"))
+    );
 }
 
 #[test]
@@ -83,11 +98,18 @@ fn an_invalid_authored_partitioning() {
     let k = g.add_operator("sink", sink, no_params()).unwrap();
     g.add_flow(a.frames, k.frames, ConnectionOptions::default());
     let options = CompileOptions {
-        partitioning: Partitioning::Authored(vec![PartitionSpec { name: "main".into(), operators: vec!["src".into(), "ghost".into()] }]),
+        partitioning: Partitioning::Authored(vec![PartitionSpec {
+            name: "main".into(),
+            operators: vec!["src".into(), "ghost".into()],
+        }]),
         ..CompileOptions::default()
     };
     let d = compile(&g, options).unwrap_err();
-    assert_eq!(d.codes(), vec![codes::PARTITION_INVALID, codes::PARTITION_INVALID], "{d}");
+    assert_eq!(
+        d.codes(),
+        vec![codes::PARTITION_INVALID, codes::PARTITION_INVALID],
+        "{d}"
+    );
     assert_eq!(d.items[0].operator.as_deref(), Some("ghost"));
     assert_eq!(d.items[1].operator.as_deref(), Some("sink"));
 }
@@ -99,7 +121,14 @@ fn a_zero_queue_depth() {
     let (sink, _) = ByteSink::new(1, 0);
     let a = g.add_operator("src", src, no_params()).unwrap();
     let k = g.add_operator("sink", sink, no_params()).unwrap();
-    g.add_flow(a.frames, k.frames, ConnectionOptions { queue_depth: Some(0), ..Default::default() });
+    g.add_flow(
+        a.frames,
+        k.frames,
+        ConnectionOptions {
+            queue_depth: Some(0),
+            ..Default::default()
+        },
+    );
     let d = only(&rejected(&g), codes::QUEUE_DEPTH_ZERO);
     assert_eq!(d.port.as_deref(), Some("frames"));
 }
@@ -152,16 +181,36 @@ fn shape_params(toml: &str) -> ParamSet<ShapeParams> {
 #[test]
 fn a_shape_whose_length_differs_from_the_exact_rank() {
     let mut g = Graph::new();
-    g.add_operator("resize", RankMismatch { out: Output::default() }, shape_params("")).unwrap();
-    let d = only(&rejected(&g), codes::PHYSICAL_TENSOR_BYTE_SPAN_RANK_MISMATCH);
+    g.add_operator(
+        "resize",
+        RankMismatch {
+            out: Output::default(),
+        },
+        shape_params(""),
+    )
+    .unwrap();
+    let d = only(
+        &rejected(&g),
+        codes::PHYSICAL_TENSOR_BYTE_SPAN_RANK_MISMATCH,
+    );
     assert_eq!(d.field_path.as_deref(), Some("shape"));
-    assert_eq!(d.message, "the shape parameter shape has 3 extents but the output declares rank 2");
+    assert_eq!(
+        d.message,
+        "the shape parameter shape has 3 extents but the output declares rank 2"
+    );
 }
 
 #[test]
 fn a_parameter_contiguous_span_is_the_product_times_the_dtype_size() {
     let mut g = Graph::new();
-    g.add_operator("resize", Contiguous { out: Output::default() }, shape_params("shape = [2, 3, 5]")).unwrap();
+    g.add_operator(
+        "resize",
+        Contiguous {
+            out: Output::default(),
+        },
+        shape_params("shape = [2, 3, 5]"),
+    )
+    .unwrap();
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let d = &plan.tensor_byte_span_derivations()[0];
     assert_eq!(d.per_slot_bytes, 2 * 3 * 5 * 4);
@@ -173,8 +222,14 @@ fn a_parameter_contiguous_span_is_the_product_times_the_dtype_size() {
 fn an_overflowing_shape() {
     let mut g = Graph::new();
     let big = u64::MAX / 2;
-    g.add_operator("resize", Contiguous { out: Output::default() }, shape_params(&format!("shape = [{big}, 2, 3]")))
-        .unwrap_or_else(|e| panic!("{e}"));
+    g.add_operator(
+        "resize",
+        Contiguous {
+            out: Output::default(),
+        },
+        shape_params(&format!("shape = [{big}, 2, 3]")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let d = only(&rejected(&g), codes::PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW);
     assert_eq!(d.field_path.as_deref(), Some("shape"));
 }
@@ -182,7 +237,14 @@ fn an_overflowing_shape() {
 #[test]
 fn a_zero_extent_is_a_zero_span() {
     let mut g = Graph::new();
-    g.add_operator("resize", Contiguous { out: Output::default() }, shape_params("shape = [0, 2, 3]")).unwrap();
+    g.add_operator(
+        "resize",
+        Contiguous {
+            out: Output::default(),
+        },
+        shape_params("shape = [0, 2, 3]"),
+    )
+    .unwrap();
     only(&rejected(&g), codes::PHYSICAL_TENSOR_BYTE_SPAN_ZERO);
 }
 
@@ -202,11 +264,22 @@ impl Operator for ReadsRuntimeField {
 #[test]
 fn reading_a_runtime_or_sensitive_field_and_every_diagnostic_is_reported_together() {
     let mut g = Graph::new();
-    g.add_operator("op", ReadsRuntimeField { out: Output::default(), secret: Output::default() }, shape_params("")).unwrap();
+    g.add_operator(
+        "op",
+        ReadsRuntimeField {
+            out: Output::default(),
+            secret: Output::default(),
+        },
+        shape_params(""),
+    )
+    .unwrap();
     let d = rejected(&g);
     assert_eq!(
         d.codes(),
-        vec![codes::PHYSICAL_TENSOR_BYTE_SPAN_UNREADABLE_PARAMETER, codes::PHYSICAL_TENSOR_BYTE_SPAN_UNREADABLE_PARAMETER]
+        vec![
+            codes::PHYSICAL_TENSOR_BYTE_SPAN_UNREADABLE_PARAMETER,
+            codes::PHYSICAL_TENSOR_BYTE_SPAN_UNREADABLE_PARAMETER
+        ]
     );
     assert_eq!(d.items[0].field_path.as_deref(), Some("runtime_shape"));
     assert_eq!(d.items[0].port.as_deref(), Some("out"));
@@ -231,12 +304,28 @@ fn input_max_byte_span_reads_the_single_bounded_producer() {
     let mut g = Graph::new();
     let (src, _) = ByteSource::new(1, 1); // bounds = 256
     let a = g.add_operator("src", src, no_params()).unwrap();
-    let e = g.add_operator("gray", Expr { input: Input::default(), gray: Output::default() }, shape_params("")).unwrap();
+    let e = g
+        .add_operator(
+            "gray",
+            Expr {
+                input: Input::default(),
+                gray: Output::default(),
+            },
+            shape_params(""),
+        )
+        .unwrap();
     g.add_flow(a.frames, e.input, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
-    let d = plan.tensor_byte_span_derivations().iter().find(|d| d.pool == "gray.gray").unwrap();
+    let d = plan
+        .tensor_byte_span_derivations()
+        .iter()
+        .find(|d| d.pool == "gray.gray")
+        .unwrap();
     assert_eq!(d.per_slot_bytes, 64);
-    assert_eq!(d.expression, "input_max_byte_span(input).ceiling_divided_by(tensor_byte_span(4))");
+    assert_eq!(
+        d.expression,
+        "input_max_byte_span(input).ceiling_divided_by(tensor_byte_span(4))"
+    );
     assert_eq!(d.dependencies, vec!["input:input".to_owned()]);
 }
 
@@ -246,11 +335,26 @@ fn input_max_byte_span_over_an_unbounded_producer() {
     let f = g.add_operator("fwd", Forward::new(), no_params()).unwrap();
     let (src, _) = ByteSource::new(1, 1);
     let a = g.add_operator("src", src, no_params()).unwrap();
-    let e = g.add_operator("gray", Expr { input: Input::default(), gray: Output::default() }, shape_params("")).unwrap();
+    let e = g
+        .add_operator(
+            "gray",
+            Expr {
+                input: Input::default(),
+                gray: Output::default(),
+            },
+            shape_params(""),
+        )
+        .unwrap();
     g.add_flow(a.frames, f.input, ConnectionOptions::default());
     g.add_flow(f.output, e.input, ConnectionOptions::default());
-    let d = only(&rejected(&g), codes::PHYSICAL_TENSOR_BYTE_SPAN_INPUT_UNBOUNDED);
-    assert_eq!(d.message, "the producer connected to `input` has no finite byte bound");
+    let d = only(
+        &rejected(&g),
+        codes::PHYSICAL_TENSOR_BYTE_SPAN_INPUT_UNBOUNDED,
+    );
+    assert_eq!(
+        d.message,
+        "the producer connected to `input` has no finite byte bound"
+    );
 }
 
 #[operator(params = ShapeParams)]
@@ -267,7 +371,14 @@ impl Operator for DivideByZero {
 #[test]
 fn aligning_to_zero() {
     let mut g = Graph::new();
-    g.add_operator("op", DivideByZero { out: Output::default() }, shape_params("")).unwrap();
+    g.add_operator(
+        "op",
+        DivideByZero {
+            out: Output::default(),
+        },
+        shape_params(""),
+    )
+    .unwrap();
     let d = only(&rejected(&g), codes::PHYSICAL_TENSOR_BYTE_SPAN_ZERO);
     assert_eq!(d.message, "`aligned_to` by zero");
 }
@@ -292,7 +403,14 @@ impl Operator for Deep {
 fn an_expression_beyond_the_limits() {
     // 16 binary nodes in a left-deep chain over 17 literals: 33 nodes, depth 17.
     let mut g = Graph::new();
-    g.add_operator("op", Deep { out: Output::default() }, shape_params("")).unwrap();
+    g.add_operator(
+        "op",
+        Deep {
+            out: Output::default(),
+        },
+        shape_params(""),
+    )
+    .unwrap();
     let d = only(&rejected(&g), codes::PHYSICAL_TENSOR_BYTE_SPAN_LIMIT);
     assert_eq!(
         d.message,
@@ -308,7 +426,13 @@ fn batch_bytes(params: &ShapeParams) -> Result<u64> {
         .width
         .checked_mul(params.height)
         .ok_or_else(|| Error::overflow("width × height"))
-        .and_then(|v| if v == 7 { Err(Error::new(ErrorCode::NotSupported, "private detail 7")) } else { Ok(v) })
+        .and_then(|v| {
+            if v == 7 {
+                Err(Error::new(ErrorCode::NotSupported, "private detail 7"))
+            } else {
+                Ok(v)
+            }
+        })
 }
 
 #[byte_span_projector(id = "test.Batch.bytes.v1", reads(width))]
@@ -341,42 +465,109 @@ impl Operator for ProjectedOther {
 #[test]
 fn a_projector_runs_once_at_compile_with_its_declared_reads() {
     let mut g = Graph::new();
-    g.add_operator("batch", Projected { out: Output::default() }, shape_params("width = 6\nheight = 5")).unwrap();
+    g.add_operator(
+        "batch",
+        Projected {
+            out: Output::default(),
+        },
+        shape_params("width = 6\nheight = 5"),
+    )
+    .unwrap();
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let d = &plan.tensor_byte_span_derivations()[0];
     assert_eq!(d.per_slot_bytes, 30);
-    assert_eq!(d.expression, "parameter_projected_byte_span(test.Batch.bytes.v1)");
-    assert_eq!(d.dependencies, vec!["height".to_owned(), "width".to_owned()]);
+    assert_eq!(
+        d.expression,
+        "parameter_projected_byte_span(test.Batch.bytes.v1)"
+    );
+    assert_eq!(
+        d.dependencies,
+        vec!["height".to_owned(), "width".to_owned()]
+    );
 }
 
 #[test]
 fn a_projector_overflow_and_a_projector_failure() {
     let mut g = Graph::new();
-    g.add_operator("batch", Projected { out: Output::default() }, shape_params(&format!("width = {}\nheight = 3", u64::MAX / 2))).unwrap();
+    g.add_operator(
+        "batch",
+        Projected {
+            out: Output::default(),
+        },
+        shape_params(&format!("width = {}\nheight = 3", u64::MAX / 2)),
+    )
+    .unwrap();
     let d = only(&rejected(&g), codes::PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW);
     assert_eq!(d.operator.as_deref(), Some("batch"));
 
     let mut g = Graph::new();
-    g.add_operator("batch", Projected { out: Output::default() }, shape_params("width = 7\nheight = 1")).unwrap();
-    let d = only(&rejected(&g), codes::PHYSICAL_TENSOR_BYTE_SPAN_PROJECTION_FAILED);
-    assert_eq!(d.message, "projector \"test.Batch.bytes.v1\" failed with NotSupported");
-    assert!(!d.message.contains("private detail"), "only the code's name is exposed");
+    g.add_operator(
+        "batch",
+        Projected {
+            out: Output::default(),
+        },
+        shape_params("width = 7\nheight = 1"),
+    )
+    .unwrap();
+    let d = only(
+        &rejected(&g),
+        codes::PHYSICAL_TENSOR_BYTE_SPAN_PROJECTION_FAILED,
+    );
+    assert_eq!(
+        d.message,
+        "projector \"test.Batch.bytes.v1\" failed with NotSupported"
+    );
+    assert!(
+        !d.message.contains("private detail"),
+        "only the code's name is exposed"
+    );
 }
 
 #[test]
 fn one_id_for_two_projectors_fails_closed() {
     let mut g = Graph::new();
-    g.add_operator("a", Projected { out: Output::default() }, shape_params("")).unwrap();
-    g.add_operator("b", ProjectedOther { out: Output::default() }, shape_params("")).unwrap();
-    let d = only(&rejected(&g), codes::PHYSICAL_TENSOR_BYTE_SPAN_PROJECTOR_ID_CONFLICT);
+    g.add_operator(
+        "a",
+        Projected {
+            out: Output::default(),
+        },
+        shape_params(""),
+    )
+    .unwrap();
+    g.add_operator(
+        "b",
+        ProjectedOther {
+            out: Output::default(),
+        },
+        shape_params(""),
+    )
+    .unwrap();
+    let d = only(
+        &rejected(&g),
+        codes::PHYSICAL_TENSOR_BYTE_SPAN_PROJECTOR_ID_CONFLICT,
+    );
     assert_eq!(d.operator.as_deref(), Some("b"));
 }
 
 #[test]
 fn the_same_projector_twice_is_not_a_conflict() {
     let mut g = Graph::new();
-    g.add_operator("a", Projected { out: Output::default() }, shape_params("")).unwrap();
-    g.add_operator("b", Projected { out: Output::default() }, shape_params("")).unwrap();
+    g.add_operator(
+        "a",
+        Projected {
+            out: Output::default(),
+        },
+        shape_params(""),
+    )
+    .unwrap();
+    g.add_operator(
+        "b",
+        Projected {
+            out: Output::default(),
+        },
+        shape_params(""),
+    )
+    .unwrap();
     assert!(compile(&g, CompileOptions::default()).is_ok());
 }
 
@@ -414,27 +605,62 @@ impl Operator for KindSource {
 #[test]
 fn memory_kind_is_frozen_from_the_parameter() {
     let mut g = Graph::new();
-    g.add_operator("cam", KindSource { mapped: Output::default(), exact: Output::default() }, ParamSet::from_toml_str("storage = \"pinned\"\nexact = \"pinned\"").unwrap()).unwrap();
+    g.add_operator(
+        "cam",
+        KindSource {
+            mapped: Output::default(),
+            exact: Output::default(),
+        },
+        ParamSet::from_toml_str("storage = \"pinned\"\nexact = \"pinned\"").unwrap(),
+    )
+    .unwrap();
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let mapped = plan.tensor_allocation("cam.mapped").unwrap();
     assert_eq!(mapped.memory_kind, MemoryKind::PinnedHost);
     assert_eq!(mapped.memory_kind_source, "parameter storage");
-    assert_eq!(plan.tensor_allocation("cam.exact").unwrap().memory_kind, MemoryKind::PinnedHost);
+    assert_eq!(
+        plan.tensor_allocation("cam.exact").unwrap().memory_kind,
+        MemoryKind::PinnedHost
+    );
 }
 
 #[test]
 fn a_derived_kind_that_misses_a_downstream_requirement_is_a_layout_mismatch() {
     let mut g = Graph::new();
-    let a = g.add_operator("cam", KindSource { mapped: Output::default(), exact: Output::default() }, ParamSet::from_toml_str("storage = \"pinned\"").unwrap()).unwrap();
+    let a = g
+        .add_operator(
+            "cam",
+            KindSource {
+                mapped: Output::default(),
+                exact: Output::default(),
+            },
+            ParamSet::from_toml_str("storage = \"pinned\"").unwrap(),
+        )
+        .unwrap();
     let (sink, _) = ByteSink::new(0, 0); // requires host u8 rank 1
     let k = g.add_operator("display", sink, no_params()).unwrap();
     g.add_flow(a.mapped, k.frames, ConnectionOptions::default());
     let d = only(&rejected(&g), codes::PHYSICAL_TENSOR_LAYOUT_MISMATCH);
-    assert_eq!((d.operator.as_deref(), d.port.as_deref()), (Some("display"), Some("frames")));
-    assert_eq!(d.message, "cam.mapped produces memory kind pinned where host is required");
+    assert_eq!(
+        (d.operator.as_deref(), d.port.as_deref()),
+        (Some("display"), Some("frames"))
+    );
+    assert_eq!(
+        d.message,
+        "cam.mapped produces memory kind pinned where host is required"
+    );
     // With the host choice the same graph compiles: no copy is ever inserted instead.
     let mut g = Graph::new();
-    let a = g.add_operator("cam", KindSource { mapped: Output::default(), exact: Output::default() }, ParamSet::from_toml_str("storage = \"host\"").unwrap()).unwrap();
+    let a = g
+        .add_operator(
+            "cam",
+            KindSource {
+                mapped: Output::default(),
+                exact: Output::default(),
+            },
+            ParamSet::from_toml_str("storage = \"host\"").unwrap(),
+        )
+        .unwrap();
     let (sink, _) = ByteSink::new(0, 0);
     let k = g.add_operator("display", sink, no_params()).unwrap();
     g.add_flow(a.mapped, k.frames, ConnectionOptions::default());
@@ -457,10 +683,21 @@ fn declared_dtype_and_rank_mismatches_are_rejected_together() {
     let mut g = Graph::new();
     let (src, _) = ByteSource::new(1, 1);
     let a = g.add_operator("src", src, no_params()).unwrap();
-    let k = g.add_operator("f32", F32Sink { frames: Input::default() }, no_params()).unwrap();
+    let k = g
+        .add_operator(
+            "f32",
+            F32Sink {
+                frames: Input::default(),
+            },
+            no_params(),
+        )
+        .unwrap();
     g.add_flow(a.frames, k.frames, ConnectionOptions::default());
     let d = only(&rejected(&g), codes::PHYSICAL_TENSOR_LAYOUT_MISMATCH);
-    assert_eq!(d.message, "src.frames produces dtype u8 where f32 is required, rank 1 where rank 2 is required");
+    assert_eq!(
+        d.message,
+        "src.frames produces dtype u8 where f32 is required, rank 1 where rank 2 is required"
+    );
 }
 
 #[operator]
@@ -490,23 +727,60 @@ impl Operator for CudaJoin {
 #[test]
 fn cuda_pools_need_a_bound_device_and_one_operator_uses_one_device() {
     let mut g = Graph::new();
-    g.add_operator("cam", CudaSource { frames: Output::default() }, no_params()).unwrap();
+    g.add_operator(
+        "cam",
+        CudaSource {
+            frames: Output::default(),
+        },
+        no_params(),
+    )
+    .unwrap();
     let d = only(&rejected(&g), codes::PLACEMENT_DEVICE_REQUIRED);
     assert_eq!(d.operator.as_deref(), Some("cam"));
 
     let mut g = Graph::new();
-    let a = g.add_operator("left", CudaSource { frames: Output::default() }, no_params()).unwrap();
-    let b = g.add_operator("right", CudaSource { frames: Output::default() }, no_params()).unwrap();
-    let j = g.add_operator("stereo", CudaJoin { a: Input::default(), b: Input::default() }, no_params()).unwrap();
+    let a = g
+        .add_operator(
+            "left",
+            CudaSource {
+                frames: Output::default(),
+            },
+            no_params(),
+        )
+        .unwrap();
+    let b = g
+        .add_operator(
+            "right",
+            CudaSource {
+                frames: Output::default(),
+            },
+            no_params(),
+        )
+        .unwrap();
+    let j = g
+        .add_operator(
+            "stereo",
+            CudaJoin {
+                a: Input::default(),
+                b: Input::default(),
+            },
+            no_params(),
+        )
+        .unwrap();
     g.add_flow(a.frames, j.a, ConnectionOptions::default());
     g.add_flow(b.frames, j.b, ConnectionOptions::default());
     let mut options = CompileOptions::default();
-    options.deployment.bind_tensor_output_device("left", "frames", 0).bind_tensor_output_device("right", "frames", 1);
+    options
+        .deployment
+        .bind_tensor_output_device("left", "frames", 0)
+        .bind_tensor_output_device("right", "frames", 1);
     let d = compile(&g, options.clone()).unwrap_err();
     let d = only(&d, codes::PLACEMENT_DEVICE_CONFLICT);
     assert_eq!(d.operator.as_deref(), Some("stereo"));
 
-    options.deployment.bind_tensor_output_device("ghost", "frames", 0);
+    options
+        .deployment
+        .bind_tensor_output_device("ghost", "frames", 0);
     let d = compile(&g, options).unwrap_err();
     assert!(d.has(codes::PLACEMENT_UNKNOWN_BINDING));
 }
@@ -525,7 +799,14 @@ impl Operator for Huge {
 #[test]
 fn a_pool_whose_aggregate_bytes_overflow() {
     let mut g = Graph::new();
-    g.add_operator("huge", Huge { frames: Output::default() }, no_params()).unwrap();
+    g.add_operator(
+        "huge",
+        Huge {
+            frames: Output::default(),
+        },
+        no_params(),
+    )
+    .unwrap();
     let d = only(&rejected(&g), codes::POOL_CAPACITY_OVERFLOW);
     assert_eq!(d.port.as_deref(), Some("frames"));
 }
@@ -544,7 +825,14 @@ impl Operator for ZeroBound {
 #[test]
 fn zero_bounds_compile_with_a_warning_and_reject_every_allocation() {
     let mut g = Graph::new();
-    g.add_operator("z", ZeroBound { frames: Output::default() }, no_params()).unwrap();
+    g.add_operator(
+        "z",
+        ZeroBound {
+            frames: Output::default(),
+        },
+        no_params(),
+    )
+    .unwrap();
     let plan = compile(&g, CompileOptions::default()).unwrap();
     assert_eq!(plan.warnings().len(), 1);
     assert_eq!(plan.warnings()[0].code, codes::PHYSICAL_TENSOR_ZERO_BOUNDS);

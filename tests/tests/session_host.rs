@@ -34,8 +34,12 @@ fn a_consumer_sees_the_producers_bytes_and_every_slot_returns() {
     let mut g = Graph::new();
     let (src, s_stats) = ByteSource::new(64, 0x2A);
     let (sink, k_stats) = ByteSink::new(0x2A, 0);
-    let a = g.add_operator("camera", src, ParamSet::defaults().unwrap()).unwrap();
-    let b = g.add_operator("check", sink, ParamSet::defaults().unwrap()).unwrap();
+    let a = g
+        .add_operator("camera", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    let b = g
+        .add_operator("check", sink, ParamSet::defaults().unwrap())
+        .unwrap();
     g.add_flow(a.frames, b.frames, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let session = RunSession::start(g, &plan, frames(200)).unwrap();
@@ -45,7 +49,9 @@ fn a_consumer_sees_the_producers_bytes_and_every_slot_returns() {
     assert_eq!(k_stats.received.load(Ordering::Relaxed), emitted);
     assert_eq!(k_stats.bad_bytes.load(Ordering::Relaxed), 0);
     assert_eq!(
-        emitted + s_stats.exhausted.load(Ordering::Relaxed) + s_stats.backpressured.load(Ordering::Relaxed),
+        emitted
+            + s_stats.exhausted.load(Ordering::Relaxed)
+            + s_stats.backpressured.load(Ordering::Relaxed),
         200
     );
     let pool = &report.pools[0];
@@ -66,7 +72,10 @@ struct Strict {
 
 impl Operator for Strict {
     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        let req = TensorLoanRequest { shape: &[4], dtype: DType::U8 };
+        let req = TensorLoanRequest {
+            shape: &[4],
+            dtype: DType::U8,
+        };
         while self.hold.len() < self.loans_to_hold {
             match self.frames.allocate_tensor(req) {
                 Ok(l) => self.hold.push(l),
@@ -79,7 +88,9 @@ impl Operator for Strict {
         let r = match self.frames.allocate_tensor(req) {
             Ok(loan) => {
                 let c = loan.write_host_and_commit(|b| b.fill(1))?;
-                self.frames.emit(c, EmitOptions::default()).map_err(|e| e.code())
+                self.frames
+                    .emit(c, EmitOptions::default())
+                    .map_err(|e| e.code())
             }
             Err(e) => Err(e.code()),
         };
@@ -100,18 +111,45 @@ impl Operator for Stall {
     }
 }
 
-fn stall_graph(policy: QueuePolicy, depth: u32, loans_to_hold: usize) -> (Graph, Arc<std::sync::Mutex<Vec<std::result::Result<(), ErrorCode>>>>) {
+fn stall_graph(
+    policy: QueuePolicy,
+    depth: u32,
+    loans_to_hold: usize,
+) -> (
+    Graph,
+    Arc<std::sync::Mutex<Vec<std::result::Result<(), ErrorCode>>>>,
+) {
     let results = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut g = Graph::new();
     let a = g
         .add_operator(
             "src",
-            Strict { frames: Output::default(), results: Arc::clone(&results), hold: Vec::new(), loans_to_hold },
+            Strict {
+                frames: Output::default(),
+                results: Arc::clone(&results),
+                hold: Vec::new(),
+                loans_to_hold,
+            },
             ParamSet::defaults().unwrap(),
         )
         .unwrap();
-    let b = g.add_operator("stall", Stall { frames: Input::default() }, ParamSet::defaults().unwrap()).unwrap();
-    g.add_flow(a.frames, b.frames, ConnectionOptions { queue_depth: Some(depth), policy });
+    let b = g
+        .add_operator(
+            "stall",
+            Stall {
+                frames: Input::default(),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    g.add_flow(
+        a.frames,
+        b.frames,
+        ConnectionOptions {
+            queue_depth: Some(depth),
+            policy,
+        },
+    );
     (g, results)
 }
 
@@ -145,7 +183,10 @@ fn emit_into_a_full_blocking_queue_returns_backpressured() {
     impl Operator for Twice {
         fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
             for _ in 0..2 {
-                let loan = self.frames.allocate_tensor(TensorLoanRequest { shape: &[1], dtype: DType::U8 })?;
+                let loan = self.frames.allocate_tensor(TensorLoanRequest {
+                    shape: &[1],
+                    dtype: DType::U8,
+                })?;
                 let c = loan.write_host_and_commit(|b| b[0] = 9)?;
                 if let Err(e) = self.frames.emit(c, EmitOptions::default()) {
                     self.codes.lock().unwrap().push(e.code());
@@ -156,9 +197,33 @@ fn emit_into_a_full_blocking_queue_returns_backpressured() {
     }
     let codes = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut g = Graph::new();
-    let a = g.add_operator("twice", Twice { frames: Output::default(), codes: Arc::clone(&codes) }, ParamSet::defaults().unwrap()).unwrap();
-    let b = g.add_operator("stall", Stall { frames: Input::default() }, ParamSet::defaults().unwrap()).unwrap();
-    g.add_flow(a.frames, b.frames, ConnectionOptions { queue_depth: Some(1), policy: QueuePolicy::Block });
+    let a = g
+        .add_operator(
+            "twice",
+            Twice {
+                frames: Output::default(),
+                codes: Arc::clone(&codes),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    let b = g
+        .add_operator(
+            "stall",
+            Stall {
+                frames: Input::default(),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    g.add_flow(
+        a.frames,
+        b.frames,
+        ConnectionOptions {
+            queue_depth: Some(1),
+            policy: QueuePolicy::Block,
+        },
+    );
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let session = RunSession::start(g, &plan, frames(1)).unwrap();
     wait_for(|| codes.lock().unwrap().len() == 1);
@@ -174,7 +239,10 @@ fn drop_oldest_evicts_and_counts_and_returns_the_evicted_slot() {
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let session = RunSession::start(g, &plan, frames(10)).unwrap();
     wait_for(|| results.lock().unwrap().len() == 10);
-    assert!(!session.wait_idle(Duration::from_millis(50)), "the stalled queue never drains");
+    assert!(
+        !session.wait_idle(Duration::from_millis(50)),
+        "the stalled queue never drains"
+    );
     // Two entries stay queued; the eight evicted ones went back to the pool.
     assert_eq!(session.pool_free_slots("src.frames"), Some(3));
     let report = session.join().unwrap();
@@ -193,7 +261,10 @@ fn allocate_tensor_fails_at_once_with_resource_exhausted() {
     let session = RunSession::start(g, &plan, frames(1)).unwrap();
     wait_for(|| results.lock().unwrap().len() == 1);
     let report = session.join().unwrap();
-    assert_eq!(*results.lock().unwrap(), vec![Err(ErrorCode::ResourceExhausted)]);
+    assert_eq!(
+        *results.lock().unwrap(),
+        vec![Err(ErrorCode::ResourceExhausted)]
+    );
     assert_eq!(report.pools[0].exhausted, 1);
     assert_eq!(report.pools[0].free_at_end, 5, "abandoned loans went back");
 }
@@ -218,8 +289,19 @@ fn a_received_tensor_is_read_only() {
     let code = Arc::new(std::sync::Mutex::new(None));
     let mut g = Graph::new();
     let (src, _) = ByteSource::new(8, 1);
-    let a = g.add_operator("src", src, ParamSet::defaults().unwrap()).unwrap();
-    let b = g.add_operator("m", Mutator { frames: Input::default(), code: Arc::clone(&code) }, ParamSet::defaults().unwrap()).unwrap();
+    let a = g
+        .add_operator("src", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    let b = g
+        .add_operator(
+            "m",
+            Mutator {
+                frames: Input::default(),
+                code: Arc::clone(&code),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
     g.add_flow(a.frames, b.frames, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let session = RunSession::start(g, &plan, frames(1)).unwrap();
@@ -236,16 +318,30 @@ fn a_slot_returns_only_when_every_consumer_and_lease_is_done() {
     let (src, s_stats) = ByteSource::new(8, 7);
     let (fast, f_stats) = ByteSink::new(7, 0);
     let (keeper, k_stats) = ByteSink::new(7, 2);
-    let a = g.add_operator("src", src, ParamSet::defaults().unwrap()).unwrap();
-    let f = g.add_operator("fast", fast, ParamSet::defaults().unwrap()).unwrap();
-    let k = g.add_operator("keeper", keeper, ParamSet::defaults().unwrap()).unwrap();
+    let a = g
+        .add_operator("src", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    let f = g
+        .add_operator("fast", fast, ParamSet::defaults().unwrap())
+        .unwrap();
+    let k = g
+        .add_operator("keeper", keeper, ParamSet::defaults().unwrap())
+        .unwrap();
     g.add_flow(a.frames, f.frames, ConnectionOptions::default());
     g.add_flow(a.frames, k.frames, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
     // A fork: the two legs run in partitions of their own.
     assert_eq!(plan.partitions().len(), 3);
     let terms = &plan.tensor_allocation("src.frames").unwrap().slot_terms;
-    assert_eq!((terms.queue_entries, terms.consumer_holds, terms.producer_loans, terms.retirement), (2, 2, 1, 1));
+    assert_eq!(
+        (
+            terms.queue_entries,
+            terms.consumer_holds,
+            terms.producer_loans,
+            terms.retirement
+        ),
+        (2, 2, 1, 1)
+    );
     let session = RunSession::start(g, &plan, frames(50)).unwrap();
     assert!(session.wait_idle(Duration::from_secs(20)));
     let slots = plan.tensor_allocation("src.frames").unwrap().slot_count;
@@ -264,9 +360,15 @@ fn forwarding_keeps_the_backing_and_pass_through_checks_the_consumer_spec() {
     let mut g = Graph::new();
     let (src, _) = ByteSource::new(8, 3);
     let (sink, k_stats) = ByteSink::new(3, 0);
-    let a = g.add_operator("src", src, ParamSet::defaults().unwrap()).unwrap();
-    let f = g.add_operator("fwd", Forward::new(), ParamSet::defaults().unwrap()).unwrap();
-    let b = g.add_operator("sink", sink, ParamSet::defaults().unwrap()).unwrap();
+    let a = g
+        .add_operator("src", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    let f = g
+        .add_operator("fwd", Forward::new(), ParamSet::defaults().unwrap())
+        .unwrap();
+    let b = g
+        .add_operator("sink", sink, ParamSet::defaults().unwrap())
+        .unwrap();
     g.add_flow(a.frames, f.input, ConnectionOptions::default());
     g.add_flow(f.output, b.frames, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
@@ -294,15 +396,29 @@ impl Operator for WrongShape {
 #[test]
 fn a_pass_through_tensor_that_breaks_the_consumer_spec_is_a_protocol_error() {
     let mut g = Graph::new();
-    let a = g.add_operator("bad", WrongShape { frames: Output::default() }, ParamSet::defaults().unwrap()).unwrap();
+    let a = g
+        .add_operator(
+            "bad",
+            WrongShape {
+                frames: Output::default(),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
     let (sink, k_stats) = ByteSink::new(0, 0);
-    let b = g.add_operator("sink", sink, ParamSet::defaults().unwrap()).unwrap();
+    let b = g
+        .add_operator("sink", sink, ParamSet::defaults().unwrap())
+        .unwrap();
     g.add_flow(a.frames, b.frames, ConnectionOptions::default());
-    let plan = compile(&g, CompileOptions::default()).expect("undeclared pass-through output compiles");
+    let plan =
+        compile(&g, CompileOptions::default()).expect("undeclared pass-through output compiles");
     let session = RunSession::start(g, &plan, frames(1)).unwrap();
     let err = session.join_after_idle();
     assert_eq!(err.code(), ErrorCode::ProtocolError);
-    assert_eq!(err.location(), Some("operator \"bad\": operator \"sink\", port \"frames\""));
+    assert_eq!(
+        err.location(),
+        Some("operator \"bad\": operator \"sink\", port \"frames\"")
+    );
     assert_eq!(k_stats.received.load(Ordering::Relaxed), 0);
 }
 
@@ -331,7 +447,10 @@ impl Operator for Faulty {
             if self.panic {
                 panic!("sensor unplugged");
             }
-            return Err(holo_runtime::Error::new(ErrorCode::NotFound, "calibration table missing"));
+            return Err(holo_runtime::Error::new(
+                ErrorCode::NotFound,
+                "calibration table missing",
+            ));
         }
         Ok(())
     }
@@ -340,8 +459,20 @@ impl Operator for Faulty {
 fn faulty_run(panic: bool) -> (holo_runtime::Error, Arc<common::SourceStats>) {
     let mut g = Graph::new();
     let (src, stats) = ByteSource::new(8, 1);
-    let a = g.add_operator("src", src, ParamSet::defaults().unwrap()).unwrap();
-    let b = g.add_operator("faulty", Faulty { frames: Input::default(), panic, seen: 0 }, ParamSet::defaults().unwrap()).unwrap();
+    let a = g
+        .add_operator("src", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    let b = g
+        .add_operator(
+            "faulty",
+            Faulty {
+                frames: Input::default(),
+                panic,
+                seen: 0,
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
     g.add_flow(a.frames, b.frames, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let session = RunSession::start(g, &plan, SessionOptions::default()).unwrap();
@@ -349,7 +480,12 @@ fn faulty_run(panic: bool) -> (holo_runtime::Error, Arc<common::SourceStats>) {
     while !session.is_stopping() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
     }
-    (session.join().expect_err("the operator's failure is the session's"), stats)
+    (
+        session
+            .join()
+            .expect_err("the operator's failure is the session's"),
+        stats,
+    )
 }
 
 #[test]
@@ -380,7 +516,10 @@ struct Lifecycle {
 impl Operator for Lifecycle {
     fn start(&mut self, _ctx: &mut LifecycleContext<'_>) -> Result<()> {
         if self.fail_start {
-            return Err(holo_runtime::Error::new(ErrorCode::DeviceUnavailable, "camera not found"));
+            return Err(holo_runtime::Error::new(
+                ErrorCode::DeviceUnavailable,
+                "camera not found",
+            ));
         }
         Ok(())
     }
@@ -400,15 +539,39 @@ fn a_failing_start_fails_closed_and_stops_the_started_operators() {
     let first_stopped = Arc::new(AtomicBool::new(false));
     let second_stopped = Arc::new(AtomicBool::new(false));
     let mut g = Graph::new();
-    g.add_operator("a", Lifecycle { fail_start: false, computes: Arc::clone(&computes), stopped: Arc::clone(&first_stopped) }, ParamSet::defaults().unwrap()).unwrap();
-    g.add_operator("b", Lifecycle { fail_start: true, computes: Arc::clone(&computes), stopped: Arc::clone(&second_stopped) }, ParamSet::defaults().unwrap()).unwrap();
+    g.add_operator(
+        "a",
+        Lifecycle {
+            fail_start: false,
+            computes: Arc::clone(&computes),
+            stopped: Arc::clone(&first_stopped),
+        },
+        ParamSet::defaults().unwrap(),
+    )
+    .unwrap();
+    g.add_operator(
+        "b",
+        Lifecycle {
+            fail_start: true,
+            computes: Arc::clone(&computes),
+            stopped: Arc::clone(&second_stopped),
+        },
+        ParamSet::defaults().unwrap(),
+    )
+    .unwrap();
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let err = RunSession::start(g, &plan, frames(5)).unwrap_err();
     assert_eq!(err.code(), ErrorCode::DeviceUnavailable);
     assert_eq!(err.location(), Some("operator \"b\""));
     assert_eq!(computes.load(Ordering::Relaxed), 0, "no compute ran");
-    assert!(first_stopped.load(Ordering::Relaxed), "the started operator was stopped");
-    assert!(!second_stopped.load(Ordering::Relaxed), "the one that never started is not stopped");
+    assert!(
+        first_stopped.load(Ordering::Relaxed),
+        "the started operator was stopped"
+    );
+    assert!(
+        !second_stopped.load(Ordering::Relaxed),
+        "the one that never started is not stopped"
+    );
 }
 
 /// A pinned-host pool on a host session.
@@ -432,7 +595,15 @@ impl Operator for PinnedSource {
 fn a_pool_that_cannot_be_materialized_fails_startup_before_any_callback() {
     let started = Arc::new(AtomicBool::new(false));
     let mut g = Graph::new();
-    g.add_operator("cam", PinnedSource { frames: Output::default(), started: Arc::clone(&started) }, ParamSet::defaults().unwrap()).unwrap();
+    g.add_operator(
+        "cam",
+        PinnedSource {
+            frames: Output::default(),
+            started: Arc::clone(&started),
+        },
+        ParamSet::defaults().unwrap(),
+    )
+    .unwrap();
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let err = RunSession::start(g, &plan, frames(1)).unwrap_err();
     assert_eq!(err.code(), ErrorCode::DeviceUnavailable);
@@ -444,11 +615,13 @@ fn a_pool_that_cannot_be_materialized_fails_startup_before_any_callback() {
 fn a_plan_from_another_graph_is_refused() {
     let mut g1 = Graph::new();
     let (src, _) = ByteSource::new(8, 1);
-    g1.add_operator("a", src, ParamSet::defaults().unwrap()).unwrap();
+    g1.add_operator("a", src, ParamSet::defaults().unwrap())
+        .unwrap();
     let plan = compile(&g1, CompileOptions::default()).unwrap();
     let mut g2 = Graph::new();
     let (src, _) = ByteSource::new(8, 1);
-    g2.add_operator("renamed", src, ParamSet::defaults().unwrap()).unwrap();
+    g2.add_operator("renamed", src, ParamSet::defaults().unwrap())
+        .unwrap();
     let err = RunSession::start(g2, &plan, frames(1)).unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidArgument);
 }
@@ -458,8 +631,12 @@ fn latency_is_measured_from_capture_time_at_the_sinks() {
     let mut g = Graph::new();
     let (src, _) = ByteSource::new(8, 1);
     let (sink, _) = ByteSink::new(1, 0);
-    let a = g.add_operator("src", src, ParamSet::defaults().unwrap()).unwrap();
-    let b = g.add_operator("sink", sink, ParamSet::defaults().unwrap()).unwrap();
+    let a = g
+        .add_operator("src", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    let b = g
+        .add_operator("sink", sink, ParamSet::defaults().unwrap())
+        .unwrap();
     g.add_flow(a.frames, b.frames, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let session = RunSession::start(g, &plan, frames(30)).unwrap();

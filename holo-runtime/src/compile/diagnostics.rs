@@ -128,7 +128,11 @@ impl Diagnostics {
 
 impl fmt::Display for Diagnostics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "compile rejected the graph with {} diagnostic(s):", self.items.len())?;
+        writeln!(
+            f,
+            "compile rejected the graph with {} diagnostic(s):",
+            self.items.len()
+        )?;
         for d in &self.items {
             writeln!(f, "  {d}")?;
         }

@@ -53,7 +53,12 @@ pub struct DeploymentBinding {
 impl DeploymentBinding {
     /// Binds operator `operator`'s tensor output `port` to CUDA device `device`.
     /// Required for CUDA-device and CUDA-managed runtime pools.
-    pub fn bind_tensor_output_device(&mut self, operator: &str, port: &str, device: u32) -> &mut Self {
+    pub fn bind_tensor_output_device(
+        &mut self,
+        operator: &str,
+        port: &str,
+        device: u32,
+    ) -> &mut Self {
         self.tensor_output_devices
             .insert((operator.to_owned(), port.to_owned()), device);
         self
@@ -173,7 +178,8 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         tensor_byte_span_derivations: derivations,
         warnings: work.warnings,
     };
-    plan.warnings.sort_by(|a, b| a.code.cmp(b.code).then(a.message.cmp(&b.message)));
+    plan.warnings
+        .sort_by(|a, b| a.code.cmp(b.code).then(a.message.cmp(&b.message)));
     Ok(plan)
 }
 
@@ -187,10 +193,13 @@ fn edge_records(work: &mut Work<'_>, placed: &placement::Placed) -> Vec<EdgeReco
         let (depth, source) = match e.options.queue_depth {
             Some(0) => {
                 work.diagnostics.push(
-                    Diagnostic::error(codes::QUEUE_DEPTH_ZERO, "an explicit queue depth of 0 admits nothing")
-                        .operator(work.op_name(to))
-                        .port(work.port_name(to, tp))
-                        .hint("give a depth of at least 1, or leave it out"),
+                    Diagnostic::error(
+                        codes::QUEUE_DEPTH_ZERO,
+                        "an explicit queue depth of 0 admits nothing",
+                    )
+                    .operator(work.op_name(to))
+                    .port(work.port_name(to, tp))
+                    .hint("give a depth of at least 1, or leave it out"),
                 );
                 (0, "explicit")
             }
@@ -232,7 +241,10 @@ pub(crate) fn fingerprint(graph: &Graph) -> String {
         eat(&op.params_json.to_string());
     }
     for e in &graph.edges {
-        eat(&format!("{}.{}>{}.{}", e.from.0.0, e.from.1, e.to.0.0, e.to.1));
+        eat(&format!(
+            "{}.{}>{}.{}",
+            e.from.0.0, e.from.1, e.to.0.0, e.to.1
+        ));
     }
     format!("{h:016x}")
 }

@@ -16,13 +16,19 @@ pub(crate) fn check_graph(work: &mut Work<'_>) {
         let to = &graph.operators[e.to.0.index()].ports[e.to.1 as usize];
         if from.direction != PortDirection::Output || to.direction != PortDirection::Input {
             work.diagnostics.push(
-                Diagnostic::error(codes::GRAPH_INVALID_FLOW, "a flow must go from an output to an input")
-                    .operator(&graph.operators[e.from.0.index()].name)
-                    .port(from.name),
+                Diagnostic::error(
+                    codes::GRAPH_INVALID_FLOW,
+                    "a flow must go from an output to an input",
+                )
+                .operator(&graph.operators[e.from.0.index()].name)
+                .port(from.name),
             );
             continue;
         }
-        work.outgoing.entry((e.from.0.0, e.from.1)).or_default().push(i);
+        work.outgoing
+            .entry((e.from.0.0, e.from.1))
+            .or_default()
+            .push(i);
         work.incoming.entry((e.to.0.0, e.to.1)).or_default().push(i);
     }
     for (o, op) in graph.operators.iter().enumerate() {
@@ -34,10 +40,13 @@ pub(crate) fn check_graph(work: &mut Work<'_>) {
             }
             match work.incoming.get(&(o, p)).map_or(0, Vec::len) {
                 0 if !port.optional => work.diagnostics.push(
-                    Diagnostic::error(codes::GRAPH_UNCONNECTED_INPUT, "a required input has no flow")
-                        .operator(&op.name)
-                        .port(port.name)
-                        .hint("connect it with `graph.add_flow`, or declare it `#[input(optional)]`"),
+                    Diagnostic::error(
+                        codes::GRAPH_UNCONNECTED_INPUT,
+                        "a required input has no flow",
+                    )
+                    .operator(&op.name)
+                    .port(port.name)
+                    .hint("connect it with `graph.add_flow`, or declare it `#[input(optional)]`"),
                 ),
                 0 | 1 => {}
                 n => work.diagnostics.push(

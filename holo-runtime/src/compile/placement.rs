@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::pools::Resolved;
 use super::{Diagnostic, Work, codes};
 use crate::graph::PortDecl;
-use crate::plan::{CudaComputeStreamPolicy, CudaComputeStreamRecord, ExecutionPartition, FusionEvidence};
+use crate::plan::{
+    CudaComputeStreamPolicy, CudaComputeStreamRecord, ExecutionPartition, FusionEvidence,
+};
 use crate::spec::PortDirection;
 
 pub(crate) struct Placed {
@@ -23,7 +25,11 @@ pub(crate) struct Placed {
     pub(crate) fusion: BTreeMap<u32, FusionEvidence>,
 }
 
-pub(crate) fn place(work: &mut Work<'_>, resolved: &Resolved, partitions: &[ExecutionPartition]) -> Placed {
+pub(crate) fn place(
+    work: &mut Work<'_>,
+    resolved: &Resolved,
+    partitions: &[ExecutionPartition],
+) -> Placed {
     let graph = work.graph;
     let n = graph.operators.len();
     let mut output_device = BTreeMap::new();
@@ -33,19 +39,30 @@ pub(crate) fn place(work: &mut Work<'_>, resolved: &Resolved, partitions: &[Exec
             (op.name == *op_name).then(|| {
                 op.ports
                     .iter()
-                    .position(|p| p.name == port_name && matches!(p.decl, PortDecl::TensorOutput(_)))
+                    .position(|p| {
+                        p.name == port_name && matches!(p.decl, PortDecl::TensorOutput(_))
+                    })
                     .map(|p| (o, p))
             })?
         });
         match found {
             Some((o, p)) => {
-                output_device.insert((u32::try_from(o).unwrap_or(u32::MAX), u32::try_from(p).unwrap_or(u32::MAX)), device);
+                output_device.insert(
+                    (
+                        u32::try_from(o).unwrap_or(u32::MAX),
+                        u32::try_from(p).unwrap_or(u32::MAX),
+                    ),
+                    device,
+                );
             }
             None => work.diagnostics.push(
-                Diagnostic::error(codes::PLACEMENT_UNKNOWN_BINDING, "the device binding names no tensor output")
-                    .operator(op_name)
-                    .port(port_name)
-                    .hint("bind `<operator>.<port>` of a tensor output that exists"),
+                Diagnostic::error(
+                    codes::PLACEMENT_UNKNOWN_BINDING,
+                    "the device binding names no tensor output",
+                )
+                .operator(op_name)
+                .port(port_name)
+                .hint("bind `<operator>.<port>` of a tensor output that exists"),
             ),
         }
     }
@@ -61,7 +78,9 @@ pub(crate) fn place(work: &mut Work<'_>, resolved: &Resolved, partitions: &[Exec
             let p = u32::try_from(p).unwrap_or(u32::MAX);
             match port.direction {
                 PortDirection::Output => {
-                    let Some(r) = resolved.get(&(o, p)) else { continue };
+                    let Some(r) = resolved.get(&(o, p)) else {
+                        continue;
+                    };
                     if r.memory_kind.is_some_and(crate::MemoryKind::is_cuda) {
                         cuda_active[o as usize] = true;
                     }
@@ -70,9 +89,14 @@ pub(crate) fn place(work: &mut Work<'_>, resolved: &Resolved, partitions: &[Exec
                     for &e in work.incoming.get(&(o, p)).map_or(&[][..], Vec::as_slice) {
                         let edge = &graph.edges[e as usize];
                         let from = (edge.from.0.0, edge.from.1);
-                        if resolved.get(&from).and_then(|r| r.memory_kind).is_some_and(crate::MemoryKind::is_cuda) {
+                        if resolved
+                            .get(&from)
+                            .and_then(|r| r.memory_kind)
+                            .is_some_and(crate::MemoryKind::is_cuda)
+                        {
                             cuda_active[o as usize] = true;
-                            let inherited: Vec<u32> = devices[from.0 as usize].iter().copied().collect();
+                            let inherited: Vec<u32> =
+                                devices[from.0 as usize].iter().copied().collect();
                             devices[o as usize].extend(inherited);
                         }
                     }
@@ -102,7 +126,11 @@ pub(crate) fn place(work: &mut Work<'_>, resolved: &Resolved, partitions: &[Exec
         }
     }
     let device_of: Vec<Option<u32>> = (0..n)
-        .map(|o| (cuda_active[o] && devices[o].len() == 1).then(|| devices[o].first().copied()).flatten())
+        .map(|o| {
+            (cuda_active[o] && devices[o].len() == 1)
+                .then(|| devices[o].first().copied())
+                .flatten()
+        })
         .collect();
     // Streams.
     let mut partitions = partitions.to_vec();
@@ -110,16 +138,25 @@ pub(crate) fn place(work: &mut Work<'_>, resolved: &Resolved, partitions: &[Exec
     let mut key_to_stream: BTreeMap<(Option<u32>, u32), u32> = BTreeMap::new();
     let mut stream_of = vec![None; n];
     for part in &mut partitions {
-        part.host_only = part.operators.iter().all(|&o| device_of[o as usize].is_none());
+        part.host_only = part
+            .operators
+            .iter()
+            .all(|&o| device_of[o as usize].is_none());
         for &o in &part.operators {
-            let Some(device) = device_of[o as usize] else { continue };
+            let Some(device) = device_of[o as usize] else {
+                continue;
+            };
             let key = match work.options.cuda_execution.compute_stream_policy {
                 CudaComputeStreamPolicy::PerPartitionDevice => (Some(part.id), device),
                 CudaComputeStreamPolicy::SharedProcessDevice => (None, device),
             };
             let id = *key_to_stream.entry(key).or_insert_with(|| {
                 let id = u32::try_from(streams.len()).unwrap_or(u32::MAX);
-                streams.push(CudaComputeStreamRecord { id, device, partitions: Vec::new() });
+                streams.push(CudaComputeStreamRecord {
+                    id,
+                    device,
+                    partitions: Vec::new(),
+                });
                 id
             });
             if !streams[id as usize].partitions.contains(&part.id) {
@@ -133,7 +170,10 @@ pub(crate) fn place(work: &mut Work<'_>, resolved: &Resolved, partitions: &[Exec
     let mut fusion = BTreeMap::new();
     for (i, e) in graph.edges.iter().enumerate() {
         let from = (e.from.0.0, e.from.1);
-        let cuda = resolved.get(&from).and_then(|r| r.memory_kind).is_some_and(crate::MemoryKind::is_cuda);
+        let cuda = resolved
+            .get(&from)
+            .and_then(|r| r.memory_kind)
+            .is_some_and(crate::MemoryKind::is_cuda);
         let sole = work.outgoing.get(&from).is_some_and(|v| v.len() == 1);
         let (a, b) = (stream_of[e.from.0.index()], stream_of[e.to.0.index()]);
         if cuda && sole && a.is_some() && a == b {

@@ -118,7 +118,11 @@ impl Eval<'_, '_, '_> {
                 if extents.len() > MAX_SHAPE_EXTENTS {
                     return self.fail(
                         codes::PHYSICAL_TENSOR_BYTE_SPAN_LIMIT,
-                        format!("the shape {} has {} extents; at most {MAX_SHAPE_EXTENTS} are admitted", dep.path, extents.len()),
+                        format!(
+                            "the shape {} has {} extents; at most {MAX_SHAPE_EXTENTS} are admitted",
+                            dep.path,
+                            extents.len()
+                        ),
                         "use a shape of at most 8 extents",
                     );
                 }
@@ -167,7 +171,12 @@ impl Eval<'_, '_, '_> {
                     );
                 };
                 let p = u32::try_from(p).unwrap_or(u32::MAX);
-                let incoming = self.work.incoming.get(&(self.op, p)).cloned().unwrap_or_default();
+                let incoming = self
+                    .work
+                    .incoming
+                    .get(&(self.op, p))
+                    .cloned()
+                    .unwrap_or_default();
                 if incoming.len() != 1 {
                     return self.fail(
                         codes::PHYSICAL_TENSOR_BYTE_SPAN_INPUT_UNBOUNDED,
@@ -267,8 +276,9 @@ impl Eval<'_, '_, '_> {
 
 /// Whether a projector id ends in `.v<digits>`.
 pub(crate) fn is_versioned_id(id: &str) -> bool {
-    id.rsplit_once(".v")
-        .is_some_and(|(head, n)| !head.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    id.rsplit_once(".v").is_some_and(|(head, n)| {
+        !head.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+    })
 }
 
 /// Resolves every tensor output's memory kind and per-slot bytes, in topological order
@@ -293,7 +303,9 @@ pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
                 dtype: decl.representation.dtype,
                 rank: decl.representation.rank,
                 max_rank: decl.max_rank.or(decl.bounds.map(|b| b.max_rank)).unwrap_or(
-                    decl.representation.rank.unwrap_or(crate::spec::MAX_TENSOR_RANK),
+                    decl.representation
+                        .rank
+                        .unwrap_or(crate::spec::MAX_TENSOR_RANK),
                 ),
                 per_slot_bytes: None,
                 expression: String::new(),
@@ -301,7 +313,11 @@ pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
                 max_loans: decl.max_loans.max(1),
             };
             if let Some(expr) = &decl.byte_span {
-                let mut shape = Shape { nodes: 0, depth: 0, deps: Vec::new() };
+                let mut shape = Shape {
+                    nodes: 0,
+                    depth: 0,
+                    deps: Vec::new(),
+                };
                 measure(expr, 1, &mut shape);
                 shape.deps.sort();
                 shape.deps.dedup();
@@ -426,10 +442,13 @@ fn resolve_kind(
     }
     if !matches!(dep.descriptor.ty, TypeDescriptor::Enum(_)) {
         work.diagnostics.push(
-            Diagnostic::error(codes::PHYSICAL_TENSOR_MEMORY_KIND_DOMAIN, "the memory-kind parameter is not an enum")
-                .operator(&op.name)
-                .port(port)
-                .field(&dep.path),
+            Diagnostic::error(
+                codes::PHYSICAL_TENSOR_MEMORY_KIND_DOMAIN,
+                "the memory-kind parameter is not an enum",
+            )
+            .operator(&op.name)
+            .port(port)
+            .field(&dep.path),
         );
         return (None, dep.path.clone());
     }
@@ -444,7 +463,9 @@ fn check_layouts(work: &mut Work<'_>, resolved: &Resolved) {
     for e in &graph.edges {
         let (fo, fp) = (e.from.0.0, e.from.1);
         let (to, tp) = (e.to.0.0, e.to.1);
-        let Some(out) = resolved.get(&(fo, fp)) else { continue };
+        let Some(out) = resolved.get(&(fo, fp)) else {
+            continue;
+        };
         let consumer = &graph.operators[to as usize];
         let PortDecl::TensorInput(req) = &consumer.ports[tp as usize].decl else {
             continue;
@@ -466,7 +487,11 @@ fn check_layouts(work: &mut Work<'_>, resolved: &Resolved) {
             }
         }
         if !mismatches.is_empty() {
-            let producer = format!("{}.{}", graph.operators[fo as usize].name, graph.operators[fo as usize].ports[fp as usize].name);
+            let producer = format!(
+                "{}.{}",
+                graph.operators[fo as usize].name,
+                graph.operators[fo as usize].ports[fp as usize].name
+            );
             work.diagnostics.push(
                 Diagnostic::error(
                     codes::PHYSICAL_TENSOR_LAYOUT_MISMATCH,
@@ -487,7 +512,10 @@ pub(crate) fn allocations(
     resolved: &Resolved,
     placed: &Placed,
     edges: &[EdgeRecord],
-) -> (Vec<TensorAllocationPlanRecord>, Vec<TensorByteSpanDerivationRecord>) {
+) -> (
+    Vec<TensorAllocationPlanRecord>,
+    Vec<TensorByteSpanDerivationRecord>,
+) {
     let mut allocations = Vec::new();
     let mut derivations = Vec::new();
     for (&(o, p), out) in resolved {
@@ -505,21 +533,36 @@ pub(crate) fn allocations(
             .map(|ids| ids.iter().map(|&i| &edges[i as usize]).collect())
             .unwrap_or_default();
         let terms = SlotCountTerms {
-            queue_entries: out_edges.iter().map(|e| e.queue_depth).fold(0u32, u32::saturating_add),
+            queue_entries: out_edges
+                .iter()
+                .map(|e| e.queue_depth)
+                .fold(0u32, u32::saturating_add),
             consumer_holds: u32::try_from(out_edges.len()).unwrap_or(u32::MAX),
             producer_loans: out.max_loans,
             retirement: 1,
             history: 0,
         };
         let Some(slot_count) = terms.total() else {
-            work.diagnostics.push(Diagnostic::error(codes::POOL_CAPACITY_OVERFLOW, "the slot count overflows").operator(&op_name).port(port));
-            continue;
-        };
-        let Some(aggregate) = bytes.checked_mul(u64::from(slot_count)).filter(|a| usize::try_from(*a).is_ok()) else {
             work.diagnostics.push(
-                Diagnostic::error(codes::POOL_CAPACITY_OVERFLOW, format!("{slot_count} slots × {bytes} bytes overflows this host's address space"))
+                Diagnostic::error(codes::POOL_CAPACITY_OVERFLOW, "the slot count overflows")
                     .operator(&op_name)
                     .port(port),
+            );
+            continue;
+        };
+        let Some(aggregate) = bytes
+            .checked_mul(u64::from(slot_count))
+            .filter(|a| usize::try_from(*a).is_ok())
+        else {
+            work.diagnostics.push(
+                Diagnostic::error(
+                    codes::POOL_CAPACITY_OVERFLOW,
+                    format!(
+                        "{slot_count} slots × {bytes} bytes overflows this host's address space"
+                    ),
+                )
+                .operator(&op_name)
+                .port(port),
             );
             continue;
         };
@@ -537,7 +580,8 @@ pub(crate) fn allocations(
             slot_count,
             slot_terms: terms,
             aggregate_bytes: aggregate,
-            release_stream_capacity: if kind.is_cuda() || placed.output_device.contains_key(&(o, p)) {
+            release_stream_capacity: if kind.is_cuda() || placed.output_device.contains_key(&(o, p))
+            {
                 work.options.max_fanout_release_streams
             } else {
                 0

@@ -71,7 +71,11 @@ impl ExecutionPlan {
                 e.queue_depth,
                 e.depth_source,
                 e.policy,
-                if e.cross_partition { ", cross-partition" } else { "" },
+                if e.cross_partition {
+                    ", cross-partition"
+                } else {
+                    ""
+                },
                 match &e.fusion {
                     Some(f) => format!(", fused on S{}", f.stream),
                     None => String::new(),
@@ -87,13 +91,19 @@ impl ExecutionPlan {
                 a.pool,
                 a.memory_kind,
                 a.dtype.as_deref().unwrap_or("any dtype"),
-                a.device.map(|d| format!(" on cuda:{d}")).unwrap_or_default(),
+                a.device
+                    .map(|d| format!(" on cuda:{d}"))
+                    .unwrap_or_default(),
                 a.per_slot_bytes
             );
             let _ = writeln!(
                 out,
                 "    slots = {} queued + {} held + {} loan + {} retirement + {} history = {}",
-                t.queue_entries, t.consumer_holds, t.producer_loans, t.retirement, t.history,
+                t.queue_entries,
+                t.consumer_holds,
+                t.producer_loans,
+                t.retirement,
+                t.history,
                 a.slot_count
             );
             let _ = writeln!(
@@ -146,11 +156,21 @@ impl ExecutionPlan {
                 "  subgraph cluster_p{} {{\n    label=\"{} ({})\";",
                 p.id,
                 p.name,
-                if p.host_only { "host-only".to_owned() } else { streams.join(", ") }
+                if p.host_only {
+                    "host-only".to_owned()
+                } else {
+                    streams.join(", ")
+                }
             );
             for &o in &p.operators {
                 let op = &self.operators[o as usize];
-                let _ = writeln!(out, "    op{} [label=\"{}\\n{}\"];", o, op.name, short(&op.type_name));
+                let _ = writeln!(
+                    out,
+                    "    op{} [label=\"{}\\n{}\"];",
+                    o,
+                    op.name,
+                    short(&op.type_name)
+                );
             }
             out.push_str("  }\n");
         }
@@ -171,7 +191,11 @@ impl ExecutionPlan {
                 e.to_port,
                 e.queue_depth,
                 if e.fusion.is_some() { " fused" } else { "" },
-                if e.fusion.is_some() { ", style=bold" } else { "" }
+                if e.fusion.is_some() {
+                    ", style=bold"
+                } else {
+                    ""
+                }
             );
         }
         out.push_str("}\n");

@@ -27,7 +27,8 @@ impl ActivationState {
     }
 
     pub(crate) fn begin(&self, now: Instant) {
-        self.activation_ns.store(self.ns_since_epoch(now), Ordering::Relaxed);
+        self.activation_ns
+            .store(self.ns_since_epoch(now), Ordering::Relaxed);
         self.capture_ns.store(NO_CAPTURE, Ordering::Relaxed);
     }
 

@@ -97,7 +97,11 @@ impl std::fmt::Debug for RunSession {
 impl RunSession {
     /// Starts `plan` over the operators of `graph` (which must be the graph the plan was
     /// compiled from). Fails closed: on error nothing keeps running and no `compute` ran.
-    pub fn start(graph: Graph, plan: &ExecutionPlan, options: SessionOptions) -> Result<RunSession> {
+    pub fn start(
+        graph: Graph,
+        plan: &ExecutionPlan,
+        options: SessionOptions,
+    ) -> Result<RunSession> {
         run::start(graph, plan, options)
     }
 
@@ -148,7 +152,10 @@ impl RunSession {
         for t in self.threads.drain(..) {
             match t.join() {
                 Ok(o) => ops.extend(o),
-                Err(_) => self.shared.fail(Error::new(ErrorCode::Internal, "a partition thread panicked outside an operator")),
+                Err(_) => self.shared.fail(Error::new(
+                    ErrorCode::Internal,
+                    "a partition thread panicked outside an operator",
+                )),
             }
         }
         ops.sort_by_key(|o| o.index);
@@ -159,7 +166,11 @@ impl RunSession {
             .iter()
             .map(|o| (o.name.clone(), o.activations))
             .collect();
-        let frames = ops.iter().filter(|o| o.is_sink).map(|o| o.activations).sum();
+        let frames = ops
+            .iter()
+            .filter(|o| o.is_sink)
+            .map(|o| o.activations)
+            .sum();
         drop(ops);
         let mut drops = 0;
         for e in &self.edges {
@@ -175,7 +186,12 @@ impl RunSession {
             if free != p.slot_count && leak.is_none() {
                 leak = Some(Error::new(
                     ErrorCode::Internal,
-                    format!("pool {} has {} of {} slots still held after teardown", p.name, p.slot_count - free, p.slot_count),
+                    format!(
+                        "pool {} has {} of {} slots still held after teardown",
+                        p.name,
+                        p.slot_count - free,
+                        p.slot_count
+                    ),
                 ));
             }
             pools.push(PoolReport {
@@ -205,7 +221,10 @@ impl RunSession {
 
     /// Slots currently free in pool `<operator>.<port>`.
     pub fn pool_free_slots(&self, pool: &str) -> Option<u32> {
-        self.pools.iter().find(|p| p.name == pool).map(|p| p.free_slots())
+        self.pools
+            .iter()
+            .find(|p| p.name == pool)
+            .map(|p| p.free_slots())
     }
 }
 

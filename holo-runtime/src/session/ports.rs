@@ -112,10 +112,7 @@ impl<T> fmt::Debug for Output<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Output")
             .field("bound", &self.binding.is_some())
-            .field(
-                "edges",
-                &self.binding.as_ref().map_or(0, |b| b.edges.len()),
-            )
+            .field("edges", &self.binding.as_ref().map_or(0, |b| b.edges.len()))
             .finish()
     }
 }
@@ -252,7 +249,11 @@ impl PortBinder<'_> {
     }
 
     /// Binds output port `port`.
-    pub fn bind_output<T: Send + 'static>(&mut self, port: u32, output: &mut Output<T>) -> Result<()> {
+    pub fn bind_output<T: Send + 'static>(
+        &mut self,
+        port: u32,
+        output: &mut Output<T>,
+    ) -> Result<()> {
         let edges: Box<[_]> = self.typed::<T>(port)?.into();
         let i = port as usize;
         output.binding = Some(OutputBinding {

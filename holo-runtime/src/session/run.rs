@@ -54,7 +54,10 @@ impl Shared {
     }
 
     pub(crate) fn fail(&self, e: Error) {
-        let mut slot = self.error.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut slot = self
+            .error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if slot.is_none() {
             *slot = Some(e);
         }
@@ -63,7 +66,10 @@ impl Shared {
     }
 
     pub(crate) fn take_error(&self) -> Option<Error> {
-        self.error.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+        self.error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     pub(crate) fn sources_done(&self) -> bool {
@@ -104,7 +110,10 @@ impl OpRuntime {
         } else {
             self.required_inputs.iter().all(|e| e.len() > 0)
         };
-        ready && self.stalled_at.is_none_or(|p| p != self.input_counter(|c| &c.pushed))
+        ready
+            && self
+                .stalled_at
+                .is_none_or(|p| p != self.input_counter(|c| &c.pushed))
     }
 
     fn input_counter(&self, which: impl Fn(&super::queue::EdgeCounters) -> &AtomicU64) -> u64 {
@@ -145,7 +154,10 @@ fn run_compute(shared: &Shared, op: &mut OpRuntime) {
     let (pushed, delivered) = if op.is_source {
         (0, 0)
     } else {
-        (op.input_counter(|c| &c.pushed), op.input_counter(|c| &c.delivered))
+        (
+            op.input_counter(|c| &c.pushed),
+            op.input_counter(|c| &c.delivered),
+        )
     };
     let result = catch_unwind(AssertUnwindSafe(|| op.op.compute(&mut ctx)));
     if !op.is_source {
@@ -168,13 +180,20 @@ fn run_compute(shared: &Shared, op: &mut OpRuntime) {
         Ok(Ok(())) => {}
         Ok(Err(e)) => shared.fail(locate(e, &op.name)),
         Err(p) => shared.fail(
-            Error::new(ErrorCode::Internal, format!("compute panicked: {}", panic_message(p.as_ref())))
-                .at(format!("operator {:?}", op.name)),
+            Error::new(
+                ErrorCode::Internal,
+                format!("compute panicked: {}", panic_message(p.as_ref())),
+            )
+            .at(format!("operator {:?}", op.name)),
         ),
     }
 }
 
-fn partition_loop(shared: &Shared, signal: &PartitionSignal, mut ops: Vec<OpRuntime>) -> Vec<OpRuntime> {
+fn partition_loop(
+    shared: &Shared,
+    signal: &PartitionSignal,
+    mut ops: Vec<OpRuntime>,
+) -> Vec<OpRuntime> {
     signal.register();
     while !shared.stop.load(Ordering::Acquire) {
         shared.busy.fetch_add(1, Ordering::AcqRel);
@@ -207,13 +226,20 @@ pub(crate) fn stop_operator(shared: &Shared, op: &mut OpRuntime) {
         Ok(Ok(())) => {}
         Ok(Err(e)) => shared.fail(locate(e, &op.name)),
         Err(p) => shared.fail(
-            Error::new(ErrorCode::Internal, format!("stop panicked: {}", panic_message(p.as_ref())))
-                .at(format!("operator {:?}", op.name)),
+            Error::new(
+                ErrorCode::Internal,
+                format!("stop panicked: {}", panic_message(p.as_ref())),
+            )
+            .at(format!("operator {:?}", op.name)),
         ),
     }
 }
 
-pub(crate) fn start(mut graph: Graph, plan: &ExecutionPlan, options: SessionOptions) -> Result<RunSession> {
+pub(crate) fn start(
+    mut graph: Graph,
+    plan: &ExecutionPlan,
+    options: SessionOptions,
+) -> Result<RunSession> {
     if plan.fingerprint() != crate::compile::fingerprint(&graph) {
         return Err(Error::new(
             ErrorCode::InvalidArgument,
@@ -221,7 +247,10 @@ pub(crate) fn start(mut graph: Graph, plan: &ExecutionPlan, options: SessionOpti
         ));
     }
     if graph.operators.iter().any(|o| o.instance.is_none()) {
-        return Err(Error::new(ErrorCode::InvalidArgument, "the graph's operators were already taken by a session"));
+        return Err(Error::new(
+            ErrorCode::InvalidArgument,
+            "the graph's operators were already taken by a session",
+        ));
     }
     let epoch = Instant::now();
     let n_ops = graph.operators.len();
@@ -241,15 +270,26 @@ pub(crate) fn start(mut graph: Graph, plan: &ExecutionPlan, options: SessionOpti
             a.per_slot_bytes,
             a.slot_count,
         )?;
-        let port = op.ports.iter().position(|p| p.name == a.port).unwrap_or(usize::MAX);
+        let port = op
+            .ports
+            .iter()
+            .position(|p| p.name == a.port)
+            .unwrap_or(usize::MAX);
         pool_of.insert((a.operator as usize, port), pools.len());
         pools.push(Arc::new(pool));
     }
 
     // 2. Every queue.
-    let signals: Vec<Arc<PartitionSignal>> =
-        plan.partitions().iter().map(|_| Arc::new(PartitionSignal::default())).collect();
-    let partition_of: Vec<usize> = plan.operators().iter().map(|o| o.partition as usize).collect();
+    let signals: Vec<Arc<PartitionSignal>> = plan
+        .partitions()
+        .iter()
+        .map(|_| Arc::new(PartitionSignal::default()))
+        .collect();
+    let partition_of: Vec<usize> = plan
+        .operators()
+        .iter()
+        .map(|o| o.partition as usize)
+        .collect();
     let mut typed: Vec<Vec<Vec<Arc<dyn Any + Send + Sync>>>> = graph
         .operators
         .iter()
@@ -276,18 +316,25 @@ pub(crate) fn start(mut graph: Graph, plan: &ExecutionPlan, options: SessionOpti
 
     // The consumers' exact requirements, checked on emit by pass-through tensor outputs
     // (pool outputs were checked against them when the plan was compiled).
-    let mut requirements_of: Vec<Vec<Vec<(TensorInputSpec, &'static str)>>> =
-        graph.operators.iter().map(|o| vec![Vec::new(); o.ports.len()]).collect();
+    let mut requirements_of: Vec<Vec<Vec<(TensorInputSpec, &'static str)>>> = graph
+        .operators
+        .iter()
+        .map(|o| vec![Vec::new(); o.ports.len()])
+        .collect();
     for e in &graph.edges {
         let (fo, fp) = (e.from.0.index(), e.from.1 as usize);
         let (to, tp) = (e.to.0.index(), e.to.1 as usize);
         let producer = &graph.operators[fo].ports[fp];
         let consumer = &graph.operators[to];
-        if let (PortDecl::TensorOutput(d), PortDecl::TensorInput(req)) = (&producer.decl, &consumer.ports[tp].decl)
+        if let (PortDecl::TensorOutput(d), PortDecl::TensorInput(req)) =
+            (&producer.decl, &consumer.ports[tp].decl)
             && d.storage == TensorOutputStorage::PassThrough
             && *req != TensorInputSpec::default()
         {
-            let at = intern(format!("operator {:?}, port {:?}", consumer.name, consumer.ports[tp].name));
+            let at = intern(format!(
+                "operator {:?}, port {:?}",
+                consumer.name, consumer.ports[tp].name
+            ));
             requirements_of[fo][fp].push((*req, at));
         }
     }
@@ -305,7 +352,10 @@ pub(crate) fn start(mut graph: Graph, plan: &ExecutionPlan, options: SessionOpti
             .map(|p| pool_of.get(&(i, p)).map(|&k| Arc::clone(&pools[k])))
             .collect();
         let requirements = std::mem::take(&mut requirements_of[i]);
-        let mut op = node.instance.take().ok_or_else(|| Error::new(ErrorCode::Internal, "operator instance missing"))?;
+        let mut op = node
+            .instance
+            .take()
+            .ok_or_else(|| Error::new(ErrorCode::Internal, "operator instance missing"))?;
         let mut binder = PortBinder {
             operator: &node.name,
             activation: &activation,
@@ -327,7 +377,10 @@ pub(crate) fn start(mut graph: Graph, plan: &ExecutionPlan, options: SessionOpti
             .map(|(_, e)| Arc::clone(e))
             .collect();
         let is_source = connected_inputs.is_empty();
-        let has_inputs = node.ports.iter().any(|p| p.direction == PortDirection::Input);
+        let has_inputs = node
+            .ports
+            .iter()
+            .any(|p| p.direction == PortDirection::Input);
         runtimes.push(OpRuntime {
             index: i,
             name: node.name.clone(),
@@ -343,7 +396,11 @@ pub(crate) fn start(mut graph: Graph, plan: &ExecutionPlan, options: SessionOpti
             is_source,
             is_sink: erased_out[i].is_empty() && (has_inputs || !is_source),
             activations: 0,
-            max_activations: if is_source { options.max_source_activations } else { None },
+            max_activations: if is_source {
+                options.max_source_activations
+            } else {
+                None
+            },
             done: is_source && options.max_source_activations == Some(0),
             started: false,
             stalled_at: None,
@@ -354,7 +411,11 @@ pub(crate) fn start(mut graph: Graph, plan: &ExecutionPlan, options: SessionOpti
         stop: AtomicBool::new(false),
         busy: AtomicUsize::new(0),
         progress: AtomicU64::new(0),
-        sources_pending: AtomicUsize::new(if options.max_source_activations.is_some() { sources } else { usize::MAX }),
+        sources_pending: AtomicUsize::new(if options.max_source_activations.is_some() {
+            sources
+        } else {
+            usize::MAX
+        }),
         error: Mutex::new(None),
         latency: LatencyHistogram::new(),
         signals: signals.clone(),
@@ -373,8 +434,11 @@ pub(crate) fn start(mut graph: Graph, plan: &ExecutionPlan, options: SessionOpti
                     continue;
                 }
                 Ok(Err(e)) => locate(e, &rt.name),
-                Err(p) => Error::new(ErrorCode::Internal, format!("start panicked: {}", panic_message(p.as_ref())))
-                    .at(format!("operator {:?}", rt.name)),
+                Err(p) => Error::new(
+                    ErrorCode::Internal,
+                    format!("start panicked: {}", panic_message(p.as_ref())),
+                )
+                .at(format!("operator {:?}", rt.name)),
             };
             for rt in runtimes.iter_mut().rev() {
                 stop_operator(&shared, rt);
@@ -384,7 +448,8 @@ pub(crate) fn start(mut graph: Graph, plan: &ExecutionPlan, options: SessionOpti
     }
 
     // 5. Arm: one thread per partition.
-    let mut by_partition: Vec<Vec<OpRuntime>> = plan.partitions().iter().map(|_| Vec::new()).collect();
+    let mut by_partition: Vec<Vec<OpRuntime>> =
+        plan.partitions().iter().map(|_| Vec::new()).collect();
     let mut slots: Vec<Option<OpRuntime>> = runtimes.into_iter().map(Some).collect();
     for (k, p) in plan.partitions().iter().enumerate() {
         for &o in &p.operators {
@@ -405,11 +470,18 @@ pub(crate) fn start(mut graph: Graph, plan: &ExecutionPlan, options: SessionOpti
             Ok(t) => threads.push(t),
             Err(e) => {
                 shared.request_stop();
-                let mut ops: Vec<OpRuntime> = threads.into_iter().filter_map(|t| t.join().ok()).flatten().collect();
+                let mut ops: Vec<OpRuntime> = threads
+                    .into_iter()
+                    .filter_map(|t| t.join().ok())
+                    .flatten()
+                    .collect();
                 for rt in &mut ops {
                     stop_operator(&shared, rt);
                 }
-                return Err(Error::new(ErrorCode::ResourceExhausted, format!("cannot spawn a partition thread: {e}")));
+                return Err(Error::new(
+                    ErrorCode::ResourceExhausted,
+                    format!("cannot spawn a partition thread: {e}"),
+                ));
             }
         }
     }

@@ -55,7 +55,12 @@ impl LatencyHistogram {
         if n == 0 {
             return None;
         }
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss, reason = "a rank within 1..=n")]
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss,
+            reason = "a rank within 1..=n"
+        )]
         let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
         let mut seen = 0;
         for (i, b) in self.buckets.iter().enumerate() {

@@ -218,9 +218,7 @@ pub fn parameter_contiguous_byte_span<P: ParamSchema, T: ShapeParam>(
     ByteSpanExpr::from_node(ByteSpanNode::ParameterContiguous {
         dep,
         extents: Arc::new(move |params: &dyn Any| {
-            params
-                .downcast_ref::<P>()
-                .map(|p| shape.get(p).extents())
+            params.downcast_ref::<P>().map(|p| shape.get(p).extents())
         }),
     })
 }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use holo_params::{ParamEnum, ParamRef, ParamSchema};
 
-
 use crate::MemoryKind;
 use crate::spec::bytespan::ParamDependency;
 

@@ -226,7 +226,10 @@ impl Tensor {
     /// `storage = pass_through` output). `bytes.len()` must equal the shape's byte size.
     pub fn from_host_vec(shape: &[u64], dtype: DType, bytes: Vec<u8>) -> Result<Tensor> {
         let meta = meta_for(shape, dtype).ok_or_else(|| {
-            Error::new(ErrorCode::InvalidArgument, "the shape has more than 8 extents or overflows")
+            Error::new(
+                ErrorCode::InvalidArgument,
+                "the shape has more than 8 extents or overflows",
+            )
         })?;
         if meta.byte_size != bytes.len() {
             return Err(Error::new(
@@ -303,7 +306,9 @@ impl Tensor {
                 }
                 // SAFETY: the slot is committed and this handle keeps it out of the pool;
                 // nobody writes it until the last handle drops.
-                Ok(unsafe { std::slice::from_raw_parts(pool.slot_ptr(*slot), pool.meta(*slot).byte_size) })
+                Ok(unsafe {
+                    std::slice::from_raw_parts(pool.slot_ptr(*slot), pool.meta(*slot).byte_size)
+                })
             }
             TensorInner::Owned(o) => Ok(&o.bytes),
         }
@@ -397,15 +402,30 @@ mod tests {
 
     fn pool(slots: u32, bytes: u64) -> Arc<Pool> {
         Arc::new(
-            Pool::materialize("p.out".into(), "p.out", MemoryKind::Host, Some(DType::U8), 2, bytes, slots)
-                .unwrap(),
+            Pool::materialize(
+                "p.out".into(),
+                "p.out",
+                MemoryKind::Host,
+                Some(DType::U8),
+                2,
+                bytes,
+                slots,
+            )
+            .unwrap(),
         )
     }
 
     #[test]
     fn lifecycle_write_commit_read_and_return() {
         let p = pool(1, 16);
-        let loan = TensorOutputLoan::new(&p, TensorLoanRequest { shape: &[2, 4], dtype: DType::U8 }).unwrap();
+        let loan = TensorOutputLoan::new(
+            &p,
+            TensorLoanRequest {
+                shape: &[2, 4],
+                dtype: DType::U8,
+            },
+        )
+        .unwrap();
         let t: Tensor = loan.write_host_and_commit(|b| b.fill(7)).unwrap().into();
         assert_eq!(t.data().unwrap(), &[7; 8]);
         assert_eq!(t.shape(), &[2, 4]);
@@ -420,13 +440,26 @@ mod tests {
     #[test]
     fn abandoned_loans_and_guards_return_their_slot() {
         let p = pool(1, 16);
-        let loan = TensorOutputLoan::new(&p, TensorLoanRequest { shape: &[4], dtype: DType::U8 }).unwrap();
+        let loan = TensorOutputLoan::new(
+            &p,
+            TensorLoanRequest {
+                shape: &[4],
+                dtype: DType::U8,
+            },
+        )
+        .unwrap();
         drop(loan);
         assert_eq!(p.free_slots(), 1);
-        let guard = TensorOutputLoan::new(&p, TensorLoanRequest { shape: &[4], dtype: DType::U8 })
-            .unwrap()
-            .write_host()
-            .unwrap();
+        let guard = TensorOutputLoan::new(
+            &p,
+            TensorLoanRequest {
+                shape: &[4],
+                dtype: DType::U8,
+            },
+        )
+        .unwrap()
+        .write_host()
+        .unwrap();
         drop(guard);
         assert_eq!(p.free_slots(), 1);
     }
@@ -434,11 +467,29 @@ mod tests {
     #[test]
     fn requests_beyond_the_bounds_are_rejected() {
         let p = pool(1, 16);
-        let too_big = TensorOutputLoan::new(&p, TensorLoanRequest { shape: &[17], dtype: DType::U8 });
+        let too_big = TensorOutputLoan::new(
+            &p,
+            TensorLoanRequest {
+                shape: &[17],
+                dtype: DType::U8,
+            },
+        );
         assert_eq!(too_big.unwrap_err().code(), ErrorCode::InvalidArgument);
-        let rank = TensorOutputLoan::new(&p, TensorLoanRequest { shape: &[1, 1, 1], dtype: DType::U8 });
+        let rank = TensorOutputLoan::new(
+            &p,
+            TensorLoanRequest {
+                shape: &[1, 1, 1],
+                dtype: DType::U8,
+            },
+        );
         assert_eq!(rank.unwrap_err().code(), ErrorCode::InvalidArgument);
-        let dtype = TensorOutputLoan::new(&p, TensorLoanRequest { shape: &[1], dtype: DType::F32 });
+        let dtype = TensorOutputLoan::new(
+            &p,
+            TensorLoanRequest {
+                shape: &[1],
+                dtype: DType::F32,
+            },
+        );
         assert_eq!(dtype.unwrap_err().code(), ErrorCode::InvalidArgument);
         assert_eq!(p.free_slots(), 1);
     }
@@ -446,7 +497,10 @@ mod tests {
     #[test]
     fn received_tensors_are_read_only() {
         let mut t = Tensor::from_host_vec(&[2], DType::U8, vec![1, 2]).unwrap();
-        assert_eq!(t.mutable_data().unwrap_err().code(), ErrorCode::PermissionDenied);
+        assert_eq!(
+            t.mutable_data().unwrap_err().code(),
+            ErrorCode::PermissionDenied
+        );
         let bad = Tensor::from_host_vec(&[3], DType::U8, vec![1, 2]);
         assert_eq!(bad.unwrap_err().code(), ErrorCode::InvalidArgument);
     }

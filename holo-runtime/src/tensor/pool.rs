@@ -114,17 +114,26 @@ impl Pool {
             .at(location));
         }
         let per_slot = usize::try_from(per_slot_bytes).map_err(|_| {
-            Error::new(ErrorCode::ResourceExhausted, format!("pool {name}: {per_slot_bytes} bytes per slot do not fit this host"))
-                .at(location)
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!("pool {name}: {per_slot_bytes} bytes per slot do not fit this host"),
+            )
+            .at(location)
         })?;
         let total = per_slot.checked_mul(slot_count as usize).ok_or_else(|| {
-            Error::new(ErrorCode::ResourceExhausted, format!("pool {name}: {slot_count} slots × {per_slot} bytes overflow this host"))
-                .at(location)
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!("pool {name}: {slot_count} slots × {per_slot} bytes overflow this host"),
+            )
+            .at(location)
         })?;
         let mut backing_vec = Vec::new();
         backing_vec.try_reserve_exact(total).map_err(|e| {
-            Error::new(ErrorCode::ResourceExhausted, format!("pool {name}: cannot reserve {total} bytes: {e}"))
-                .at(location)
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!("pool {name}: cannot reserve {total} bytes: {e}"),
+            )
+            .at(location)
         })?;
         backing_vec.resize(total, 0u8);
         let backing_len = backing_vec.len();
@@ -198,12 +207,18 @@ impl Pool {
     }
 
     pub(crate) fn retain(&self, slot: u32) {
-        self.slots[slot as usize].refs.fetch_add(1, Ordering::Relaxed);
+        self.slots[slot as usize]
+            .refs
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Drops one reference; the last one returns the slot to the free list.
     pub(crate) fn release(&self, slot: u32) {
-        if self.slots[slot as usize].refs.fetch_sub(1, Ordering::Release) == 1 {
+        if self.slots[slot as usize]
+            .refs
+            .fetch_sub(1, Ordering::Release)
+            == 1
+        {
             fence(Ordering::Acquire);
             // The free list has room for every slot, so this cannot fail.
             let _ = self.free.push(slot);
@@ -221,8 +236,16 @@ mod tests {
     use super::*;
 
     fn pool(slots: u32) -> Pool {
-        Pool::materialize("op.out".into(), "op.out", MemoryKind::Host, Some(DType::U8), 1, 16, slots)
-            .unwrap()
+        Pool::materialize(
+            "op.out".into(),
+            "op.out",
+            MemoryKind::Host,
+            Some(DType::U8),
+            1,
+            16,
+            slots,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -245,9 +268,17 @@ mod tests {
 
     #[test]
     fn non_host_pools_fail_closed() {
-        let err = Pool::materialize("op.out".into(), "op.out", MemoryKind::PinnedHost, None, 1, 16, 2)
-            .err()
-            .unwrap();
+        let err = Pool::materialize(
+            "op.out".into(),
+            "op.out",
+            MemoryKind::PinnedHost,
+            None,
+            1,
+            16,
+            2,
+        )
+        .err()
+        .unwrap();
         assert_eq!(err.code(), ErrorCode::DeviceUnavailable);
     }
 }
