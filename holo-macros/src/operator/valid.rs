@@ -181,7 +181,8 @@ fn check_tensor_keys(cx: &Ctxt, attr: &PortAttr) {
                 "`#[output(storage = runtime_pool)]` needs a memory kind: add `memory = host` (or `pinned`, `cuda_device`, `cuda_managed`) or `memory_kind = <derivation>`",
             );
         }
-    } else {
+    } else if !attr.keys.iter().any(|(k, _)| k.0 == symbol::STORAGE.0) {
+        // A misspelled `storage` word is reported already; these would only repeat it.
         let pool_only = [
             (symbol::BOUNDS, attr.bounds.as_ref().map(|k| k.key)),
             (symbol::BYTE_SPAN, attr.byte_span.as_ref().map(|k| k.key)),

@@ -2,7 +2,7 @@
 //! check per read that the field exists and may be read when a plan is compiled; and a
 //! type of the function's name implementing `ByteSpanProjector`.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned};
 use syn::{Ident, ItemFn, Type};
 
@@ -59,7 +59,7 @@ fn view(
             let mut inner: Vec<&Ident> = path.to_vec();
             inner.push(&node.ident);
             if node.children.is_empty() {
-                quote!(::core::clone::Clone::clone(&#param #(.#inner)*))
+                quote!(::core::clone::Clone::clone(&(*#param) #(.#inner)*))
             } else {
                 view(param, &inner, &node.children, structs)
             }
@@ -94,7 +94,9 @@ fn narrowed(item: &ItemFn, param: &Ident, reads: &[ReadPath]) -> TokenStream {
 
 /// `<<P as Field<{h(a)}>>::Type as Field<{h(b)}>>`, each step spanned on its segment.
 fn field_type(p: &TokenStream, params: &Type, read: &ReadPath) -> TokenStream {
-    let mut ty = quote!(#params);
+    // The schema type, respanned onto the read: a field the schema lacks is an error there.
+    let first = read.segments.first().map_or_else(Span::call_site, Ident::span);
+    let mut ty = respan(quote!(#params), first);
     let mut last = TokenStream::new();
     for segment in &read.segments {
         let name = segment.to_string();
@@ -103,6 +105,23 @@ fn field_type(p: &TokenStream, params: &Type, read: &ReadPath) -> TokenStream {
         ty = quote!(#step::Type);
     }
     last
+}
+
+/// `tokens` with every span set to `span`.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut token| {
+            if let TokenTree::Group(group) = &token {
+                let mut inner = Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(span);
+                token = TokenTree::Group(inner);
+            } else {
+                token.set_span(span);
+            }
+            token
+        })
+        .collect()
 }
 
 fn read_checks(p: &TokenStream, params: &Type, read: &ReadPath) -> TokenStream {

@@ -2,7 +2,7 @@ use holo_runtime::{byte_span_projector, ByteSpanProjector, ParamSchema, ParamSet
 
 #[derive(Clone, ParamSchema)]
 #[param(schema = "com.example.Geometry", version = 1)]
-struct Geometry {
+pub struct Geometry {
     #[param(recompile_required, default = 640)]
     width: u32,
     #[param(recompile_required, default = 480)]
@@ -11,7 +11,7 @@ struct Geometry {
 
 #[derive(Clone, ParamSchema)]
 #[param(schema = "com.example.BatchParams", version = 1)]
-struct BatchParams {
+pub struct BatchParams {
     geometry: Geometry,
     #[param(compile_time, default = 4)]
     max_batch_size: u32,

@@ -1,4 +1,4 @@
-use holo_runtime::{memory_kind_map, MemoryKind, ParamEnum};
+use holo_runtime::{memory_kind_map, ParamEnum};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ParamEnum)]
 enum OutputStorage {

@@ -1,4 +1,4 @@
-use holo_runtime::{operator, Input, Output, Tensor};
+use holo_runtime::{operator, Output, Tensor};
 
 #[operator]
 struct Resize {

@@ -4,14 +4,14 @@ use holo_runtime::{
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ParamEnum)]
-enum OutputStorage {
+pub enum OutputStorage {
     Host,
     Pinned,
 }
 
 #[derive(Clone, ParamSchema)]
 #[param(schema = "com.example.ResizeParams", version = 1)]
-struct ResizeParams {
+pub struct ResizeParams {
     #[param(recompile_required)]
     output_shape: [u64; 3],
     #[param(recompile_required, default = OutputStorage::Host)]
