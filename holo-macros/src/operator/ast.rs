@@ -249,24 +249,21 @@ pub(crate) fn crate_path(
     Ok(Some(value.call(syn::Path::parse_mod_style)?))
 }
 
-/// `Input<T>` / `Output<T>`: `Ok(None)` for any other type, `Err` for `Input` without
-/// exactly one payload type.
-pub(crate) fn port_type(ty: &Type) -> Result<Option<PortType<'_>>, syn::Error> {
+/// `Input<T>` / `Output<T>`; `None` for any other type.
+pub(crate) fn port_type(ty: &Type) -> Option<PortType<'_>> {
     let Type::Path(path) = ty else {
-        return Ok(None);
+        return None;
     };
     if path.qself.is_some() {
-        return Ok(None);
+        return None;
     }
-    let Some(last) = path.path.segments.last() else {
-        return Ok(None);
-    };
+    let last = path.path.segments.last()?;
     let direction = if last.ident == "Input" {
         Direction::Input
     } else if last.ident == "Output" {
         Direction::Output
     } else {
-        return Ok(None);
+        return None;
     };
     let payload = match &last.arguments {
         PathArguments::AngleBracketed(args) if args.args.len() == 1 => match &args.args[0] {
@@ -275,20 +272,16 @@ pub(crate) fn port_type(ty: &Type) -> Result<Option<PortType<'_>>, syn::Error> {
         },
         _ => None,
     };
-    let Some(payload) = payload else {
-        let name = direction.type_name();
-        return Err(syn::Error::new_spanned(
-            ty,
-            format!("`{name}` needs one payload type, like `{name}<Tensor>` or `{name}<u64>`"),
-        ));
-    };
+    // `Input` without exactly one payload type is not holo's port type (or is rustc's
+    // missing-generics error, which says it better): leave it as plain state.
+    let payload = payload?;
     let tensor = matches!(payload, Type::Path(p) if p.qself.is_none()
         && p.path.segments.last().is_some_and(|s| s.ident == "Tensor"));
-    Ok(Some(PortType {
+    Some(PortType {
         direction,
         payload,
         tensor,
-    }))
+    })
 }
 
 impl<'a> Operator<'a> {
@@ -326,10 +319,7 @@ impl<'a> Operator<'a> {
 
 impl<'a> OpField<'a> {
     fn from_ast(cx: &Ctxt, ident: &'a Ident, field: &'a syn::Field) -> Self {
-        let port = port_type(&field.ty).unwrap_or_else(|err| {
-            cx.syn_error(err);
-            None
-        });
+        let port = port_type(&field.ty);
         let mut attr: Option<PortAttr> = None;
         for a in field.attrs.iter().filter(|a| is_port_attr(a)) {
             let direction = if a.path() == &symbol::INPUT {

@@ -353,7 +353,7 @@ pub(crate) fn fallback(
             .named
             .iter()
             .filter_map(|f| {
-                let port = port_type(&f.ty).ok()??;
+                let port = port_type(&f.ty)?;
                 let ident = f.ident.as_ref()?;
                 Some(PortField {
                     ident,

@@ -95,7 +95,10 @@ fn narrowed(item: &ItemFn, param: &Ident, reads: &[ReadPath]) -> TokenStream {
 /// `<<P as Field<{h(a)}>>::Type as Field<{h(b)}>>`, each step spanned on its segment.
 fn field_type(p: &TokenStream, params: &Type, read: &ReadPath) -> TokenStream {
     // The schema type, respanned onto the read: a field the schema lacks is an error there.
-    let first = read.segments.first().map_or_else(Span::call_site, Ident::span);
+    let first = read
+        .segments
+        .first()
+        .map_or_else(Span::call_site, Ident::span);
     let mut ty = respan(quote!(#params), first);
     let mut last = TokenStream::new();
     for segment in &read.segments {
