@@ -2,7 +2,7 @@ use holo_runtime::{operator, Output};
 
 #[operator]
 struct Resize {
-    count: Output<std::rc::Rc<u64>>,
+    count: Output<std::sync::Mutex<u64>>,
 }
 
 fn main() {}
