@@ -105,6 +105,9 @@ pub(crate) struct Work<'g> {
     /// Outgoing edges per (operator, port).
     pub(crate) outgoing: BTreeMap<(u32, u32), Vec<u32>>,
     pub(crate) partition_of: Vec<u32>,
+    /// Successor and producer operators of each operator, deduplicated.
+    pub(crate) successors: Vec<std::collections::BTreeSet<u32>>,
+    pub(crate) producers: Vec<std::collections::BTreeSet<u32>>,
 }
 
 impl Work<'_> {
@@ -127,6 +130,8 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         incoming: BTreeMap::new(),
         outgoing: BTreeMap::new(),
         partition_of: Vec::new(),
+        successors: Vec::new(),
+        producers: Vec::new(),
     };
     partition::check_graph(&mut work);
     if work.topo.len() != graph.operators.len() {
@@ -145,6 +150,10 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
             items: work.diagnostics,
         });
     }
+    let mut rank = vec![0u32; graph.operators.len()];
+    for (r, &o) in work.topo.iter().enumerate() {
+        rank[o as usize] = u32::try_from(r).unwrap_or(u32::MAX);
+    }
     let operators = graph
         .operators
         .iter()
@@ -158,8 +167,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
                 partition: work.partition_of[i as usize],
                 device: placed.device_of[i as usize],
                 cuda_stream: placed.stream_of[i as usize],
-                order: u32::try_from(work.topo.iter().position(|&t| t == i).unwrap_or(0))
-                    .unwrap_or(u32::MAX),
+                order: rank[i as usize],
                 params_schema: op.schema.id.to_owned(),
                 params: op.params_json.clone(),
             }

@@ -66,7 +66,9 @@ pub(crate) fn check_graph(work: &mut Work<'_>) {
     let n = graph.operators.len();
     let mut indegree = vec![0usize; n];
     let mut succ: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); n];
+    let mut pred: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); n];
     for e in &graph.edges {
+        pred[e.to.0.index()].insert(e.from.0.0);
         if succ[e.from.0.index()].insert(e.to.0.0) {
             indegree[e.to.0.index()] += 1;
         }
@@ -84,6 +86,8 @@ pub(crate) fn check_graph(work: &mut Work<'_>) {
             }
         }
     }
+    work.successors = succ;
+    work.producers = pred;
     if work.topo.len() != n {
         let in_cycle: Vec<&str> = (0..n)
             .filter(|&i| indegree[i] > 0)
@@ -100,26 +104,6 @@ pub(crate) fn check_graph(work: &mut Work<'_>) {
     }
 }
 
-/// Producer operators of `op`, deduplicated.
-fn producers(work: &Work<'_>, op: u32) -> BTreeSet<u32> {
-    work.graph
-        .edges
-        .iter()
-        .filter(|e| e.to.0.0 == op)
-        .map(|e| e.from.0.0)
-        .collect()
-}
-
-/// Successor operators of `op`, deduplicated.
-fn successors(work: &Work<'_>, op: u32) -> BTreeSet<u32> {
-    work.graph
-        .edges
-        .iter()
-        .filter(|e| e.from.0.0 == op)
-        .map(|e| e.to.0.0)
-        .collect()
-}
-
 /// Assigns every operator a partition; the returned partitions have `host_only` unset
 /// (placement decides it).
 pub(crate) fn partition(work: &mut Work<'_>) -> Vec<ExecutionPartition> {
@@ -129,10 +113,10 @@ pub(crate) fn partition(work: &mut Work<'_>) -> Vec<ExecutionPartition> {
     match &work.options.partitioning {
         Partitioning::Automatic => {
             for &op in &work.topo.clone() {
-                let preds = producers(work, op);
+                let preds = &work.producers[op as usize];
                 let joined = if preds.len() == 1 {
                     let p = *preds.first().unwrap_or(&op);
-                    (successors(work, p).len() == 1).then_some(p)
+                    (work.successors[p as usize].len() == 1).then_some(p)
                 } else {
                     None
                 };
@@ -141,7 +125,7 @@ pub(crate) fn partition(work: &mut Work<'_>) -> Vec<ExecutionPartition> {
                     work.partition_of[op as usize] = part;
                     parts[part as usize].operators.push(op);
                 } else {
-                    let reason = match preds.len() {
+                    let reason = match work.producers[op as usize].len() {
                         0 => "source",
                         1 => "fork",
                         _ => "join",

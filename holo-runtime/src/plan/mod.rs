@@ -47,7 +47,7 @@ pub struct OperatorRecord {
     pub device: Option<u32>,
     /// Its planned compute stream, when it is CUDA-active.
     pub cuda_stream: Option<u32>,
-    /// Its topological rank inside its partition.
+    /// Its rank in the graph's topological order (ties broken by operator index).
     pub order: u32,
     /// Its parameter schema id.
     pub params_schema: String,

@@ -1,0 +1,306 @@
+//! Host hops and compile scaling, each beside its baseline in the same process
+//! (DESIGN.md, "Performance method").
+//!
+//! - **in-partition hop**: `allocate_tensor` → `write_host_and_commit` → `emit` →
+//!   `receive` → drop, with producer and consumer in one partition (one thread), against a
+//!   bounded crossbeam channel moving a slot index into a preallocated buffer array on one
+//!   thread. Reported: ns per frame (median of 9 runs of 20,000 frames).
+//! - **cross-partition hop**: the same, with producer and consumer in two partitions (two
+//!   threads), against two threads and two bounded crossbeam channels (index out, index
+//!   back). Reported: p50 and p99 latency from capture (emit) to receipt over 20,000 frames.
+//! - **compile**: a linear chain of 1,000 to 10,000 operators; reported: ms per compile
+//!   (median of 5) and the growth against 1,000.
+//!
+//! ```text
+//! cargo bench -p holo-runtime --bench host_hop
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crossbeam_channel::bounded;
+use holo_runtime::{
+    CompileOptions, ConnectionOptions, DType, EmitOptions, ExecutionContext, Graph, Input,
+    Operator, Output, ParamSet, PartitionSpec, Partitioning, Result, RunSession, SessionOptions,
+    Tensor, TensorLoanRequest, compile, operator,
+};
+
+const FRAME: usize = 256;
+const FRAMES: u64 = 20_000;
+
+#[operator]
+struct Source {
+    #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = 256)]
+    out: Output<Tensor>,
+    n: u8,
+}
+
+impl Operator for Source {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let loan = self.out.allocate_tensor(TensorLoanRequest { shape: &[FRAME as u64], dtype: DType::U8 })?;
+        self.n = self.n.wrapping_add(1);
+        let n = self.n;
+        let t = loan.write_host_and_commit(|b| b.fill(n))?;
+        self.out.emit(t, EmitOptions { capture_time: Some(ctx.activation_time()) })
+    }
+}
+
+#[operator]
+struct Sink {
+    input: Input<Tensor>,
+    received: Arc<AtomicU64>,
+    sum: u64,
+}
+
+impl Operator for Sink {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.input.receive() {
+            self.sum += u64::from(t.data()?[FRAME - 1]);
+            self.received.fetch_add(1, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
+/// A sink that records capture → receipt latency per frame.
+#[operator]
+struct LatencySink {
+    input: Input<Tensor>,
+    received: Arc<AtomicU64>,
+    latencies: Arc<std::sync::Mutex<Vec<u64>>>,
+    local: Vec<u64>,
+}
+
+impl Operator for LatencySink {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.input.receive() {
+            let now = Instant::now();
+            std::hint::black_box(t.data()?[FRAME - 1]);
+            if let Some(c) = ctx.input_capture_time()
+                && self.local.len() < self.local.capacity()
+            {
+                self.local.push(u64::try_from(now.duration_since(c).as_nanos()).unwrap_or(u64::MAX));
+            }
+            drop(t);
+            self.received.fetch_add(1, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    fn stop(&mut self, _ctx: &mut holo_runtime::LifecycleContext<'_>) -> Result<()> {
+        *self.latencies.lock().unwrap() = std::mem::take(&mut self.local);
+        Ok(())
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn quantile(v: &mut [u64], q: f64) -> u64 {
+    v.sort_unstable();
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+    let i = ((v.len() as f64 - 1.0) * q).round() as usize;
+    v[i]
+}
+
+fn wait(counter: &AtomicU64, n: u64) {
+    while counter.load(Ordering::Acquire) < n {
+        std::hint::spin_loop();
+    }
+}
+
+/// ns per frame of one holo run in one partition.
+fn holo_in_partition() -> f64 {
+    let received = Arc::new(AtomicU64::new(0));
+    let mut g = Graph::new();
+    let s = g.add_operator("src", Source { out: Output::default(), n: 0 }, ParamSet::defaults().unwrap()).unwrap();
+    let k = g
+        .add_operator(
+            "sink",
+            Sink { input: Input::default(), received: Arc::clone(&received), sum: 0 },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    g.add_flow(s.out, k.input, ConnectionOptions { queue_depth: Some(4), ..Default::default() });
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    assert_eq!(plan.partitions().len(), 1);
+    let session = RunSession::start(g, &plan, SessionOptions { max_source_activations: Some(FRAMES + 1_000) }).unwrap();
+    wait(&received, 1_000);
+    let t0 = Instant::now();
+    wait(&received, 1_000 + FRAMES);
+    let dt = t0.elapsed();
+    session.join().unwrap();
+    dt.as_nanos() as f64 / FRAMES as f64
+}
+
+/// ns per frame of the baseline: one thread, a free list and a queue of indices over
+/// bounded crossbeam channels, into a preallocated buffer array.
+fn baseline_in_partition() -> f64 {
+    let mut buffers = vec![[0u8; FRAME]; 8];
+    let (free_tx, free_rx) = bounded::<usize>(8);
+    let (tx, rx) = bounded::<usize>(4);
+    for i in 0..8 {
+        free_tx.send(i).unwrap();
+    }
+    let mut sum = 0u64;
+    let mut run = |frames: u64| {
+        for n in 0..frames {
+            let i = free_rx.try_recv().unwrap();
+            #[allow(clippy::cast_possible_truncation)]
+            buffers[i].fill(n as u8);
+            tx.try_send(i).unwrap();
+            let j = rx.try_recv().unwrap();
+            sum += u64::from(buffers[j][FRAME - 1]);
+            free_tx.try_send(j).unwrap();
+        }
+    };
+    run(1_000);
+    let t0 = Instant::now();
+    run(FRAMES);
+    let dt = t0.elapsed();
+    std::hint::black_box(sum);
+    dt.as_nanos() as f64 / FRAMES as f64
+}
+
+/// p50, p99 of capture → receipt across two partitions (two threads).
+fn holo_cross_partition() -> (u64, u64) {
+    let received = Arc::new(AtomicU64::new(0));
+    let latencies = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut g = Graph::new();
+    let s = g.add_operator("src", Source { out: Output::default(), n: 0 }, ParamSet::defaults().unwrap()).unwrap();
+    let k = g
+        .add_operator(
+            "sink",
+            LatencySink {
+                input: Input::default(),
+                received: Arc::clone(&received),
+                latencies: Arc::clone(&latencies),
+                local: Vec::with_capacity(FRAMES as usize),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    g.add_flow(s.out, k.input, ConnectionOptions { queue_depth: Some(1), ..Default::default() });
+    let options = CompileOptions {
+        partitioning: Partitioning::Authored(vec![
+            PartitionSpec { name: "producer".into(), operators: vec!["src".into()] },
+            PartitionSpec { name: "consumer".into(), operators: vec!["sink".into()] },
+        ]),
+        ..CompileOptions::default()
+    };
+    let plan = compile(&g, options).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions { max_source_activations: Some(FRAMES) }).unwrap();
+    wait(&received, FRAMES);
+    session.join().unwrap();
+    let mut v = std::mem::take(&mut *latencies.lock().unwrap());
+    (quantile(&mut v, 0.5), quantile(&mut v, 0.99))
+}
+
+/// p50, p99 of the baseline: producer thread sends (index, capture time) through a
+/// bounded(1) channel; the consumer receives, reads the buffer and returns the index.
+fn baseline_cross_partition() -> (u64, u64) {
+    let buffers: Arc<Vec<std::sync::Mutex<[u8; FRAME]>>> = Arc::new((0..5).map(|_| std::sync::Mutex::new([0u8; FRAME])).collect());
+    let (free_tx, free_rx) = bounded::<usize>(5);
+    let (tx, rx) = bounded::<(usize, Instant)>(1);
+    for i in 0..5 {
+        free_tx.send(i).unwrap();
+    }
+    let b = Arc::clone(&buffers);
+    let consumer = std::thread::spawn(move || {
+        let mut lat = Vec::with_capacity(FRAMES as usize);
+        for _ in 0..FRAMES {
+            let (i, t0) = rx.recv().unwrap();
+            let now = Instant::now();
+            std::hint::black_box(b[i].lock().unwrap()[FRAME - 1]);
+            lat.push(u64::try_from(now.duration_since(t0).as_nanos()).unwrap_or(u64::MAX));
+            free_tx.send(i).unwrap();
+        }
+        lat
+    });
+    for n in 0..FRAMES {
+        let i = free_rx.recv().unwrap();
+        let t0 = Instant::now();
+        #[allow(clippy::cast_possible_truncation)]
+        buffers[i].lock().unwrap().fill(n as u8);
+        tx.send((i, t0)).unwrap();
+    }
+    let mut lat = consumer.join().unwrap();
+    (quantile(&mut lat, 0.5), quantile(&mut lat, 0.99))
+}
+
+#[operator]
+struct Link {
+    input: Input<u64>,
+    output: Output<u64>,
+}
+impl Operator for Link {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[operator]
+struct Head {
+    output: Output<u64>,
+}
+impl Operator for Head {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn chain(n: usize) -> Graph {
+    let mut g = Graph::new();
+    let mut prev = g.add_operator("op0", Head { output: Output::default() }, ParamSet::defaults().unwrap()).unwrap().output;
+    for i in 1..n {
+        let p = g
+            .add_operator(&format!("op{i}"), Link { input: Input::default(), output: Output::default() }, ParamSet::defaults().unwrap())
+            .unwrap();
+        g.add_flow(prev, p.input, ConnectionOptions::default());
+        prev = p.output;
+    }
+    g
+}
+
+fn compile_ms(n: usize) -> f64 {
+    let g = chain(n);
+    let runs: Vec<f64> = (0..5)
+        .map(|_| {
+            let t0 = Instant::now();
+            let plan = compile(&g, CompileOptions::default()).unwrap();
+            let dt = t0.elapsed();
+            assert_eq!(plan.operators().len(), n);
+            dt.as_secs_f64() * 1e3
+        })
+        .collect();
+    median(runs)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let holo: Vec<f64> = (0..9).map(|_| holo_in_partition()).collect();
+    let base: Vec<f64> = (0..9).map(|_| baseline_in_partition()).collect();
+    let (h, b) = (median(holo), median(base));
+    println!("in-partition hop (256 B, ns/frame, median of 9 × {FRAMES}):");
+    println!("  holo {h:>9.1}   crossbeam baseline {b:>9.1}   ratio {:.2} (target ≤ 1.50)", h / b);
+
+    let (hp50, hp99) = holo_cross_partition();
+    let (bp50, bp99) = baseline_cross_partition();
+    println!("cross-partition hop (256 B, capture → receipt over {FRAMES} frames):");
+    #[allow(clippy::cast_precision_loss)]
+    let ratio = hp50 as f64 / bp50 as f64;
+    println!("  p50: holo {hp50:>7} ns   crossbeam baseline {bp50:>7} ns   ratio {ratio:.2} (target ≤ 2.00)");
+    println!("  p99: holo {hp99:>7} ns   crossbeam baseline {bp99:>7} ns");
+
+    println!("compile of a linear chain (ms, median of 5):");
+    let base_ms = compile_ms(1_000);
+    for n in [1_000, 2_000, 5_000, 10_000] {
+        let ms = if n == 1_000 { base_ms } else { compile_ms(n) };
+        println!("  {n:>6} operators: {ms:>8.2} ms   ×{:.1} vs 1,000 (target at 10,000: < 100 ms)", ms / base_ms);
+    }
+}
