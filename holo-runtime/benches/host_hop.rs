@@ -38,11 +38,19 @@ struct Source {
 
 impl Operator for Source {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        let loan = self.out.allocate_tensor(TensorLoanRequest { shape: &[FRAME as u64], dtype: DType::U8 })?;
+        let loan = self.out.allocate_tensor(TensorLoanRequest {
+            shape: &[FRAME as u64],
+            dtype: DType::U8,
+        })?;
         self.n = self.n.wrapping_add(1);
         let n = self.n;
         let t = loan.write_host_and_commit(|b| b.fill(n))?;
-        self.out.emit(t, EmitOptions { capture_time: Some(ctx.activation_time()) })
+        self.out.emit(
+            t,
+            EmitOptions {
+                capture_time: Some(ctx.activation_time()),
+            },
+        )
     }
 }
 
@@ -80,7 +88,8 @@ impl Operator for LatencySink {
             if let Some(c) = ctx.input_capture_time()
                 && self.local.len() < self.local.capacity()
             {
-                self.local.push(u64::try_from(now.duration_since(c).as_nanos()).unwrap_or(u64::MAX));
+                self.local
+                    .push(u64::try_from(now.duration_since(c).as_nanos()).unwrap_or(u64::MAX));
             }
             drop(t);
             self.received.fetch_add(1, Ordering::Release);
@@ -101,14 +110,20 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn quantile(v: &mut [u64], q: f64) -> u64 {
     v.sort_unstable();
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
     let i = ((v.len() as f64 - 1.0) * q).round() as usize;
     v[i]
 }
 
+/// Waits without spinning: the machine may have as few cores as the pipeline has
+/// threads, and a spinning observer would steal one from them.
 fn wait(counter: &AtomicU64, n: u64) {
     while counter.load(Ordering::Acquire) < n {
-        std::hint::spin_loop();
+        std::thread::sleep(std::time::Duration::from_micros(200));
     }
 }
 
@@ -116,18 +131,45 @@ fn wait(counter: &AtomicU64, n: u64) {
 fn holo_in_partition() -> f64 {
     let received = Arc::new(AtomicU64::new(0));
     let mut g = Graph::new();
-    let s = g.add_operator("src", Source { out: Output::default(), n: 0 }, ParamSet::defaults().unwrap()).unwrap();
-    let k = g
+    let s = g
         .add_operator(
-            "sink",
-            Sink { input: Input::default(), received: Arc::clone(&received), sum: 0 },
+            "src",
+            Source {
+                out: Output::default(),
+                n: 0,
+            },
             ParamSet::defaults().unwrap(),
         )
         .unwrap();
-    g.add_flow(s.out, k.input, ConnectionOptions { queue_depth: Some(4), ..Default::default() });
+    let k = g
+        .add_operator(
+            "sink",
+            Sink {
+                input: Input::default(),
+                received: Arc::clone(&received),
+                sum: 0,
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    g.add_flow(
+        s.out,
+        k.input,
+        ConnectionOptions {
+            queue_depth: Some(4),
+            ..Default::default()
+        },
+    );
     let plan = compile(&g, CompileOptions::default()).unwrap();
     assert_eq!(plan.partitions().len(), 1);
-    let session = RunSession::start(g, &plan, SessionOptions { max_source_activations: Some(FRAMES + 1_000) }).unwrap();
+    let session = RunSession::start(
+        g,
+        &plan,
+        SessionOptions {
+            max_source_activations: Some(FRAMES + 1_000),
+        },
+    )
+    .unwrap();
     wait(&received, 1_000);
     let t0 = Instant::now();
     wait(&received, 1_000 + FRAMES);
@@ -170,7 +212,16 @@ fn holo_cross_partition() -> (u64, u64) {
     let received = Arc::new(AtomicU64::new(0));
     let latencies = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut g = Graph::new();
-    let s = g.add_operator("src", Source { out: Output::default(), n: 0 }, ParamSet::defaults().unwrap()).unwrap();
+    let s = g
+        .add_operator(
+            "src",
+            Source {
+                out: Output::default(),
+                n: 0,
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
     let k = g
         .add_operator(
             "sink",
@@ -183,16 +234,36 @@ fn holo_cross_partition() -> (u64, u64) {
             ParamSet::defaults().unwrap(),
         )
         .unwrap();
-    g.add_flow(s.out, k.input, ConnectionOptions { queue_depth: Some(1), ..Default::default() });
+    g.add_flow(
+        s.out,
+        k.input,
+        ConnectionOptions {
+            queue_depth: Some(1),
+            ..Default::default()
+        },
+    );
     let options = CompileOptions {
         partitioning: Partitioning::Authored(vec![
-            PartitionSpec { name: "producer".into(), operators: vec!["src".into()] },
-            PartitionSpec { name: "consumer".into(), operators: vec!["sink".into()] },
+            PartitionSpec {
+                name: "producer".into(),
+                operators: vec!["src".into()],
+            },
+            PartitionSpec {
+                name: "consumer".into(),
+                operators: vec!["sink".into()],
+            },
         ]),
         ..CompileOptions::default()
     };
     let plan = compile(&g, options).unwrap();
-    let session = RunSession::start(g, &plan, SessionOptions { max_source_activations: Some(FRAMES) }).unwrap();
+    let session = RunSession::start(
+        g,
+        &plan,
+        SessionOptions {
+            max_source_activations: Some(FRAMES),
+        },
+    )
+    .unwrap();
     wait(&received, FRAMES);
     session.join().unwrap();
     let mut v = std::mem::take(&mut *latencies.lock().unwrap());
@@ -202,7 +273,11 @@ fn holo_cross_partition() -> (u64, u64) {
 /// p50, p99 of the baseline: producer thread sends (index, capture time) through a
 /// bounded(1) channel; the consumer receives, reads the buffer and returns the index.
 fn baseline_cross_partition() -> (u64, u64) {
-    let buffers: Arc<Vec<std::sync::Mutex<[u8; FRAME]>>> = Arc::new((0..5).map(|_| std::sync::Mutex::new([0u8; FRAME])).collect());
+    let buffers: Arc<Vec<std::sync::Mutex<[u8; FRAME]>>> = Arc::new(
+        (0..5)
+            .map(|_| std::sync::Mutex::new([0u8; FRAME]))
+            .collect(),
+    );
     let (free_tx, free_rx) = bounded::<usize>(5);
     let (tx, rx) = bounded::<(usize, Instant)>(1);
     for i in 0..5 {
@@ -254,10 +329,26 @@ impl Operator for Head {
 
 fn chain(n: usize) -> Graph {
     let mut g = Graph::new();
-    let mut prev = g.add_operator("op0", Head { output: Output::default() }, ParamSet::defaults().unwrap()).unwrap().output;
+    let mut prev = g
+        .add_operator(
+            "op0",
+            Head {
+                output: Output::default(),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap()
+        .output;
     for i in 1..n {
         let p = g
-            .add_operator(&format!("op{i}"), Link { input: Input::default(), output: Output::default() }, ParamSet::defaults().unwrap())
+            .add_operator(
+                &format!("op{i}"),
+                Link {
+                    input: Input::default(),
+                    output: Output::default(),
+                },
+                ParamSet::defaults().unwrap(),
+            )
             .unwrap();
         g.add_flow(prev, p.input, ConnectionOptions::default());
         prev = p.output;
@@ -283,24 +374,51 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    // `host_hop --bench [in-partition|cross-partition|compile]` runs one section.
+    let only: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let run = |name: &str| only.as_deref().is_none_or(|o| o == name);
+    if run("in-partition") {
+        in_partition();
+    }
+    if run("cross-partition") {
+        cross_partition();
+    }
+    if run("compile") {
+        compile_scaling();
+    }
+}
+
+fn in_partition() {
     let holo: Vec<f64> = (0..9).map(|_| holo_in_partition()).collect();
     let base: Vec<f64> = (0..9).map(|_| baseline_in_partition()).collect();
     let (h, b) = (median(holo), median(base));
     println!("in-partition hop (256 B, ns/frame, median of 9 × {FRAMES}):");
-    println!("  holo {h:>9.1}   crossbeam baseline {b:>9.1}   ratio {:.2} (target ≤ 1.50)", h / b);
+    println!(
+        "  holo {h:>9.1}   crossbeam baseline {b:>9.1}   ratio {:.2} (target ≤ 1.50)",
+        h / b
+    );
+}
 
+fn cross_partition() {
     let (hp50, hp99) = holo_cross_partition();
     let (bp50, bp99) = baseline_cross_partition();
     println!("cross-partition hop (256 B, capture → receipt over {FRAMES} frames):");
     #[allow(clippy::cast_precision_loss)]
     let ratio = hp50 as f64 / bp50 as f64;
-    println!("  p50: holo {hp50:>7} ns   crossbeam baseline {bp50:>7} ns   ratio {ratio:.2} (target ≤ 2.00)");
+    println!(
+        "  p50: holo {hp50:>7} ns   crossbeam baseline {bp50:>7} ns   ratio {ratio:.2} (target ≤ 2.00)"
+    );
     println!("  p99: holo {hp99:>7} ns   crossbeam baseline {bp99:>7} ns");
+}
 
+fn compile_scaling() {
     println!("compile of a linear chain (ms, median of 5):");
     let base_ms = compile_ms(1_000);
     for n in [1_000, 2_000, 5_000, 10_000] {
         let ms = if n == 1_000 { base_ms } else { compile_ms(n) };
-        println!("  {n:>6} operators: {ms:>8.2} ms   ×{:.1} vs 1,000 (target at 10,000: < 100 ms)", ms / base_ms);
+        println!(
+            "  {n:>6} operators: {ms:>8.2} ms   ×{:.1} vs 1,000 (target at 10,000: < 100 ms)",
+            ms / base_ms
+        );
     }
 }

@@ -115,6 +115,7 @@ pub(crate) struct EdgeNode {
 pub struct Graph {
     pub(crate) operators: Vec<OperatorNode>,
     pub(crate) edges: Vec<EdgeNode>,
+    by_name: std::collections::HashMap<String, OperatorId>,
 }
 
 impl Graph {
@@ -137,7 +138,7 @@ impl Graph {
                 "operator name is empty",
             ));
         }
-        if self.operators.iter().any(|o| o.name == name) {
+        if self.by_name.contains_key(name) {
             return Err(Error::new(
                 ErrorCode::InvalidArgument,
                 format!("an operator named {name:?} is already in the graph"),
@@ -175,6 +176,7 @@ impl Graph {
             .collect();
         let params_json = params.to_json();
         let values: O::Params = params.values().clone();
+        self.by_name.insert(name.to_owned(), id);
         self.operators.push(OperatorNode {
             name: name.to_owned(),
             type_name: spec.type_name,
@@ -213,10 +215,6 @@ impl Graph {
 
     /// The id of the operator with this name.
     pub fn operator_id(&self, name: &str) -> Option<OperatorId> {
-        self.operators
-            .iter()
-            .position(|o| o.name == name)
-            .and_then(|i| u32::try_from(i).ok())
-            .map(OperatorId)
+        self.by_name.get(name).copied()
     }
 }

@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{ByteSink, ByteSource, Forward};
-use holo_runtime::{CompileOptions, ConnectionOptions, Graph, ParamSet, RunSession, SessionOptions, compile};
+use holo_runtime::{
+    CompileOptions, ConnectionOptions, Graph, ParamSet, RunSession, SessionOptions, compile,
+};
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 
@@ -45,7 +47,10 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 fn wait_until(counter: &AtomicU64, at_least: u64) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while counter.load(Ordering::Relaxed) < at_least {
-        assert!(Instant::now() < deadline, "the pipeline stopped making progress");
+        assert!(
+            Instant::now() < deadline,
+            "the pipeline stopped making progress"
+        );
         std::thread::yield_now();
     }
 }
@@ -75,9 +80,15 @@ fn steady_state_frames_allocate_nothing() {
     let mut g = Graph::new();
     let (src, _) = ByteSource::new(256, 5);
     let (sink, stats) = ByteSink::new(5, 0);
-    let a = g.add_operator("src", src, ParamSet::defaults().unwrap()).unwrap();
-    let f = g.add_operator("fwd", Forward::new(), ParamSet::defaults().unwrap()).unwrap();
-    let k = g.add_operator("sink", sink, ParamSet::defaults().unwrap()).unwrap();
+    let a = g
+        .add_operator("src", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    let f = g
+        .add_operator("fwd", Forward::new(), ParamSet::defaults().unwrap())
+        .unwrap();
+    let k = g
+        .add_operator("sink", sink, ParamSet::defaults().unwrap())
+        .unwrap();
     g.add_flow(a.frames, f.input, ConnectionOptions::default());
     g.add_flow(f.output, k.frames, ConnectionOptions::default());
     let chain = allocations_per_5000_frames(g, &[&stats.received]);
@@ -88,14 +99,30 @@ fn steady_state_frames_allocate_nothing() {
     let (src, _) = ByteSource::new(256, 6);
     let (left, l_stats) = ByteSink::new(6, 0);
     let (right, r_stats) = ByteSink::new(6, 0);
-    let a = g.add_operator("src", src, ParamSet::defaults().unwrap()).unwrap();
-    let l = g.add_operator("left", left, ParamSet::defaults().unwrap()).unwrap();
-    let r = g.add_operator("right", right, ParamSet::defaults().unwrap()).unwrap();
-    g.add_flow(a.frames, l.frames, ConnectionOptions { queue_depth: Some(4), ..Default::default() });
+    let a = g
+        .add_operator("src", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    let l = g
+        .add_operator("left", left, ParamSet::defaults().unwrap())
+        .unwrap();
+    let r = g
+        .add_operator("right", right, ParamSet::defaults().unwrap())
+        .unwrap();
+    g.add_flow(
+        a.frames,
+        l.frames,
+        ConnectionOptions {
+            queue_depth: Some(4),
+            ..Default::default()
+        },
+    );
     g.add_flow(
         a.frames,
         r.frames,
-        ConnectionOptions { queue_depth: Some(2), policy: holo_runtime::QueuePolicy::DropOldest },
+        ConnectionOptions {
+            queue_depth: Some(2),
+            policy: holo_runtime::QueuePolicy::DropOldest,
+        },
     );
     let fork = allocations_per_5000_frames(g, &[&l_stats.received, &r_stats.received]);
     assert_eq!(fork, 0, "allocations over 5,000 cross-partition frames");

@@ -4,21 +4,27 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Per-operator activation state shared by its ports and the scheduler: the activation
-/// time and the earliest capture time among the inputs received in this activation.
+/// time, the earliest capture time among the inputs received in this activation, and
+/// whether anything was received. Only the operator's partition thread touches it, so
+/// plain loads and stores suffice (no read-modify-write on the hot path).
 pub(crate) struct ActivationState {
     epoch: Instant,
     activation_ns: AtomicU64,
     capture_ns: AtomicU64,
+    received: AtomicBool,
 }
 
 pub(crate) const NO_CAPTURE: u64 = u64::MAX;
+/// The activation time was not asked for yet in this activation.
+const UNSET: u64 = u64::MAX;
 
 impl ActivationState {
     pub(crate) fn new(epoch: Instant) -> Self {
         Self {
             epoch,
-            activation_ns: AtomicU64::new(0),
+            activation_ns: AtomicU64::new(UNSET),
             capture_ns: AtomicU64::new(NO_CAPTURE),
+            received: AtomicBool::new(false),
         }
     }
 
@@ -26,14 +32,34 @@ impl ActivationState {
         u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
     }
 
-    pub(crate) fn begin(&self, now: Instant) {
-        self.activation_ns
-            .store(self.ns_since_epoch(now), Ordering::Relaxed);
+    pub(crate) fn begin(&self) {
+        self.activation_ns.store(UNSET, Ordering::Relaxed);
         self.capture_ns.store(NO_CAPTURE, Ordering::Relaxed);
+        self.received.store(false, Ordering::Relaxed);
     }
 
     pub(crate) fn observe_capture(&self, ns: u64) {
-        self.capture_ns.fetch_min(ns, Ordering::Relaxed);
+        self.received.store(true, Ordering::Relaxed);
+        if ns < self.capture_ns.load(Ordering::Relaxed) {
+            self.capture_ns.store(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether an input received anything in this activation.
+    pub(crate) fn received(&self) -> bool {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    /// The activation time, taken the first time it is asked for in this activation.
+    pub(crate) fn activation_ns(&self) -> u64 {
+        match self.activation_ns.load(Ordering::Relaxed) {
+            UNSET => {
+                let now = self.ns_since_epoch(Instant::now());
+                self.activation_ns.store(now, Ordering::Relaxed);
+                now
+            }
+            ns => ns,
+        }
     }
 
     /// The earliest capture time received in this activation, if any.
@@ -43,7 +69,7 @@ impl ActivationState {
 
     pub(crate) fn default_capture_ns(&self) -> u64 {
         match self.capture_ns.load(Ordering::Relaxed) {
-            NO_CAPTURE => self.activation_ns.load(Ordering::Relaxed),
+            NO_CAPTURE => self.activation_ns(),
             c => c,
         }
     }
@@ -59,7 +85,6 @@ pub struct ExecutionContext<'a> {
     pub(crate) operator: &'a str,
     pub(crate) activation: &'a ActivationState,
     pub(crate) activation_index: u64,
-    pub(crate) now: Instant,
     pub(crate) stop: &'a AtomicBool,
 }
 
@@ -69,9 +94,11 @@ impl ExecutionContext<'_> {
         self.operator
     }
 
-    /// When this activation started.
+    /// The activation's time: read from the clock the first time it is asked for in this
+    /// activation (by this call, or by an emit that carries no capture time and received
+    /// nothing), then fixed for the rest of the activation.
     pub fn activation_time(&self) -> Instant {
-        self.now
+        self.activation.instant(self.activation.activation_ns())
     }
 
     /// How many activations of this operator ran before this one.

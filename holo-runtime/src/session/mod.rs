@@ -126,10 +126,9 @@ impl RunSession {
             if self.shared.stop.load(Ordering::Acquire) {
                 return false;
             }
-            let epoch = self.shared.progress.load(Ordering::Acquire);
-            let idle = self.shared.sources_done()
-                && self.shared.busy.load(Ordering::Acquire) == 0
-                && self.edges.iter().all(|e| e.len() == 0);
+            let (epoch, scanning) = self.shared.progress();
+            let idle = self.shared.sources_done() && self.edges.iter().all(|e| e.len() == 0);
+            let _ = scanning;
             if idle && epoch == last_epoch {
                 return true;
             }

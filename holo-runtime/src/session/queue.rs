@@ -1,19 +1,23 @@
 //! Edge queues: one bounded, preallocated queue per flow.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 
 use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
 
 use crate::graph::QueuePolicy;
 
-/// Wakes a partition's thread. Registered by the thread when it starts; `unpark` is
-/// allocation-free.
+/// One partition's shared state: its thread (to wake it), whether it is scanning its
+/// operators, and how many activations it ran. Padded to its own cache line: the hot path
+/// touches only its own partition's line.
 #[derive(Default)]
 pub(crate) struct PartitionSignal {
     thread: OnceLock<Thread>,
+    pub(crate) scanning: AtomicBool,
+    pub(crate) progress: AtomicU64,
 }
 
 impl PartitionSignal {
@@ -52,8 +56,10 @@ pub(crate) struct EdgeQueue<T> {
     queue: ArrayQueue<Sample<T>>,
     pub(crate) policy: QueuePolicy,
     pub(crate) counters: EdgeCounters,
-    consumer: Arc<PartitionSignal>,
-    producer: Arc<PartitionSignal>,
+    consumer: Arc<CachePadded<PartitionSignal>>,
+    producer: Arc<CachePadded<PartitionSignal>>,
+    /// Producer and consumer run on different threads: pushes and pops wake the other.
+    cross_partition: bool,
 }
 
 impl<T> EdgeQueue<T> {
@@ -78,14 +84,18 @@ impl<T> EdgeQueue<T> {
                 }
             }
         }
-        self.consumer.wake();
+        if self.cross_partition {
+            self.consumer.wake();
+        }
     }
 
     pub(crate) fn pop(&self) -> Option<Sample<T>> {
         let s = self.queue.pop();
         if s.is_some() {
             self.counters.delivered.fetch_add(1, Ordering::Relaxed);
-            self.producer.wake();
+            if self.cross_partition {
+                self.producer.wake();
+            }
         }
         s
     }
@@ -130,19 +140,24 @@ pub(crate) struct NewEdge {
 }
 
 /// Makes the queue of an edge whose payload type `add_flow` knew.
-pub(crate) type EdgeFactory =
-    fn(depth: usize, QueuePolicy, Arc<PartitionSignal>, Arc<PartitionSignal>) -> NewEdge;
+pub(crate) type EdgeFactory = fn(
+    depth: usize,
+    QueuePolicy,
+    Arc<CachePadded<PartitionSignal>>,
+    Arc<CachePadded<PartitionSignal>>,
+) -> NewEdge;
 
 fn make_edge<T: Send + 'static>(
     depth: usize,
     policy: QueuePolicy,
-    consumer: Arc<PartitionSignal>,
-    producer: Arc<PartitionSignal>,
+    consumer: Arc<CachePadded<PartitionSignal>>,
+    producer: Arc<CachePadded<PartitionSignal>>,
 ) -> NewEdge {
     let q = Arc::new(EdgeQueue::<T> {
         queue: ArrayQueue::new(depth.max(1)),
         policy,
         counters: EdgeCounters::default(),
+        cross_partition: !Arc::ptr_eq(&consumer, &producer),
         consumer,
         producer,
     });
