@@ -56,6 +56,10 @@ pub(crate) struct ActivationState {
     activation_ns: AtomicU64,
     capture_ns: AtomicU64,
     received: AtomicBool,
+    /// An error raised inside a port call that cannot return one (a failed host wait in
+    /// `receive`); the scheduler fails the session with it after the activation.
+    error: std::sync::Mutex<Option<crate::Error>>,
+    failed: AtomicBool,
 }
 
 pub(crate) const NO_CAPTURE: u64 = u64::MAX;
@@ -69,7 +73,30 @@ impl ActivationState {
             activation_ns: AtomicU64::new(UNSET),
             capture_ns: AtomicU64::new(NO_CAPTURE),
             received: AtomicBool::new(false),
+            error: std::sync::Mutex::new(None),
+            failed: AtomicBool::new(false),
         }
+    }
+
+    pub(crate) fn fail(&self, e: crate::Error) {
+        let mut slot = self
+            .error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        self.failed.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn take_failure(&self) -> Option<crate::Error> {
+        if !self.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     pub(crate) fn ns_since_epoch(&self, t: Instant) -> u64 {
@@ -134,6 +161,8 @@ pub struct ExecutionContext<'a> {
     pub(crate) activation: &'a ActivationState,
     pub(crate) activation_index: u64,
     pub(crate) stop: &'a AtomicBool,
+    pub(crate) stream: Option<crate::device::StreamHandle>,
+    pub(crate) device: Option<&'a std::sync::Arc<dyn crate::device::DeviceBackend>>,
 }
 
 impl ExecutionContext<'_> {
@@ -160,6 +189,29 @@ impl ExecutionContext<'_> {
             NO_CAPTURE => None,
             ns => Some(self.activation.instant(ns)),
         }
+    }
+
+    /// The operator's runtime-owned compute stream, valid for submissions during this
+    /// callback only. `NotSupported` for an operator in a host-only partition (it has no
+    /// stream).
+    pub fn cuda_stream(&self) -> crate::Result<crate::tensor::CudaStream<'_>> {
+        match self.stream {
+            Some(handle) => Ok(crate::tensor::CudaStream {
+                handle,
+                _activation: std::marker::PhantomData,
+            }),
+            None => Err(crate::Error::new(
+                crate::ErrorCode::NotSupported,
+                "this operator runs in a host-only partition: it has no CUDA stream",
+            )
+            .at(format!("operator {:?}", self.operator))),
+        }
+    }
+
+    /// The session's device backend, for an operator with a planned stream (to enqueue
+    /// fills and copies on [`cuda_stream`](Self::cuda_stream)).
+    pub fn device(&self) -> Option<&std::sync::Arc<dyn crate::device::DeviceBackend>> {
+        self.device
     }
 
     /// Asks the session to stop after the activations in progress.
