@@ -51,7 +51,8 @@ pub use spec::{
     tensor_bounds, tensor_byte_span,
 };
 pub use tensor::{
-    CommittedTensor, HostWriteGuard, Tensor, TensorLoanRequest, TensorOutputLoan, TensorReadLease,
+    CommittedTensor, CudaStream, DeviceWriteGuard, HostWriteGuard, Tensor, TensorLoanRequest,
+    TensorOutputLoan, TensorReadLease, TensorReadiness,
 };
 
 /// The parameter schema of an operator that has no deployment parameters (the default

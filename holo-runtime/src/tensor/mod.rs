@@ -144,8 +144,9 @@ impl TensorOutputLoan {
     /// Starts the device write phase on the operator's runtime stream. Any other stream
     /// (or an operator with no planned stream) gives `NotSupported`; a host pool gives
     /// `NotSupported` too (use [`write_host`](Self::write_host)).
-    pub fn write(self, stream: CudaStream<'_>) -> Result<DeviceWriteGuard> {
-        if self.planned != Some(stream.handle) {
+    pub fn write(self, stream: impl Into<StreamHandle>) -> Result<DeviceWriteGuard> {
+        let stream = stream.into();
+        if self.planned != Some(stream) {
             return Err(Error::new(
                 ErrorCode::NotSupported,
                 "a device write must use the operator's runtime-assigned compute stream (ctx.cuda_stream())",
@@ -159,10 +160,10 @@ impl TensorOutputLoan {
             )
             .at(self.pool.location));
         }
-        self.pool.set_writer(self.slot, stream.handle);
+        self.pool.set_writer(self.slot, stream);
         Ok(DeviceWriteGuard {
             loan: self,
-            stream: stream.handle,
+            stream: stream,
         })
     }
 
@@ -170,7 +171,7 @@ impl TensorOutputLoan {
     /// commits, recording the readiness event: the CUDA-stream writer of pinned memory.
     pub fn write_and_commit(
         self,
-        stream: CudaStream<'_>,
+        stream: impl Into<StreamHandle>,
         fill: impl FnOnce(&dyn DeviceBackend, DevicePtr, usize, StreamHandle) -> Result<()>,
     ) -> Result<CommittedTensor> {
         let guard = self.write(stream)?;
