@@ -602,3 +602,247 @@ fn a_host_only_operator_has_no_stream() {
     session.join().unwrap();
     assert_eq!(*code.lock().unwrap(), Some(ErrorCode::NotSupported));
 }
+
+/// Writes a pinned slot on its stream (`write_and_commit`) or on the host
+/// (`write_host_and_commit`), after delaying its stream.
+#[operator]
+struct PinnedWriter {
+    #[output(storage = runtime_pool, memory = pinned, dtype = u8, rank = 1, bounds = 256)]
+    frames: Output<Tensor>,
+    on_stream: bool,
+    k: u64,
+}
+
+impl Operator for PinnedWriter {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let len = frame_len(self.k);
+        #[allow(clippy::cast_possible_truncation)]
+        let value = (self.k % 128) as u8;
+        self.k += 1;
+        let Ok(loan) = self.frames.allocate_tensor(TensorLoanRequest {
+            shape: &[len],
+            dtype: DType::U8,
+        }) else {
+            return Ok(());
+        };
+        let committed = if self.on_stream {
+            loan.write_and_commit(ctx.cuda_stream()?, |device, ptr, n, stream| {
+                device.enqueue_delay(stream, Duration::from_millis(1))?;
+                // SAFETY: the slot is the loan's, `n` is its byte size.
+                unsafe { device.memset_async(ptr, value, n, stream) }
+            })?
+        } else {
+            loan.write_host_and_commit(|b| b.fill(value))?
+        };
+        match self.frames.emit(committed, EmitOptions::default()) {
+            Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
+            other => other,
+        }
+    }
+}
+
+/// A host-only reader of pinned frames (no planned stream).
+#[operator]
+struct HostReader {
+    #[input(memory = pinned)]
+    frames: Input<Tensor>,
+    stats: Arc<Stats>,
+    seen: Arc<Mutex<Vec<TensorReadiness>>>,
+}
+
+impl Operator for HostReader {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.frames.receive() {
+            self.seen.lock().unwrap().push(t.readiness());
+            #[allow(clippy::cast_possible_truncation)]
+            let expect = (t.byte_size() - 64) as u8;
+            // The runtime already waited on the host before handing the frame over, so
+            // reading needs no call here.
+            if t.data()?.iter().any(|&b| b != expect) {
+                self.stats.bad.fetch_add(1, Ordering::Relaxed);
+            }
+            self.stats.received.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn pinned_readiness_follows_the_writer_and_a_stream_less_reader_gets_a_host_wait() {
+    for device in test_backends() {
+        for on_stream in [true, false] {
+            let stats = Arc::new(Stats::default());
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let mut g = Graph::new();
+            let w = g
+                .add_operator(
+                    "writer",
+                    PinnedWriter {
+                        frames: Output::default(),
+                        on_stream,
+                        k: 0,
+                    },
+                    ParamSet::defaults().unwrap(),
+                )
+                .unwrap();
+            let r = g
+                .add_operator(
+                    "reader",
+                    HostReader {
+                        frames: Input::default(),
+                        stats: Arc::clone(&stats),
+                        seen: Arc::clone(&seen),
+                    },
+                    ParamSet::defaults().unwrap(),
+                )
+                .unwrap();
+            g.add_flow(w.frames, r.frames, ConnectionOptions::default());
+            let mut options = CompileOptions::default();
+            if on_stream {
+                // A stream writer needs a planned stream: bind the pinned output to the device.
+                options
+                    .deployment
+                    .bind_tensor_output_device("writer", "frames", device.ordinal());
+            }
+            let plan = compile(&g, options).unwrap();
+            assert_eq!(plan.cuda_compute_streams().len(), usize::from(on_stream));
+            let before = device.counters().snapshot();
+            let session = RunSession::start(
+                g,
+                &plan,
+                SessionOptions::frames(20).on_device(Arc::clone(&device)),
+            )
+            .unwrap();
+            let _ = session.wait_idle(Duration::from_secs(60));
+            session
+                .join()
+                .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
+            let calls = device.counters().snapshot() - before;
+            let received = stats.received.load(Ordering::Relaxed);
+            assert!(received > 0);
+            assert_eq!(
+                stats.bad.load(Ordering::Relaxed),
+                0,
+                "{} on_stream={on_stream}",
+                name(&device)
+            );
+            let want = if on_stream {
+                TensorReadiness::Recorded
+            } else {
+                TensorReadiness::Host
+            };
+            assert!(seen.lock().unwrap().iter().all(|&r| r == want));
+            if on_stream {
+                assert_eq!(
+                    calls.event_synchronize, received,
+                    "one host wait per stream-written frame"
+                );
+            } else {
+                assert_eq!(
+                    (calls.event_record, calls.event_synchronize),
+                    (0, 0),
+                    "a host writer records no fence"
+                );
+            }
+        }
+    }
+}
+
+/// Forwards received device frames through a pass-through output.
+#[operator]
+struct DevForward {
+    #[input(memory = cuda_device)]
+    input: Input<Tensor>,
+    #[output(storage = pass_through, memory = cuda_device)]
+    output: Output<Tensor>,
+}
+
+impl Operator for DevForward {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.input.receive() {
+            match self.output.emit(t, EmitOptions::default()) {
+                Err(e) if e.code() == ErrorCode::Backpressured => {}
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn forwarding_keeps_the_backing_and_extends_its_release_list() {
+    for device in test_backends() {
+        let stats = Arc::new(Stats::default());
+        let counts = Arc::new(Mutex::new(Vec::new()));
+        let mut g = Graph::new();
+        let src = DevSource {
+            frames: Output::default(),
+            k: 0,
+            delay: Duration::ZERO,
+            stats: Arc::clone(&stats),
+        };
+        let s = g
+            .add_operator("src", src, ParamSet::defaults().unwrap())
+            .unwrap();
+        let side = g
+            .add_operator(
+                "side",
+                checker(Check::Copy, &stats, &counts),
+                ParamSet::defaults().unwrap(),
+            )
+            .unwrap();
+        let f = g
+            .add_operator(
+                "fwd",
+                DevForward {
+                    input: Input::default(),
+                    output: Output::default(),
+                },
+                ParamSet::defaults().unwrap(),
+            )
+            .unwrap();
+        g.add_flow(s.frames, side.frames, ConnectionOptions::default());
+        g.add_flow(s.frames, f.input, ConnectionOptions::default());
+        for i in 0..2 {
+            let c = g
+                .add_operator(
+                    &format!("after{i}"),
+                    checker(Check::Copy, &stats, &counts),
+                    ParamSet::defaults().unwrap(),
+                )
+                .unwrap();
+            g.add_flow(f.output, c.frames, ConnectionOptions::default());
+        }
+        let mut options = CompileOptions::default();
+        options
+            .deployment
+            .bind_tensor_output_device("src", "frames", device.ordinal());
+        // The pass-through output does not inherit the input's device: it must be bound.
+        let d = compile(&g, options.clone()).unwrap_err();
+        assert!(d.has(holo_runtime::codes::PLACEMENT_DEVICE_REQUIRED), "{d}");
+        options
+            .deployment
+            .bind_tensor_output_device("fwd", "output", device.ordinal());
+        let plan = compile(&g, options).unwrap();
+        assert_eq!(
+            plan.tensor_allocations().len(),
+            1,
+            "forwarding allocates no pool"
+        );
+        let session = RunSession::start(
+            g,
+            &plan,
+            SessionOptions::frames(30).on_device(Arc::clone(&device)),
+        )
+        .unwrap();
+        let _ = session.wait_idle(Duration::from_secs(60));
+        session
+            .join()
+            .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
+        assert_eq!(stats.bad.load(Ordering::Relaxed), 0);
+        // side and fwd register at the first emit; after0 and after1 at the forward:
+        // the forwarded frames carry the original slot's list, grown to four streams.
+        let max = counts.lock().unwrap().iter().map(|c| c.0).max().unwrap();
+        assert_eq!(max, 4, "{}", name(&device));
+    }
+}
