@@ -589,10 +589,11 @@ impl Operator for PinnedSource {
     }
 }
 
-/// A pinned pool of 2^44 bytes per slot.
+/// A pinned pool of 2^62 bytes per slot: 2 slots exceed what any allocator can lay out,
+/// so materialization fails the same way on every machine (no memory is touched).
 #[operator]
 struct HugePinned {
-    #[output(storage = runtime_pool, memory = pinned, dtype = u8, rank = 1, bounds = 1 << 44)]
+    #[output(storage = runtime_pool, memory = pinned, dtype = u8, rank = 1, bounds = 1 << 62)]
     frames: Output<Tensor>,
     started: Arc<AtomicBool>,
 }

@@ -140,12 +140,14 @@ impl Retirer {
                 std::thread::park_timeout(Duration::from_millis(50));
                 idle_polls = 0;
             } else if pending.len() == before {
-                // Nothing completed: back off (spin, then yield, then short sleeps).
+                // Nothing completed: back off (spin, then yield, then short sleeps). A
+                // returned slot is what a producer waits for, so the worker stays eager
+                // for a while: a device op completes in microseconds.
                 idle_polls += 1;
                 match idle_polls {
-                    0..=16 => std::hint::spin_loop(),
-                    17..=64 => std::thread::yield_now(),
-                    _ => std::thread::sleep(Duration::from_micros(50)),
+                    0..=64 => std::hint::spin_loop(),
+                    65..=256 => std::thread::yield_now(),
+                    _ => std::thread::sleep(Duration::from_micros(10)),
                 }
             } else {
                 idle_polls = 0;
