@@ -20,7 +20,8 @@ pub use holo_params::{
 };
 
 mod params_macros;
-pub use holo_macros::{byte_span_projector, memory_kind_map, operator};
+mod operator_macros;
+pub use operator_macros::*;
 pub use params_macros::*;
 
 pub mod app;
