@@ -301,7 +301,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
     let (width, height) = (cam.values().width, cam.values().height);
     let shape = resize.values().output_shape;
     let max_batch = usize::try_from(batch.values().max_batch_size).unwrap_or(1);
-    let c = g.add_operator(
+    let camera_ports = g.add_operator(
         "camera",
         Camera {
             frames: Output::default(),
@@ -311,7 +311,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         cam,
     )?;
-    let r = g.add_operator(
+    let resize_ports = g.add_operator(
         "resize",
         Resize {
             input: Input::default(),
@@ -320,7 +320,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         resize,
     )?;
-    let gr = g.add_operator(
+    let gray_ports = g.add_operator(
         "gray",
         Gray {
             input: Input::default(),
@@ -328,7 +328,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         holo_runtime::ParamSet::defaults()?,
     )?;
-    let a = g.add_operator(
+    let archive_ports = g.add_operator(
         "archive",
         Archive {
             input: Input::default(),
@@ -337,7 +337,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         holo_runtime::ParamSet::defaults()?,
     )?;
-    let b = g.add_operator(
+    let batcher_ports = g.add_operator(
         "batcher",
         Batcher {
             input: Input::default(),
@@ -347,12 +347,24 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         batch,
     )?;
-    g.add_flow(c.frames, r.input, ConnectionOptions::default());
-    g.add_flow(r.output, gr.input, ConnectionOptions::default());
-    g.add_flow(r.output, a.input, ConnectionOptions::default());
     g.add_flow(
-        gr.output,
-        b.input,
+        camera_ports.frames,
+        resize_ports.input,
+        ConnectionOptions::default(),
+    );
+    g.add_flow(
+        resize_ports.output,
+        gray_ports.input,
+        ConnectionOptions::default(),
+    );
+    g.add_flow(
+        resize_ports.output,
+        archive_ports.input,
+        ConnectionOptions::default(),
+    );
+    g.add_flow(
+        gray_ports.output,
+        batcher_ports.input,
         ConnectionOptions {
             queue_depth: Some(u32::try_from(max_batch).unwrap_or(1)),
             ..Default::default()

@@ -88,8 +88,8 @@ impl Operator for CameraSource {
                 self.fill,
                 writer.byte_size(),
                 writer.stream(),
-            )?
-        };
+            )?;
+        }
         let committed = writer.commit()?; // records readiness — never synchronizes
         match self.frame.emit(
             committed,

@@ -20,6 +20,12 @@
 //! HOLO_DEVICE=cuda ./device_hop-* --bench                   # on the GPU machine
 //! ```
 
+#![allow(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    reason = "bench arithmetic on nanosecond timings and frame counts"
+)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -37,6 +43,8 @@ const BYTES: usize = 256;
 const FRAMES: u64 = 20_000;
 const WARMUP: u64 = 2_000;
 const RUNS: usize = 5;
+/// Slots in the raw ring.
+const K: usize = 8;
 
 #[operator]
 struct Head {
@@ -215,7 +223,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
         }
     };
     let wait_for = |n: u64| {
-        let deadline = Instant::now() + Duration::from_secs(120);
+        let deadline = Instant::now() + Duration::from_mins(2);
         while frames() < n {
             assert!(Instant::now() < deadline, "no progress");
             std::thread::sleep(Duration::from_micros(100));
@@ -336,7 +344,6 @@ fn raw(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> f64 {
         #[cfg(feature = "cuda")]
         cuda,
     };
-    const K: usize = 8;
     let d = device.as_ref();
     let slots: Vec<DevicePtr> = (0..K)
         .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())

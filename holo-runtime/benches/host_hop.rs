@@ -15,6 +15,12 @@
 //! cargo bench -p holo-runtime --bench host_hop
 //! ```
 
+#![allow(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    reason = "bench arithmetic on nanosecond timings and frame counts"
+)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;

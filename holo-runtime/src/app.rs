@@ -76,8 +76,10 @@ pub struct App {
     source: String,
     table: toml::Table,
     used: BTreeSet<String>,
-    on_plan: Option<Box<dyn Fn(&ExecutionPlan)>>,
+    on_plan: Option<PlanHook>,
 }
+
+type PlanHook = Box<dyn Fn(&ExecutionPlan)>;
 
 impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -284,7 +286,7 @@ pub fn run_plan(
             let _ = session.wait_idle(d);
         }
         (Some(_), None) => {
-            if !session.wait_idle(Duration::from_secs(600)) && !session.is_stopping() {
+            if !session.wait_idle(Duration::from_mins(10)) && !session.is_stopping() {
                 session.stop();
                 let _ = session.join();
                 return Err(Error::new(

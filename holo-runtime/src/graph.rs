@@ -108,7 +108,7 @@ pub(crate) struct EdgeNode {
     pub(crate) factory: EdgeFactory,
 }
 
-/// A graph of operators and flows. Build it, [`compile`](crate::compile) it into an
+/// A graph of operators and flows. Build it, [`compile`](crate::compile()) it into an
 /// [`ExecutionPlan`](crate::ExecutionPlan), then run it with a
 /// [`RunSession`](crate::RunSession).
 #[derive(Default)]
@@ -130,7 +130,7 @@ impl std::fmt::Debug for Graph {
                     .collect::<Vec<_>>(),
             )
             .field("edges", &self.edges.len())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -142,6 +142,10 @@ impl Graph {
 
     /// Adds an operator under a unique name with its accepted parameters, and returns
     /// its typed port handles.
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "the graph takes the accepted parameters; a caller keeps no second copy"
+    )]
     pub fn add_operator<O: Operator>(
         &mut self,
         name: &str,
@@ -207,7 +211,7 @@ impl Graph {
 
     /// Connects an output to an input. The payload types must match (a mismatch does not
     /// compile); every other mistake (fan-in, a cycle, incompatible tensor specs) is a
-    /// diagnostic of [`compile`](crate::compile).
+    /// diagnostic of [`compile`](crate::compile()).
     pub fn add_flow<T: Clone + Send + 'static>(
         &mut self,
         from: OutPort<T>,

@@ -6,7 +6,7 @@
 //!    fields, tensor ports carry a spec (memory kind, dtype, rank, storage, byte span),
 //!    and deployment parameters are a `#[derive(ParamSchema)]` struct.
 //! 2. Build a [`Graph`] with [`Graph::add_operator`] and [`Graph::add_flow`] (typed: a
-//!    payload mismatch does not compile), then [`compile`] it into an immutable,
+//!    payload mismatch does not compile), then [`compile()`] it into an immutable,
 //!    inspectable [`ExecutionPlan`] — or get every [`Diagnostic`] at once.
 //! 3. Start a [`RunSession`]: every pool is materialized before the first `compute`,
 //!    each partition runs on its own thread, and tensors move through preallocated
@@ -19,8 +19,8 @@ pub use holo_params::{
     ParamSet, ParamValue, Result,
 };
 
-mod params_macros;
 mod operator_macros;
+mod params_macros;
 pub use operator_macros::*;
 pub use params_macros::*;
 

@@ -1,5 +1,9 @@
 //! The standard application command line: config loading and its errors, plan printing,
 //! and a run with its summary.
+#![allow(
+    clippy::many_single_char_names,
+    reason = "test fixtures: short names for graph handles"
+)]
 
 mod common;
 
@@ -21,13 +25,13 @@ fn config(text: &str) -> tempfile_path::TempPath {
 }
 
 mod tempfile_path {
-    pub struct TempPath(pub std::path::PathBuf);
+    pub(super) struct TempPath(pub(super) std::path::PathBuf);
     impl Drop for TempPath {
         fn drop(&mut self) {
             let _ = std::fs::remove_file(&self.0);
         }
     }
-    pub fn write(text: &str) -> TempPath {
+    pub(super) fn write(text: &str) -> TempPath {
         use std::sync::atomic::{AtomicU32, Ordering};
         static N: AtomicU32 = AtomicU32::new(0);
         let p = std::env::temp_dir().join(format!(

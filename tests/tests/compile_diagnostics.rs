@@ -1,5 +1,10 @@
 //! Every diagnostic code `compile` can report, each provoked and asserted with its
 //! operator, port or field path.
+#![allow(
+    clippy::many_single_char_names,
+    clippy::unnecessary_wraps,
+    reason = "test fixtures: short names for graph handles, shared result logs"
+)]
 
 mod common;
 

@@ -1,5 +1,9 @@
 //! Plan inspection: partitions, allocations term by term, derivations, and the three
 //! renderings (human text, canonical JSON, DOT).
+#![allow(
+    clippy::many_single_char_names,
+    reason = "test fixtures: short names for graph handles"
+)]
 
 mod common;
 

@@ -7,6 +7,10 @@
 //! and a producer that would overwrite the slot); exhaustion, the stream check, the release
 //! cap and read-only access give their exact codes; fusion elides exactly the calls the
 //! seed names (counted) and falls back on host access.
+#![allow(
+    clippy::many_single_char_names,
+    reason = "test fixtures: short names for graph handles"
+)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -69,8 +73,8 @@ impl Operator for DevSource {
         // SAFETY: the guard owns the slot until commit, the fill stays inside it, and
         // the stream orders the fill before the readiness event commit records.
         unsafe {
-            device.memset_async(guard.device_ptr(), value, guard.byte_size(), guard.stream())?
-        };
+            device.memset_async(guard.device_ptr(), value, guard.byte_size(), guard.stream())?;
+        }
         let committed = guard.commit()?;
         self.k += 1;
         match self.frames.emit(committed, EmitOptions::default()) {
@@ -211,7 +215,7 @@ fn run(
         SessionOptions::frames(frames).on_device(Arc::clone(device)),
     )
     .unwrap();
-    let _ = session.wait_idle(Duration::from_secs(60));
+    let _ = session.wait_idle(Duration::from_mins(1));
     let result = session.join();
     let calls = device.counters().snapshot() - before;
     Run {
@@ -413,7 +417,7 @@ fn fused_run(
         SessionOptions::frames(frames).on_device(Arc::clone(device)),
     )
     .unwrap();
-    let _ = session.wait_idle(Duration::from_secs(60));
+    let _ = session.wait_idle(Duration::from_mins(1));
     let result = session.join();
     let calls = device.counters().snapshot() - before;
     (
@@ -713,7 +717,7 @@ fn pinned_readiness_follows_the_writer_and_a_stream_less_reader_gets_a_host_wait
                 SessionOptions::frames(20).on_device(Arc::clone(&device)),
             )
             .unwrap();
-            let _ = session.wait_idle(Duration::from_secs(60));
+            let _ = session.wait_idle(Duration::from_mins(1));
             session
                 .join()
                 .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
@@ -835,7 +839,7 @@ fn forwarding_keeps_the_backing_and_extends_its_release_list() {
             SessionOptions::frames(30).on_device(Arc::clone(&device)),
         )
         .unwrap();
-        let _ = session.wait_idle(Duration::from_secs(60));
+        let _ = session.wait_idle(Duration::from_mins(1));
         session
             .join()
             .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));

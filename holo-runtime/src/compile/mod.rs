@@ -120,6 +120,10 @@ impl Work<'_> {
 }
 
 /// Compiles a graph into an immutable plan, or returns every diagnostic found.
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "the seed's signature: compile(graph, CompileOptions); the options are frozen into the plan"
+)]
 pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, Diagnostics> {
     let mut work = Work {
         graph,

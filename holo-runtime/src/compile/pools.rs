@@ -214,8 +214,10 @@ impl Eval<'_, '_, '_> {
                         "version the id, e.g. `com.example.Op.output-max-byte-span.v1`",
                     );
                 }
-                if let Some(prev) = self.projectors.insert(id, implementation) {
-                    if prev != *implementation {
+                if let Some(prev) = self.projectors.insert(id, implementation)
+                    && prev != *implementation
+                {
+                    {
                         return self.fail(
                             codes::PHYSICAL_TENSOR_BYTE_SPAN_PROJECTOR_ID_CONFLICT,
                             format!("projector id {id:?} names two different projectors: `{prev}` and `{implementation}`"),
@@ -471,20 +473,20 @@ fn check_layouts(work: &mut Work<'_>, resolved: &Resolved) {
             continue;
         };
         let mut mismatches = Vec::new();
-        if let (Some(want), Some(have)) = (req.memory_kind, out.memory_kind) {
-            if want != have {
-                mismatches.push(format!("memory kind {have} where {want} is required"));
-            }
+        if let (Some(want), Some(have)) = (req.memory_kind, out.memory_kind)
+            && want != have
+        {
+            mismatches.push(format!("memory kind {have} where {want} is required"));
         }
-        if let (Some(want), Some(have)) = (req.dtype, out.dtype) {
-            if want != have {
-                mismatches.push(format!("dtype {have} where {want} is required"));
-            }
+        if let (Some(want), Some(have)) = (req.dtype, out.dtype)
+            && want != have
+        {
+            mismatches.push(format!("dtype {have} where {want} is required"));
         }
-        if let (Some(want), Some(have)) = (req.rank, out.rank) {
-            if want != have {
-                mismatches.push(format!("rank {have} where rank {want} is required"));
-            }
+        if let (Some(want), Some(have)) = (req.rank, out.rank)
+            && want != have
+        {
+            mismatches.push(format!("rank {have} where rank {want} is required"));
         }
         if !mismatches.is_empty() {
             let producer = format!(

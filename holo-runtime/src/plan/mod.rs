@@ -1,4 +1,4 @@
-//! The execution plan: immutable, inspectable data produced by [`compile`](crate::compile).
+//! The execution plan: immutable, inspectable data produced by [`compile`](crate::compile()).
 //!
 //! Everything that can be decided before running is decided in `compile` and recorded
 //! here: partitions, streams, placements, tensor allocations with every term of their
@@ -13,6 +13,10 @@ use serde::Serialize;
 use crate::MemoryKind;
 use crate::compile::Diagnostic;
 
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's serialize_with passes a reference"
+)]
 fn serialize_memory_kind<S: serde::Serializer>(kind: &MemoryKind, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(kind.wire_name())
 }

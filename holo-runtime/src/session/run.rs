@@ -272,6 +272,10 @@ pub(crate) fn stop_operator(shared: &Shared, op: &mut OpRuntime) {
     }
 }
 
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "the session takes the graph: its operators move onto the partition threads"
+)]
 pub(crate) fn start(
     mut graph: Graph,
     plan: &ExecutionPlan,

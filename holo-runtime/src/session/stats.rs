@@ -25,7 +25,7 @@ impl LatencyHistogram {
         if ns < SUB as u64 {
             return usize::try_from(ns).unwrap_or(0);
         }
-        let log = 63 - ns.leading_zeros();
+        let log = ns.ilog2();
         let sub = (ns >> (log - SUB_BITS)) & (SUB as u64 - 1);
         (log - SUB_BITS + 1) as usize * SUB + usize::try_from(sub).unwrap_or(0)
     }
@@ -35,7 +35,7 @@ impl LatencyHistogram {
         if i < SUB {
             return i as u64;
         }
-        let log = (i / SUB) as u32 + SUB_BITS - 1;
+        let log = u32::try_from(i / SUB).unwrap_or(u32::MAX) + SUB_BITS - 1;
         let sub = (i % SUB) as u64;
         (1u64 << log) | (sub << (log - SUB_BITS))
     }

@@ -197,12 +197,12 @@ macro_rules! shape_param {
     ($($t:ty),*) => {$(
         impl<const N: usize> ShapeParam for [$t; N] {
             fn extents(&self) -> Vec<u64> {
-                self.iter().map(|&e| e as u64).collect()
+                self.iter().map(|&e| u64::try_from(e).unwrap_or(u64::MAX)).collect()
             }
         }
         impl<const N: usize> ShapeParam for holo_params::BoundedVec<$t, N> {
             fn extents(&self) -> Vec<u64> {
-                self.iter().map(|&e| e as u64).collect()
+                self.iter().map(|&e| u64::try_from(e).unwrap_or(u64::MAX)).collect()
             }
         }
     )*};

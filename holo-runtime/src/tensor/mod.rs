@@ -161,10 +161,7 @@ impl TensorOutputLoan {
             .at(self.pool.location));
         }
         self.pool.set_writer(self.slot, stream);
-        Ok(DeviceWriteGuard {
-            loan: self,
-            stream: stream,
-        })
+        Ok(DeviceWriteGuard { loan: self, stream })
     }
 
     /// Writes the slot on `stream` with `fill` (which enqueues work on the stream) and
@@ -291,7 +288,7 @@ impl fmt::Debug for TensorOutputLoan {
             .field("pool", &self.pool.name)
             .field("slot", &self.slot)
             .field("shape", &self.shape())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -559,29 +556,23 @@ impl Tensor {
         }
         let stream = stream.into();
         match &self.inner {
-            TensorInner::Pooled { pool, slot } => match pool.device() {
-                Some(d) => {
-                    if let Some((event, _)) = pool.readiness_event(*slot)? {
-                        d.backend.wait_event(stream, event)?;
-                    }
-                    // SAFETY: `dst` is a live exclusive borrow of exactly `n` bytes and the
-                    // stream is synchronized below before the borrow ends; this handle
-                    // keeps the source slot allocated and unwritten meanwhile.
-                    unsafe {
-                        d.backend.copy_to_host_async(
-                            dst.as_mut_ptr(),
-                            self.device_ptr(),
-                            n,
-                            stream,
-                        )?
-                    };
-                    d.backend.synchronize_stream(stream)
-                }
-                None => {
+            TensorInner::Pooled { pool, slot } => {
+                let Some(d) = pool.device() else {
                     dst.copy_from_slice(self.data()?);
-                    Ok(())
+                    return Ok(());
+                };
+                if let Some((event, _)) = pool.readiness_event(*slot)? {
+                    d.backend.wait_event(stream, event)?;
                 }
-            },
+                // SAFETY: `dst` is a live exclusive borrow of exactly `n` bytes and the
+                // stream is synchronized below before the borrow ends; this handle keeps
+                // the source slot allocated and unwritten meanwhile.
+                unsafe {
+                    d.backend
+                        .copy_to_host_async(dst.as_mut_ptr(), self.device_ptr(), n, stream)?;
+                }
+                d.backend.synchronize_stream(stream)
+            }
             TensorInner::Owned(o) => {
                 dst.copy_from_slice(&o.bytes);
                 Ok(())
@@ -835,10 +826,11 @@ mod tests {
 
     const _: () = {
         const fn send_sync<T: Send + Sync>() {}
+        const fn send<T: Send>() {}
         send_sync::<Tensor>();
         send_sync::<TensorReadLease>();
-        const fn send<T: Send>() {}
         send::<TensorOutputLoan>();
         send::<HostWriteGuard>();
+        send::<DeviceWriteGuard>();
     };
 }

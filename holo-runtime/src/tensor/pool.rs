@@ -160,7 +160,7 @@ pub(crate) struct PoolSpec {
     pub(crate) release_capacity: u32,
 }
 
-fn exhausted(spec: &PoolSpec, what: String) -> Error {
+fn exhausted(spec: &PoolSpec, what: impl std::fmt::Display) -> Error {
     Error::new(
         ErrorCode::ResourceExhausted,
         format!("pool {}: {what}", spec.name),
@@ -251,27 +251,23 @@ impl Pool {
     /// Borrows a free slot, or `ResourceExhausted` at once. The slot starts with one
     /// reference (the loan's), no writer, host readiness and no release stream.
     pub(crate) fn borrow_slot(&self) -> Result<u32> {
-        match self.free.pop() {
-            Some(slot) => {
-                let s = &self.slots[slot as usize];
-                s.refs.store(1, Ordering::Relaxed);
-                s.writer.store(0, Ordering::Relaxed);
-                s.state.store(readiness::HOST, Ordering::Relaxed);
-                s.release_count.store(0, Ordering::Relaxed);
-                // Only the owning operator's thread borrows from its pool.
-                let c = &self.counters.loans;
-                c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-                Ok(slot)
-            }
-            None => {
-                self.counters.exhausted.fetch_add(1, Ordering::Relaxed);
-                Err(Error::new(
-                    ErrorCode::ResourceExhausted,
-                    "the pool has no free slot: every slot is queued, held, loaned or retiring (allocate_tensor never waits)",
-                )
-                .at(self.location))
-            }
-        }
+        let Some(slot) = self.free.pop() else {
+            self.counters.exhausted.fetch_add(1, Ordering::Relaxed);
+            return Err(Error::new(
+                ErrorCode::ResourceExhausted,
+                "the pool has no free slot: every slot is queued, held, loaned or retiring (allocate_tensor never waits)",
+            )
+            .at(self.location));
+        };
+        let s = &self.slots[slot as usize];
+        s.refs.store(1, Ordering::Relaxed);
+        s.writer.store(0, Ordering::Relaxed);
+        s.state.store(readiness::HOST, Ordering::Relaxed);
+        s.release_count.store(0, Ordering::Relaxed);
+        // Only the owning operator's thread borrows from its pool.
+        let c = &self.counters.loans;
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        Ok(slot)
     }
 
     /// The address of `slot`'s bytes (a host address for host-accessible memory).
