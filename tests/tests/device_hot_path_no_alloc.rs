@@ -1,0 +1,181 @@
+//! Zero heap allocations per frame in steady state on the device path, on every backend
+//! `test_backends()` returns: a fenced fork (readiness records, consumer stream waits,
+//! release registration, retirement polling) and a fused chain, counted process-wide with a
+//! counting global allocator. One test function: the count is process-wide.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use holo_runtime::device::{DeviceBackend, test_backends};
+use holo_runtime::{
+    CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
+    Input, Operator, Output, ParamSet, Result, RunSession, SessionOptions, Tensor,
+    TensorLoanRequest, compile, operator,
+};
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+struct CountingAllocator;
+
+// SAFETY: every call forwards to `System`; the counter is a static atomic.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded from the caller.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded from the caller.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded from the caller.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+#[operator]
+struct Fill {
+    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256)]
+    out: Output<Tensor>,
+}
+
+impl Operator for Fill {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let stream = ctx.cuda_stream()?;
+        let device = ctx.device().expect("a device");
+        let loan = match self.out.allocate_tensor(TensorLoanRequest {
+            shape: &[256],
+            dtype: DType::U8,
+        }) {
+            Ok(l) => l,
+            Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let w = loan.write(stream)?;
+        // SAFETY: the writer owns the slot; the fill stays inside it.
+        unsafe { device.memset_async(w.device_ptr(), 1, w.byte_size(), w.stream())? };
+        match self.out.emit(w.commit()?, EmitOptions::default()) {
+            Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
+            other => other,
+        }
+    }
+}
+
+/// Receives on its own stream and drops (the release path).
+#[operator]
+struct Take {
+    #[input(memory = cuda_device)]
+    input: Input<Tensor>,
+    seen: Arc<AtomicU64>,
+}
+
+impl Operator for Take {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.input.receive() {
+            drop(t);
+            self.seen.fetch_add(1, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
+fn wait_until(counter: &AtomicU64, at_least: u64) {
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while counter.load(Ordering::Acquire) < at_least {
+        assert!(
+            Instant::now() < deadline,
+            "the pipeline stopped making progress"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn allocations_per_2000_frames(device: &Arc<dyn DeviceBackend>, consumers: usize) -> u64 {
+    let mut g = Graph::new();
+    let f = g
+        .add_operator(
+            "fill",
+            Fill {
+                out: Output::default(),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    let counters: Vec<Arc<AtomicU64>> = (0..consumers)
+        .map(|_| Arc::new(AtomicU64::new(0)))
+        .collect();
+    for (i, seen) in counters.iter().enumerate() {
+        let t = g
+            .add_operator(
+                &format!("take{i}"),
+                Take {
+                    input: Input::default(),
+                    seen: Arc::clone(seen),
+                },
+                ParamSet::defaults().unwrap(),
+            )
+            .unwrap();
+        g.add_flow(
+            f.out,
+            t.input,
+            ConnectionOptions {
+                queue_depth: Some(2),
+                ..Default::default()
+            },
+        );
+    }
+    let mut options = CompileOptions::default();
+    options
+        .deployment
+        .bind_tensor_output_device("fill", "out", device.ordinal());
+    let plan = compile(&g, options).unwrap();
+    assert_eq!(
+        plan.edges().iter().filter(|e| e.fusion.is_some()).count(),
+        usize::from(consumers == 1)
+    );
+    let session = RunSession::start(
+        g,
+        &plan,
+        SessionOptions::default().on_device(Arc::clone(device)),
+    )
+    .unwrap();
+    for c in &counters {
+        wait_until(c, 300);
+    }
+    let mut marks = Vec::with_capacity(counters.len());
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    marks.extend(counters.iter().map(|c| c.load(Ordering::Acquire) + 2_000));
+    for (c, m) in counters.iter().zip(&marks) {
+        wait_until(c, *m);
+    }
+    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    session.stop();
+    session.join().unwrap();
+    after - before
+}
+
+#[test]
+fn steady_state_device_frames_allocate_nothing() {
+    for device in test_backends() {
+        let name = device.backend_kind().name();
+        assert_eq!(
+            allocations_per_2000_frames(&device, 1),
+            0,
+            "{name}: fused chain"
+        );
+        assert_eq!(
+            allocations_per_2000_frames(&device, 2),
+            0,
+            "{name}: fenced fork"
+        );
+    }
+}
