@@ -83,6 +83,7 @@ pub(crate) struct NodePort {
     pub(crate) direction: PortDirection,
     pub(crate) optional: bool,
     pub(crate) decl: PortDecl,
+    pub(crate) temporal: crate::spec::PortTemporalSpec<()>,
 }
 
 impl NodePort {
@@ -95,6 +96,7 @@ pub(crate) struct OperatorNode {
     pub(crate) name: String,
     pub(crate) type_name: &'static str,
     pub(crate) ports: Vec<NodePort>,
+    pub(crate) trigger: crate::spec::Trigger<()>,
     pub(crate) schema: &'static SchemaDescriptor,
     pub(crate) params: Arc<dyn Any + Send + Sync>,
     pub(crate) params_json: serde_json::Value,
@@ -159,6 +161,7 @@ impl Graph {
                 name: p.name,
                 direction: p.direction,
                 optional: p.optional,
+                temporal: p.temporal.erase(),
                 decl: match p.payload {
                     PortPayload::Tensor(t) => PortDecl::TensorOutput(TensorOutputDecl {
                         representation: t.representation,
@@ -181,6 +184,7 @@ impl Graph {
             name: name.to_owned(),
             type_name: spec.type_name,
             ports,
+            trigger: spec.trigger.erase(),
             schema: <O::Params as ParamSchema>::schema(),
             params: Arc::new(values),
             params_json,

@@ -45,10 +45,11 @@ pub use session::{
     RunSession, SessionOptions,
 };
 pub use spec::{
-    ByteSpanExpr, ByteSpanProjector, DType, TensorBounds, TensorInputSpec, TensorOutputSpec,
-    TensorOutputStorage, TensorRepresentation, input_max_byte_span, parameter_contiguous_byte_span,
+    ByteSpanExpr, ByteSpanProjector, DType, InputMode, MissingPolicy, Rate, RateExpr, RateRatio,
+    TensorBounds, TensorInputSpec, TensorOutputSpec, TensorOutputStorage, TensorRepresentation,
+    Trigger, automatic_queue_depth, input_max_byte_span, parameter_contiguous_byte_span,
     parameter_memory_kind, parameter_memory_kind_exact, parameter_projected_byte_span,
-    tensor_bounds, tensor_byte_span,
+    parameter_rate, tensor_bounds, tensor_byte_span,
 };
 pub use tensor::{
     CommittedTensor, HostWriteGuard, Tensor, TensorLoanRequest, TensorOutputLoan, TensorReadLease,
@@ -69,8 +70,9 @@ pub mod __private {
     pub use crate::session::{Input, Output, PortBinder};
     pub use crate::spec::{
         ByteSpanExpr, ByteSpanProjector, DType, InputName, MemoryKindDerivation, OperatorSpec,
-        ParamDependency, PortDirection, PortPayload, PortSpec, TensorBounds, TensorInputSpec,
-        TensorOutputSpec, TensorOutputStorage, TensorRepresentation,
+        InputMode, MissingPolicy, ParamDependency, PortDirection, PortPayload, PortSpec,
+        PortTemporalSpec, Rate, RateExpr, RateRatio, TensorBounds, TensorInputSpec,
+        TensorOutputSpec, TensorOutputStorage, TensorRepresentation, Trigger,
     };
     pub use crate::tensor::{IsTensor, Tensor};
     pub use holo_macros::param_ref;
@@ -93,8 +95,10 @@ pub mod __private {
         pub use crate::MemoryKind::{CudaDevice, CudaManaged, Host, PinnedHost};
         pub use crate::spec::{
             input_max_byte_span, parameter_contiguous_byte_span, parameter_memory_kind,
-            parameter_memory_kind_exact, parameter_projected_byte_span, tensor_byte_span,
+            parameter_memory_kind_exact, parameter_projected_byte_span, parameter_rate,
+            tensor_byte_span,
         };
+        pub use crate::spec::{Rate, RateRatio};
         pub use holo_macros::{memory_kind_map, param_ref};
     }
 }
