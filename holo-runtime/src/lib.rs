@@ -34,7 +34,7 @@ pub mod spec;
 pub mod tensor;
 
 pub use compile::{
-    CompileOptions, CudaExecutionOptions, DeploymentBinding, Diagnostic, Diagnostics,
+    ArrivalEvidence, AutomaticQueueSizing, CompileOptions, CudaExecutionOptions, DeploymentBinding, Diagnostic, Diagnostics,
     PartitionSpec, Partitioning, Severity, codes, compile,
 };
 pub use graph::{ConnectionOptions, EdgeId, Graph, QueuePolicy};

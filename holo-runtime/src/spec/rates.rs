@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use holo_params::{ParamRef, ParamSchema};
 use num_rational::Ratio;
-use num_traits::{CheckedAdd, CheckedMul, Zero};
+use num_traits::{CheckedMul, Zero};
 
 use crate::spec::bytespan::ParamDependency;
 
@@ -383,11 +383,6 @@ pub(crate) fn mul(a: &Ratio<i128>, b: &Ratio<i128>) -> Option<Ratio<i128>> {
 pub(crate) fn ceil_entries(r: &Ratio<i128>) -> Option<u32> {
     let c = r.ceil();
     u32::try_from(*c.numer()).ok()
-}
-
-/// Checked sum.
-pub(crate) fn add(a: &Ratio<i128>, b: &Ratio<i128>) -> Option<Ratio<i128>> {
-    a.checked_add(b)
 }
 
 /// The result of the seed's sizing arithmetic for one edge.
