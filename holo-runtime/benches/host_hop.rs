@@ -37,7 +37,7 @@ struct Source {
 }
 
 impl Operator for Source {
-    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
         let loan = self.out.allocate_tensor(TensorLoanRequest {
             shape: &[FRAME as u64],
             dtype: DType::U8,
@@ -45,12 +45,8 @@ impl Operator for Source {
         self.n = self.n.wrapping_add(1);
         let n = self.n;
         let t = loan.write_host_and_commit(|b| b.fill(n))?;
-        self.out.emit(
-            t,
-            EmitOptions {
-                capture_time: Some(ctx.activation_time()),
-            },
-        )
+        // No explicit capture time: a source's emit carries its activation time.
+        self.out.emit(t, EmitOptions::default())
     }
 }
 

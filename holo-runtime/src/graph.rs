@@ -120,6 +120,22 @@ pub struct Graph {
     by_name: std::collections::HashMap<String, OperatorId>,
 }
 
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field(
+                "operators",
+                &self
+                    .operators
+                    .iter()
+                    .map(|o| o.name.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .field("edges", &self.edges.len())
+            .finish()
+    }
+}
+
 impl Graph {
     /// An empty graph.
     pub fn new() -> Self {

@@ -155,7 +155,7 @@ impl ExecutionPlan {
                 out,
                 "  subgraph cluster_p{} {{\n    label=\"{} ({})\";",
                 p.id,
-                p.name,
+                esc(&p.name),
                 if p.host_only {
                     "host-only".to_owned()
                 } else {
@@ -168,7 +168,7 @@ impl ExecutionPlan {
                     out,
                     "    op{} [label=\"{}\\n{}\"];",
                     o,
-                    op.name,
+                    esc(&op.name),
                     short(&op.type_name)
                 );
             }
@@ -178,7 +178,13 @@ impl ExecutionPlan {
             let _ = writeln!(
                 out,
                 "  \"pool_{}\" [shape=cylinder, label=\"{}\\n{} × {} B\\n{}\"];\n  op{} -> \"pool_{}\" [style=dotted, arrowhead=none];",
-                a.pool, a.pool, a.slot_count, a.per_slot_bytes, a.memory_kind, a.operator, a.pool
+                esc(&a.pool),
+                esc(&a.pool),
+                a.slot_count,
+                a.per_slot_bytes,
+                a.memory_kind,
+                a.operator,
+                esc(&a.pool)
             );
         }
         for e in &self.edges {
@@ -201,6 +207,11 @@ impl ExecutionPlan {
         out.push_str("}\n");
         out
     }
+}
+
+/// Escapes a name for a DOT quoted string (operator names are free text).
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
 fn short(type_name: &str) -> &str {

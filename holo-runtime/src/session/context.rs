@@ -3,12 +3,56 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// A session's clock: a TSC-backed `quanta` clock for the hot path (a few ns per read,
+/// against ~25 ns for `Instant::now`), anchored to a `std::time::Instant` epoch so the
+/// public API speaks `Instant`. Both epochs are read together at session start.
+#[derive(Clone)]
+pub(crate) struct SessionClock {
+    clock: quanta::Clock,
+    epoch_fast: quanta::Instant,
+    epoch: Instant,
+}
+
+impl SessionClock {
+    pub(crate) fn new() -> Self {
+        static CLOCK: std::sync::OnceLock<quanta::Clock> = std::sync::OnceLock::new();
+        // Calibration runs once per process.
+        let clock = CLOCK.get_or_init(quanta::Clock::new).clone();
+        let epoch = Instant::now();
+        let epoch_fast = clock.now();
+        Self {
+            clock,
+            epoch_fast,
+            epoch,
+        }
+    }
+
+    /// Nanoseconds since the session's epoch, now.
+    pub(crate) fn now_ns(&self) -> u64 {
+        u64::try_from(
+            self.clock
+                .now()
+                .saturating_duration_since(self.epoch_fast)
+                .as_nanos(),
+        )
+        .unwrap_or(u64::MAX - 1)
+    }
+
+    pub(crate) fn ns_since_epoch(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
+    }
+
+    pub(crate) fn instant(&self, ns: u64) -> Instant {
+        self.epoch + Duration::from_nanos(ns)
+    }
+}
+
 /// Per-operator activation state shared by its ports and the scheduler: the activation
 /// time, the earliest capture time among the inputs received in this activation, and
 /// whether anything was received. Only the operator's partition thread touches it, so
 /// plain loads and stores suffice (no read-modify-write on the hot path).
 pub(crate) struct ActivationState {
-    epoch: Instant,
+    clock: SessionClock,
     activation_ns: AtomicU64,
     capture_ns: AtomicU64,
     received: AtomicBool,
@@ -19,9 +63,9 @@ pub(crate) const NO_CAPTURE: u64 = u64::MAX;
 const UNSET: u64 = u64::MAX;
 
 impl ActivationState {
-    pub(crate) fn new(epoch: Instant) -> Self {
+    pub(crate) fn new(clock: SessionClock) -> Self {
         Self {
-            epoch,
+            clock,
             activation_ns: AtomicU64::new(UNSET),
             capture_ns: AtomicU64::new(NO_CAPTURE),
             received: AtomicBool::new(false),
@@ -29,7 +73,11 @@ impl ActivationState {
     }
 
     pub(crate) fn ns_since_epoch(&self, t: Instant) -> u64 {
-        u64::try_from(t.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1)
+        self.clock.ns_since_epoch(t)
+    }
+
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
     }
 
     pub(crate) fn begin(&self) {
@@ -54,7 +102,7 @@ impl ActivationState {
     pub(crate) fn activation_ns(&self) -> u64 {
         match self.activation_ns.load(Ordering::Relaxed) {
             UNSET => {
-                let now = self.ns_since_epoch(Instant::now());
+                let now = self.clock.now_ns();
                 self.activation_ns.store(now, Ordering::Relaxed);
                 now
             }
@@ -75,7 +123,7 @@ impl ActivationState {
     }
 
     pub(crate) fn instant(&self, ns: u64) -> Instant {
-        self.epoch + Duration::from_nanos(ns)
+        self.clock.instant(ns)
     }
 }
 

@@ -173,7 +173,7 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime) {
     if op.is_sink {
         let c = op.activation.received_capture_ns();
         if c != NO_CAPTURE {
-            let end = op.activation.ns_since_epoch(Instant::now());
+            let end = op.activation.now_ns();
             shared.latency.record(end.saturating_sub(c));
         }
     }
@@ -279,7 +279,7 @@ pub(crate) fn start(
             "the graph's operators were already taken by a session",
         ));
     }
-    let epoch = Instant::now();
+    let clock = super::context::SessionClock::new();
     let n_ops = graph.operators.len();
 
     // 1. Every pool, before anything else; the first failure drops the ones built.
@@ -369,7 +369,7 @@ pub(crate) fn start(
     // 3. Bind every port.
     let mut runtimes = Vec::with_capacity(n_ops);
     for (i, node) in graph.operators.iter_mut().enumerate() {
-        let activation = Arc::new(ActivationState::new(epoch));
+        let activation = Arc::new(ActivationState::new(clock.clone()));
         let locations: Vec<&'static str> = node
             .ports
             .iter()

@@ -1,0 +1,183 @@
+//! Plan inspection: partitions, allocations term by term, derivations, and the three
+//! renderings (human text, canonical JSON, DOT).
+
+mod common;
+
+use common::{ByteSink, ByteSource, Forward};
+use holo_runtime::plan::PLAN_JSON_SCHEMA;
+use holo_runtime::{
+    CompileOptions, ConnectionOptions, CudaComputeStreamPolicy, CudaExecutionOptions, Graph,
+    ParamSet, compile,
+};
+
+fn chain_and_fork() -> Graph {
+    // src → fwd → { left, right }: the chain src → fwd stays together, the fork splits.
+    let mut g = Graph::new();
+    let (src, _) = ByteSource::new(8, 1);
+    let (left, _) = ByteSink::new(1, 0);
+    let (right, _) = ByteSink::new(1, 0);
+    let a = g
+        .add_operator("src", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    let f = g
+        .add_operator("fwd", Forward::new(), ParamSet::defaults().unwrap())
+        .unwrap();
+    let l = g
+        .add_operator("left", left, ParamSet::defaults().unwrap())
+        .unwrap();
+    let r = g
+        .add_operator("right", right, ParamSet::defaults().unwrap())
+        .unwrap();
+    g.add_flow(
+        a.frames,
+        f.input,
+        ConnectionOptions {
+            queue_depth: Some(3),
+            ..Default::default()
+        },
+    );
+    g.add_flow(f.output, l.frames, ConnectionOptions::default());
+    g.add_flow(f.output, r.frames, ConnectionOptions::default());
+    g
+}
+
+#[test]
+fn a_linear_chain_stays_together_and_a_fork_splits_its_legs() {
+    let plan = compile(&chain_and_fork(), CompileOptions::default()).unwrap();
+    let parts: Vec<(Vec<u32>, &str, bool)> = plan
+        .partitions()
+        .iter()
+        .map(|p| (p.operators.clone(), p.reason.as_str(), p.host_only))
+        .collect();
+    assert_eq!(
+        parts,
+        vec![
+            (vec![0, 1], "source", true),
+            (vec![2], "fork", true),
+            (vec![3], "fork", true)
+        ]
+    );
+    assert!(
+        plan.cuda_compute_streams().is_empty(),
+        "host-only partitions get no stream"
+    );
+    let edges: Vec<(u32, &str, bool)> = plan
+        .edges()
+        .iter()
+        .map(|e| (e.queue_depth, e.depth_source.as_str(), e.cross_partition))
+        .collect();
+    assert_eq!(
+        edges,
+        vec![
+            (3, "explicit", false),
+            (1, "default", true),
+            (1, "default", true)
+        ]
+    );
+}
+
+#[test]
+fn every_term_of_a_pool_is_in_the_plan() {
+    let plan = compile(&chain_and_fork(), CompileOptions::default()).unwrap();
+    let a = plan.tensor_allocation("src.frames").unwrap();
+    // 3 queued (the explicit depth) + 1 held by fwd + 1 loan + 1 retirement + 0 history.
+    assert_eq!(
+        (
+            a.slot_terms.queue_entries,
+            a.slot_terms.consumer_holds,
+            a.slot_terms.producer_loans,
+            a.slot_terms.retirement,
+            a.slot_terms.history
+        ),
+        (3, 1, 1, 1, 0)
+    );
+    assert_eq!(a.slot_count, 6);
+    assert_eq!(a.per_slot_bytes, 256);
+    assert_eq!(a.aggregate_bytes, 6 * 256);
+    let d = &plan.tensor_byte_span_derivations()[0];
+    assert_eq!(
+        (
+            d.pool.as_str(),
+            d.per_slot_bytes,
+            d.slot_count,
+            d.aggregate_bytes
+        ),
+        ("src.frames", 256, Some(6), Some(1536))
+    );
+    let human = plan.render_human();
+    assert!(
+        human.contains("slots = 3 queued + 1 held + 1 loan + 1 retirement + 0 history = 6"),
+        "{human}"
+    );
+    assert!(human.contains("bytes = 6 × 256 = 1536"), "{human}");
+}
+
+#[test]
+fn the_json_is_canonical_deterministic_and_marked() {
+    let a = compile(&chain_and_fork(), CompileOptions::default())
+        .unwrap()
+        .json();
+    let b = compile(&chain_and_fork(), CompileOptions::default())
+        .unwrap()
+        .json();
+    assert_eq!(a, b, "the same graph gives the same bytes");
+    let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+    assert_eq!(v["schema"], PLAN_JSON_SCHEMA);
+    assert_eq!(v["tensor_allocations"][0]["memory_kind"], "host");
+    assert_eq!(v["tensor_allocations"][0]["slot_count"], 6);
+    assert!(v["tensor_byte_span_derivations"][0]["slot_count"].is_number());
+    // A changed graph changes the plan.
+    let mut g = chain_and_fork();
+    let (extra, _) = ByteSource::new(8, 1);
+    g.add_operator("extra", extra, ParamSet::defaults().unwrap())
+        .unwrap();
+    assert_ne!(compile(&g, CompileOptions::default()).unwrap().json(), a);
+}
+
+#[test]
+fn the_dot_picture_shows_partitions_edges_and_pools() {
+    let dot = compile(&chain_and_fork(), CompileOptions::default())
+        .unwrap()
+        .dot();
+    assert!(dot.starts_with("digraph holo_plan {"));
+    for needle in [
+        "subgraph cluster_p0",
+        "subgraph cluster_p2",
+        "host-only",
+        "op0 -> op1",
+        "pool_src.frames",
+        "6 × 256 B",
+    ] {
+        assert!(dot.contains(needle), "missing {needle:?} in\n{dot}");
+    }
+}
+
+#[test]
+fn the_stream_policy_is_frozen_into_the_plan() {
+    let options = CompileOptions {
+        cuda_execution: CudaExecutionOptions {
+            compute_stream_policy: CudaComputeStreamPolicy::SharedProcessDevice,
+        },
+        ..CompileOptions::default()
+    };
+    let plan = compile(&chain_and_fork(), options).unwrap();
+    assert_eq!(
+        plan.cuda_compute_stream_policy(),
+        CudaComputeStreamPolicy::SharedProcessDevice
+    );
+    let v: serde_json::Value = serde_json::from_str(&plan.json()).unwrap();
+    assert_eq!(v["cuda_compute_stream_policy"], "shared_process_device");
+}
+
+#[test]
+fn dot_escapes_names() {
+    let mut g = Graph::new();
+    let (src, _) = ByteSource::new(8, 1);
+    g.add_operator("cam \"left\"", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    let dot = compile(&g, CompileOptions::default()).unwrap().dot();
+    assert!(
+        dot.contains("label=\"cam \\\"left\\\"\\nByteSource\""),
+        "{dot}"
+    );
+}
