@@ -41,7 +41,8 @@ pub use graph::{ConnectionOptions, EdgeId, Graph, QueuePolicy};
 pub use operator::{InPort, Operator, OperatorId, OperatorPorts, OutPort};
 pub use plan::{CudaComputeStreamPolicy, ExecutionPlan};
 pub use session::{
-    EmitOptions, ExecutionContext, Input, LifecycleContext, Output, PoolReport, RunReport,
+    EmitOptions, ExecutionContext, Input, LifecycleContext, Output, PoolReport, PortRateView,
+    RateCandidate, RateGeneration, RateGenerationSnapshot, RejectedRateGeneration, RunReport,
     RunSession, SessionOptions,
 };
 pub use spec::{

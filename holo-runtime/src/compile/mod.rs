@@ -227,6 +227,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
                     _ => None,
                 },
                 clock_hz: clock.map(crate::spec::rates::exact_ratio),
+                clock_exact: clock.copied(),
                 clock_period_ns: clock.and_then(|c| {
                     let ns = (c.recip() * num_rational::Ratio::from_integer(1_000_000_000i128)).ceil();
                     u64::try_from(*ns.numer()).ok()
@@ -260,6 +261,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
             hard_floor_contributors: sized.contributors.into_iter().chain(pool_floors).collect(),
             queue_sizing_recipes: sized.recipes,
             operator_triggers: triggers,
+            headroom: options.automatic_queue_sizing.headroom_ratio.ratio(),
             pool_capacity_dependencies: dependencies,
             provider_allocation_plans: providers,
         },

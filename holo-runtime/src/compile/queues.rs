@@ -175,6 +175,11 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
                     expected_rate_hz: hz(expected.as_ref()),
                     active: rate.active,
                     admitted: rate.admitted,
+                    port_index: p,
+                    follows_exact: port
+                        .temporal
+                        .follows
+                        .and_then(|(i, r)| Some((i.to_owned(), r.ratio()?))),
                 });
                 rates.insert((o, p), rate);
             }

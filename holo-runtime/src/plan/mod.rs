@@ -281,6 +281,9 @@ impl ExecutionPlan {
     pub fn provider_allocation_plans(&self) -> &[ProviderAllocationPlanRecord] {
         &self.rates.provider_allocation_plans
     }
+    pub(crate) fn headroom(&self) -> Option<num_rational::Ratio<i128>> {
+        self.rates.headroom
+    }
     /// Every operator's trigger, as the session schedules it.
     pub fn operator_triggers(&self) -> &[TriggerRecord] {
         &self.rates.operator_triggers

@@ -36,6 +36,10 @@ pub struct PortRateRecord {
     pub(crate) active: Option<num_rational::Ratio<i128>>,
     #[serde(skip)]
     pub(crate) admitted: Option<num_rational::Ratio<i128>>,
+    #[serde(skip)]
+    pub(crate) port_index: u32,
+    #[serde(skip)]
+    pub(crate) follows_exact: Option<(String, num_rational::Ratio<i128>)>,
 }
 
 /// An operator's temporal-contract trigger as the session schedules it.
@@ -51,6 +55,8 @@ pub struct TriggerRecord {
     pub clock_hz: Option<String>,
     /// The clock period in nanoseconds (rounded up).
     pub clock_period_ns: Option<u64>,
+    #[serde(skip)]
+    pub(crate) clock_exact: Option<num_rational::Ratio<i128>>,
 }
 
 /// How long an input may accumulate entries between two activations of its consumer.
@@ -199,6 +205,8 @@ pub struct RatePlan {
     pub pool_capacity_dependencies: Vec<PoolCapacityDependencyRecord>,
     /// Every pool's provider request.
     pub provider_allocation_plans: Vec<ProviderAllocationPlanRecord>,
+    #[serde(skip)]
+    pub(crate) headroom: Option<num_rational::Ratio<i128>>,
 }
 
 /// Composes contributors `(scenario, group, entries)`: the maximum over scenarios of the

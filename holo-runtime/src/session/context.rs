@@ -56,6 +56,8 @@ pub(crate) struct ActivationState {
     activation_ns: AtomicU64,
     capture_ns: AtomicU64,
     received: AtomicBool,
+    /// Activations begun so far (for once-per-activation input behaviour).
+    sequence: AtomicU64,
 }
 
 pub(crate) const NO_CAPTURE: u64 = u64::MAX;
@@ -69,7 +71,13 @@ impl ActivationState {
             activation_ns: AtomicU64::new(UNSET),
             capture_ns: AtomicU64::new(NO_CAPTURE),
             received: AtomicBool::new(false),
+            sequence: AtomicU64::new(0),
         }
+    }
+
+    /// Activations begun so far.
+    pub(crate) fn sequence(&self) -> u64 {
+        self.sequence.load(Ordering::Relaxed)
     }
 
     pub(crate) fn ns_since_epoch(&self, t: Instant) -> u64 {
@@ -84,6 +92,9 @@ impl ActivationState {
         self.activation_ns.store(UNSET, Ordering::Relaxed);
         self.capture_ns.store(NO_CAPTURE, Ordering::Relaxed);
         self.received.store(false, Ordering::Relaxed);
+        // Only the operator's partition thread writes it: no read-modify-write needed.
+        self.sequence
+            .store(self.sequence.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
     pub(crate) fn observe_capture(&self, ns: u64) {
@@ -134,6 +145,7 @@ pub struct ExecutionContext<'a> {
     pub(crate) activation: &'a ActivationState,
     pub(crate) activation_index: u64,
     pub(crate) stop: &'a AtomicBool,
+    pub(crate) rates: super::rates::OperatorRates<'a>,
 }
 
 impl ExecutionContext<'_> {
@@ -162,6 +174,12 @@ impl ExecutionContext<'_> {
         }
     }
 
+    /// The rate of one of this operator's ports (`ctx.rate(&self.frames)`) in the
+    /// session's published rate generation: O(1) and allocation-free.
+    pub fn rate(&self, port: &impl super::rates::RatePort) -> super::rates::PortRateView {
+        self.rates.view(port.rate_port_index())
+    }
+
     /// Asks the session to stop after the activations in progress.
     pub fn request_stop(&self) {
         self.stop.store(true, Ordering::Release);
@@ -171,9 +189,15 @@ impl ExecutionContext<'_> {
 /// What `start()` and `stop()` see.
 pub struct LifecycleContext<'a> {
     pub(crate) operator: &'a str,
+    pub(crate) rates: super::rates::OperatorRates<'a>,
 }
 
 impl LifecycleContext<'_> {
+    /// The rate of one of this operator's ports in the published rate generation.
+    pub fn rate(&self, port: &impl super::rates::RatePort) -> super::rates::PortRateView {
+        self.rates.view(port.rate_port_index())
+    }
+
     /// The operator's name in the graph.
     pub fn operator_name(&self) -> &str {
         self.operator
