@@ -77,7 +77,10 @@ pub struct App {
     table: toml::Table,
     used: BTreeSet<String>,
     on_plan: Option<Box<dyn Fn(&ExecutionPlan)>>,
+    on_session: Option<SessionHook>,
 }
+
+type SessionHook = Box<dyn Fn(&ExecutionPlan, &RunSession)>;
 
 impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -127,6 +130,7 @@ impl App {
             table,
             used: BTreeSet::new(),
             on_plan: None,
+            on_session: None,
         })
     }
 
@@ -134,6 +138,12 @@ impl App {
     /// application that explains part of its plan every time it starts).
     pub fn on_plan(&mut self, f: impl Fn(&ExecutionPlan) + 'static) {
         self.on_plan = Some(Box::new(f));
+    }
+
+    /// Calls `f` with the plan and the running session right after it starts (for an
+    /// application that inspects its rate generations).
+    pub fn on_session(&mut self, f: impl Fn(&ExecutionPlan, &RunSession) + 'static) {
+        self.on_session = Some(Box::new(f));
     }
 
     /// The parsed flags.
@@ -211,7 +221,7 @@ impl App {
         {
             return Ok(None);
         }
-        let report = run_plan(graph, &plan, a.frames, a.duration)?;
+        let report = run_plan_with(graph, &plan, a.frames, a.duration, self.on_session.as_deref())?;
         print!("{}", summary(&report));
         Ok(Some(report))
     }
@@ -245,6 +255,16 @@ pub fn run_plan(
     frames: Option<u64>,
     duration: Option<f64>,
 ) -> Result<RunReport> {
+    run_plan_with(graph, plan, frames, duration, None)
+}
+
+fn run_plan_with(
+    graph: Graph,
+    plan: &ExecutionPlan,
+    frames: Option<u64>,
+    duration: Option<f64>,
+    on_session: Option<&dyn Fn(&ExecutionPlan, &RunSession)>,
+) -> Result<RunReport> {
     let frames = match (frames, duration) {
         (None, None) => Some(100),
         (f, _) => f,
@@ -266,6 +286,9 @@ pub fn run_plan(
             max_source_activations: frames,
         },
     )?;
+    if let Some(f) = on_session {
+        f(plan, &session);
+    }
     match (frames, limit) {
         (Some(_), Some(d)) => {
             let _ = session.wait_idle(d);

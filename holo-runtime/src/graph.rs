@@ -170,6 +170,7 @@ impl Graph {
             )
         })?);
         let spec = O::operator_spec();
+        let values: &O::Params = params.values();
         let ports = spec
             .ports
             .into_iter()
@@ -177,7 +178,7 @@ impl Graph {
                 name: p.name,
                 direction: p.direction,
                 optional: p.optional,
-                temporal: p.temporal.erase(),
+                temporal: p.temporal.erase(values as &dyn Any),
                 decl: match p.payload {
                     PortPayload::Tensor(t) => PortDecl::TensorOutput(TensorOutputDecl {
                         representation: t.representation,

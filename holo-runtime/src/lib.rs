@@ -39,7 +39,9 @@ pub use compile::{
 };
 pub use graph::{ConnectionOptions, EdgeId, Graph, QueuePolicy};
 pub use operator::{InPort, Operator, OperatorId, OperatorPorts, OutPort};
-pub use plan::{CudaComputeStreamPolicy, ExecutionPlan};
+pub use plan::{
+    CudaComputeStreamPolicy, ExecutionPlan, RateQueueInspectionFormat, render_rate_queue_inspection,
+};
 pub use session::{
     EmitOptions, ExecutionContext, Input, LifecycleContext, Output, PoolReport, PortRateView,
     RateCandidate, RateGeneration, RateGenerationSnapshot, RejectedRateGeneration, RunReport,
@@ -50,7 +52,7 @@ pub use spec::{
     TensorBounds, TensorInputSpec, TensorOutputSpec, TensorOutputStorage, TensorRepresentation,
     Trigger, automatic_queue_depth, input_max_byte_span, parameter_contiguous_byte_span,
     parameter_memory_kind, parameter_memory_kind_exact, parameter_projected_byte_span,
-    parameter_rate, tensor_bounds, tensor_byte_span,
+    parameter_count, parameter_rate, tensor_bounds, tensor_byte_span,
 };
 pub use tensor::{
     CommittedTensor, HostWriteGuard, Tensor, TensorLoanRequest, TensorOutputLoan, TensorReadLease,
@@ -72,7 +74,7 @@ pub mod __private {
     pub use crate::spec::{
         ByteSpanExpr, ByteSpanProjector, DType, InputName, MemoryKindDerivation, OperatorSpec,
         InputMode, MissingPolicy, ParamDependency, PortDirection, PortPayload, PortSpec,
-        PortTemporalSpec, Rate, RateExpr, RateRatio, TensorBounds, TensorInputSpec,
+        ParameterCount, PortTemporalSpec, Rate, RateExpr, RateRatio, TensorBounds, TensorInputSpec,
         TensorOutputSpec, TensorOutputStorage, TensorRepresentation, Trigger,
     };
     pub use crate::tensor::{IsTensor, Tensor};
@@ -96,8 +98,8 @@ pub mod __private {
         pub use crate::MemoryKind::{CudaDevice, CudaManaged, Host, PinnedHost};
         pub use crate::spec::{
             input_max_byte_span, parameter_contiguous_byte_span, parameter_memory_kind,
-            parameter_memory_kind_exact, parameter_projected_byte_span, parameter_rate,
-            tensor_byte_span,
+            parameter_count, parameter_memory_kind_exact, parameter_projected_byte_span,
+            parameter_rate, tensor_byte_span,
         };
         pub use crate::spec::{Rate, RateRatio};
         pub use holo_macros::{memory_kind_map, param_ref};

@@ -118,6 +118,8 @@ pub(crate) struct PortAttr {
     pub(crate) window: Option<Keyed<u64>>,
     pub(crate) latest: Option<Span>,
     pub(crate) history: Option<Keyed<u64>>,
+    /// `history = <expression>` (a `parameter_count(...)`).
+    pub(crate) history_expr: Option<Keyed<Expr>>,
     pub(crate) missing: Option<Keyed<Symbol>>,
     pub(crate) expected_rate: Option<Keyed<Expr>>,
     pub(crate) nominal_rate: Option<Keyed<Expr>>,
@@ -146,6 +148,7 @@ impl PortAttr {
             window: None,
             latest: None,
             history: None,
+            history_expr: None,
             missing: None,
             expected_rate: None,
             nominal_rate: None,
@@ -651,6 +654,9 @@ fn parse_key(
                 &mut out.nominal_rate
             };
             set(cx, slot, Keyed::new(span, value_span, expr), word, key, span);
+        }
+        "history" if !matches!(expr, Expr::Lit(_)) => {
+            set(cx, &mut out.history_expr, Keyed::new(span, value_span, expr), word, key, span);
         }
         "rank" | "max_rank" | "max_loans" | "history" | "burst" | "window" => {
             if let Some(v) = int_value(cx, &expr, word, key) {

@@ -163,6 +163,16 @@ fn temporal_spec(
         (None, None) => quote!(#p::InputMode::Queue),
     };
     let history = u32_lit(attr.and_then(|a| a.history.as_ref()).map_or(0, |h| h.value));
+    let history_parameter = option(attr.and_then(|a| a.history_expr.as_ref()).map(|e| {
+        let value = &e.value;
+        let ty = quote_spanned!(e.value_span=> #p::ParameterCount<#params>);
+        quote! {{
+            #[allow(unused_imports)]
+            use #p::bytespan_prelude::*;
+            let __holo_count: #ty = #value;
+            __holo_count
+        }}
+    }));
     let burst = u32_lit(attr.and_then(|a| a.burst.as_ref()).map_or(1, |h| h.value));
     let missing = if attr
         .and_then(|a| a.missing.as_ref())
@@ -198,6 +208,7 @@ fn temporal_spec(
         #p::PortTemporalSpec {
             mode: #mode,
             history: #history,
+            history_parameter: #history_parameter,
             missing: #missing,
             expected_rate: #expected,
             nominal_rate: #nominal,

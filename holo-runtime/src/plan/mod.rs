@@ -7,7 +7,12 @@
 //! deterministic) and [`ExecutionPlan::dot`] (Graphviz).
 
 mod render;
+pub mod inspect;
 pub mod rates;
+
+pub use inspect::{
+    RATE_QUEUE_INSPECTION_SCHEMA, RateQueueInspectionFormat, render_rate_queue_inspection,
+};
 
 pub use rates::{
     AccumulationHorizonRecord, HardFloorContributorRecord, PoolCapacityDependencyRecord,

@@ -18,6 +18,6 @@ pub use ports::{
     TensorOutputStorage,
 };
 pub use rates::{
-    InputMode, MissingPolicy, PortTemporalSpec, QueueSizing, Rate, RateExpr, RateRatio, Trigger,
-    automatic_queue_depth, parameter_rate,
+    InputMode, MissingPolicy, ParameterCount, PortTemporalSpec, QueueSizing, Rate, RateExpr,
+    RateRatio, Trigger, automatic_queue_depth, parameter_count, parameter_rate,
 };

@@ -74,10 +74,6 @@ impl Rate {
         self.denominator
     }
 
-    /// The rate as a reduced `Ratio`, for arithmetic (`None` when invalid).
-    pub(crate) fn of(r: Ratio<i128>) -> Rate {
-        Rate::from_i128(*r.numer(), *r.denom())
-    }
 }
 
 impl fmt::Display for Rate {
@@ -237,6 +233,36 @@ where
     })
 }
 
+/// A count (entries) read from an integer parameter.
+#[derive(Clone)]
+pub struct ParameterCount<P> {
+    pub(crate) path: String,
+    pub(crate) read: Arc<ReadFn>,
+    _params: std::marker::PhantomData<fn(&P)>,
+}
+
+impl<P> fmt::Debug for ParameterCount<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "parameter_count({})", self.path)
+    }
+}
+
+/// An entry count (for `#[input(history = ...)]`) read from an integer parameter.
+pub fn parameter_count<P: ParamSchema, T>(field: ParamRef<P, T>) -> ParameterCount<P>
+where
+    T: Copy + Into<i128> + 'static,
+{
+    ParameterCount {
+        path: field.path(),
+        read: Arc::new(move |params: &dyn Any| {
+            params
+                .downcast_ref::<P>()
+                .map(|p| (*field.get(p)).into())
+        }),
+        _params: std::marker::PhantomData,
+    }
+}
+
 /// When an operator's `compute()` fires: its temporal contract's trigger. The contract
 /// is the only scheduling authority; rate declarations (`follows`) never trigger.
 #[derive(Clone, Debug)]
@@ -328,6 +354,9 @@ pub struct PortTemporalSpec<P> {
     pub mode: InputMode,
     /// Inputs: entries retained after they are received (`Input::history()`).
     pub history: u32,
+    /// Inputs: `history = parameter_count(param_ref!(P::field))` — the retained entries
+    /// read from a parameter when the operator is added to a graph (overrides `history`).
+    pub history_parameter: Option<ParameterCount<P>>,
     /// Inputs: what happens when data is missing.
     pub missing: MissingPolicy,
     /// Inputs: a weaker fallback rate, used for sizing only when the upstream output
@@ -346,6 +375,7 @@ impl<P> Default for PortTemporalSpec<P> {
         Self {
             mode: InputMode::Queue,
             history: 0,
+            history_parameter: None,
             missing: MissingPolicy::Skip,
             expected_rate: None,
             nominal_rate: None,
@@ -356,10 +386,16 @@ impl<P> Default for PortTemporalSpec<P> {
 }
 
 impl<P> PortTemporalSpec<P> {
-    pub(crate) fn erase(self) -> PortTemporalSpec<()> {
+    /// Erases the parameter type, resolving a parameter-derived history against the
+    /// accepted parameters (a value that does not fit `u32` saturates).
+    pub(crate) fn erase(self, params: &dyn Any) -> PortTemporalSpec<()> {
+        let history = self.history_parameter.as_ref().map_or(self.history, |h| {
+            (h.read)(params).map_or(0, |v| u32::try_from(v.max(0)).unwrap_or(u32::MAX))
+        });
         PortTemporalSpec {
             mode: self.mode,
-            history: self.history,
+            history,
+            history_parameter: None,
             missing: self.missing,
             expected_rate: self.expected_rate.map(RateExpr::erase),
             nominal_rate: self.nominal_rate.map(RateExpr::erase),
@@ -444,7 +480,7 @@ mod tests {
         assert!(RateRatio::new(0, 1).ratio().is_none());
         assert!(RateRatio::new(1, 0).ratio().is_none());
         assert_eq!(Rate::new(2, 8).to_string(), "2/8 Hz");
-        assert_eq!(Rate::of(Rate::new(2, 8).ratio().unwrap()).to_string(), "1/4 Hz");
+        assert_eq!(Rate::hz(60).to_string(), "60 Hz");
     }
 
     #[test]
