@@ -1,4 +1,4 @@
-use holo_runtime::{operator, Input, Output, RateRatio};
+use holo_runtime::{operator, Input, Output};
 
 #[operator]
 struct Thumbnailer {
