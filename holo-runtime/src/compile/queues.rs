@@ -486,6 +486,8 @@ fn size_edge(
                 .and_then(|a| ceil_entries(&mul(&Q::from_integer(i128::from(a)), &hr)?))
             {
                 Some(c) => recipe.admitted_ceiling = Some(floor.max(c)),
+                // Reported once per edge: the active arithmetic already overflowed.
+                None if recipe.recommendation.is_none() => {}
                 None => overflow(pass),
             }
         }
