@@ -399,7 +399,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
     let (width, height) = (cam.values().width, cam.values().height);
     let shape = resize.values().output_shape;
     let max_batch = usize::try_from(batch.values().max_batch_size).unwrap_or(1);
-    let c = g.add_operator(
+    let camera = g.add_operator(
         "camera",
         Camera {
             frames: Output::default(),
@@ -409,7 +409,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         cam,
     )?;
-    let r = g.add_operator(
+    let resizer = g.add_operator(
         "resize",
         Resize {
             input: Input::default(),
@@ -426,7 +426,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         holo_runtime::ParamSet::defaults()?,
     )?;
-    let a = g.add_operator(
+    let archive = g.add_operator(
         "archive",
         Archive {
             input: Input::default(),
@@ -435,7 +435,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         holo_runtime::ParamSet::defaults()?,
     )?;
-    let b = g.add_operator(
+    let batcher = g.add_operator(
         "batcher",
         Batcher {
             input: Input::default(),
@@ -445,12 +445,12 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         batch,
     )?;
-    g.add_flow(c.frames, r.input, ConnectionOptions::default());
-    g.add_flow(r.output, gr.input, ConnectionOptions::default());
-    g.add_flow(r.output, a.input, ConnectionOptions::default());
+    g.add_flow(camera.frames, resizer.input, ConnectionOptions::default());
+    g.add_flow(resizer.output, gr.input, ConnectionOptions::default());
+    g.add_flow(resizer.output, archive.input, ConnectionOptions::default());
     g.add_flow(
         gr.output,
-        b.input,
+        batcher.input,
         ConnectionOptions {
             queue_depth: Some(u32::try_from(max_batch).unwrap_or(1)),
             ..Default::default()
@@ -459,7 +459,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
     // The finite-maximum lifecycle graph.
     let sensor_params = app.params::<SensorParams>("sensor")?;
     let shape = sensor_params.values().frame_shape;
-    let s = g.add_operator(
+    let sensor = g.add_operator(
         "sensor",
         Sensor {
             frames: Output::default(),
@@ -475,7 +475,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         app.params::<RecorderParams>("recorder")?,
     )?;
-    let lifecycle = g.add_flow(s.frames, rec.frames, ConnectionOptions::default());
+    let lifecycle = g.add_flow(sensor.frames, rec.frames, ConnectionOptions::default());
     let sizing = app.params::<SizingParams>("automatic_queue_sizing")?;
     let mut options = CompileOptions::default();
     options.automatic_queue_sizing.headroom_ratio = RateRatio::new(
@@ -492,7 +492,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
 
 fn mib(bytes: u64) -> String {
     const MIB: u64 = 1024 * 1024;
-    if bytes % MIB == 0 {
+    if bytes.is_multiple_of(MIB) {
         format!("{} MiB", bytes / MIB)
     } else {
         #[allow(clippy::cast_precision_loss, reason = "display only")]
@@ -531,7 +531,11 @@ fn print_lifecycle(plan: &ExecutionPlan, edge: EdgeId) {
         mib(d.per_slot_bytes),
         mib(d.active_logical_payload_bytes)
     );
-    match (d.admitted_queue_entries, d.admitted_entries, d.admitted_logical_payload_bytes) {
+    match (
+        d.admitted_queue_entries,
+        d.admitted_entries,
+        d.admitted_logical_payload_bytes,
+    ) {
         (Some(q), Some(n), Some(b)) => println!(
             "admitted: {q} + {} + {} + {} = {n} entries; {n} × {} = {}",
             d.consumer_retention,
@@ -574,7 +578,10 @@ fn inspect_lifecycle(plan: &ExecutionPlan, session: &RunSession, edge: EdgeId) {
             match render_rate_queue_inspection(plan, &snapshot, generation, edge, format) {
                 Ok(text) if format == RateQueueInspectionFormat::CanonicalJson => {
                     let marker = text.contains(holo_runtime::plan::RATE_QUEUE_INSPECTION_SCHEMA);
-                    println!("canonical JSON inspection: {} bytes, schema marker present: {marker}", text.len());
+                    println!(
+                        "canonical JSON inspection: {} bytes, schema marker present: {marker}",
+                        text.len()
+                    );
                 }
                 Ok(text) => print!("{text}"),
                 Err(e) => eprintln!("inspection failed: {e}"),

@@ -25,8 +25,9 @@ use std::process::ExitCode;
 use holo_runtime::app::{App, AppArgs};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, EdgeId, EmitOptions, ErrorCode, ExecutionContext,
-    ExecutionPlan, Graph, Input, Operator, Output, ParamSchema, ParamSet, RateQueueInspectionFormat,
-    RateRatio, Result, RunSession, operator, render_rate_queue_inspection,
+    ExecutionPlan, Graph, Input, Operator, Output, ParamSchema, ParamSet,
+    RateQueueInspectionFormat, RateRatio, Result, RunSession, operator,
+    render_rate_queue_inspection,
 };
 
 /// The compile-wide headroom ratio.
@@ -123,7 +124,10 @@ struct Imu {
 impl Operator for Imu {
     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
         self.seq += 1;
-        ignore_backpressure(self.samples.emit(ImuSample { seq: self.seq }, EmitOptions::default()))
+        ignore_backpressure(
+            self.samples
+                .emit(ImuSample { seq: self.seq }, EmitOptions::default()),
+        )
     }
 }
 

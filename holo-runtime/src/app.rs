@@ -76,11 +76,12 @@ pub struct App {
     source: String,
     table: toml::Table,
     used: BTreeSet<String>,
-    on_plan: Option<Box<dyn Fn(&ExecutionPlan)>>,
-    on_session: Option<SessionHook>,
+    on_plan: Option<PlanHook>,
+    on_session: Option<Box<SessionHook>>,
 }
 
-type SessionHook = Box<dyn Fn(&ExecutionPlan, &RunSession)>;
+type PlanHook = Box<dyn Fn(&ExecutionPlan)>;
+type SessionHook = dyn Fn(&ExecutionPlan, &RunSession);
 
 impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -221,7 +222,13 @@ impl App {
         {
             return Ok(None);
         }
-        let report = run_plan_with(graph, &plan, a.frames, a.duration, self.on_session.as_deref())?;
+        let report = run_plan_with(
+            graph,
+            &plan,
+            a.frames,
+            a.duration,
+            self.on_session.as_deref(),
+        )?;
         print!("{}", summary(&report));
         Ok(Some(report))
     }
@@ -263,7 +270,7 @@ fn run_plan_with(
     plan: &ExecutionPlan,
     frames: Option<u64>,
     duration: Option<f64>,
-    on_session: Option<&dyn Fn(&ExecutionPlan, &RunSession)>,
+    on_session: Option<&SessionHook>,
 ) -> Result<RunReport> {
     let frames = match (frames, duration) {
         (None, None) => Some(100),
@@ -294,7 +301,7 @@ fn run_plan_with(
             let _ = session.wait_idle(d);
         }
         (Some(_), None) => {
-            if !session.wait_idle(Duration::from_secs(600)) && !session.is_stopping() {
+            if !session.wait_idle(Duration::from_mins(10)) && !session.is_stopping() {
                 session.stop();
                 let _ = session.join();
                 return Err(Error::new(

@@ -110,7 +110,7 @@ pub(crate) struct EdgeNode {
     pub(crate) factory: EdgeFactory,
 }
 
-/// A graph of operators and flows. Build it, [`compile`](crate::compile) it into an
+/// A graph of operators and flows. Build it, [`compile`](fn@crate::compile) it into an
 /// [`ExecutionPlan`](crate::ExecutionPlan), then run it with a
 /// [`RunSession`](crate::RunSession).
 #[derive(Default)]
@@ -132,7 +132,7 @@ impl std::fmt::Debug for Graph {
                     .collect::<Vec<_>>(),
             )
             .field("edges", &self.edges.len())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -144,6 +144,10 @@ impl Graph {
 
     /// Adds an operator under a unique name with its accepted parameters, and returns
     /// its typed port handles.
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "the graph takes the accepted parameter set: callers hand it over"
+    )]
     pub fn add_operator<O: Operator>(
         &mut self,
         name: &str,
@@ -212,7 +216,7 @@ impl Graph {
 
     /// Connects an output to an input. The payload types must match (a mismatch does not
     /// compile); every other mistake (fan-in, a cycle, incompatible tensor specs) is a
-    /// diagnostic of [`compile`](crate::compile).
+    /// diagnostic of [`compile`](fn@crate::compile).
     pub fn add_flow<T: Clone + Send + 'static>(
         &mut self,
         from: OutPort<T>,

@@ -1,5 +1,9 @@
 //! Temporal contracts and rate-aware queue sizing: every rule, each failure with its
 //! stable diagnostic code, and the session's scheduling and rate generations.
+#![allow(
+    clippy::many_single_char_names,
+    reason = "graph-building tests name port handles by one letter"
+)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -154,6 +158,14 @@ struct Chain {
     zero: Output<u64>,
 }
 
+/// An unclocked consumer with an expected-rate fallback (no finite horizon).
+#[operator]
+struct Unclocked2 {
+    #[input(expected_rate = Rate::hz(200))]
+    values: Input<u64>,
+}
+idle_compute!(Unclocked2);
+
 idle_compute!(Fusion, Unclocked, Chain);
 
 impl Operator for Poll {
@@ -164,7 +176,8 @@ impl Operator for Poll {
 }
 
 fn add<O: Operator<Params = holo_runtime::NoParams>>(g: &mut Graph, name: &str, o: O) -> O::Ports {
-    g.add_operator(name, o, ParamSet::defaults().unwrap()).unwrap()
+    g.add_operator(name, o, ParamSet::defaults().unwrap())
+        .unwrap()
 }
 
 fn fusion() -> Fusion {
@@ -177,8 +190,16 @@ fn fusion() -> Fusion {
 /// camera (Src, hz) → fusion.frames; imu (Fixed 1 kHz) → fusion.imu with `depth`.
 fn imu_graph(camera_hz: i64, depth: Option<u32>) -> (Graph, EdgeId) {
     let mut g = Graph::new();
-    let cam = g.add_operator("camera", src(), src_params(camera_hz)).unwrap();
-    let imu = add(&mut g, "imu", Fixed { out: Output::default() });
+    let cam = g
+        .add_operator("camera", src(), src_params(camera_hz))
+        .unwrap();
+    let imu = add(
+        &mut g,
+        "imu",
+        Fixed {
+            out: Output::default(),
+        },
+    );
     let f = add(&mut g, "fusion", fusion());
     g.add_flow(cam.out, f.frames, ConnectionOptions::default());
     let e = g.add_flow(
@@ -192,8 +213,12 @@ fn imu_graph(camera_hz: i64, depth: Option<u32>) -> (Graph, EdgeId) {
     (g, e)
 }
 
-fn recipe(plan: &holo_runtime::ExecutionPlan, e: EdgeId) -> &holo_runtime::plan::QueueSizingRecipeRecord {
-    plan.queue_sizing_recipe(u32::try_from(e.index()).unwrap()).unwrap()
+fn recipe(
+    plan: &holo_runtime::ExecutionPlan,
+    e: EdgeId,
+) -> &holo_runtime::plan::QueueSizingRecipeRecord {
+    plan.queue_sizing_recipe(u32::try_from(e.index()).unwrap())
+        .unwrap()
 }
 
 #[test]
@@ -230,7 +255,10 @@ fn explicit_depth_below_the_hard_floor_fails() {
     let d = compile(&g, CompileOptions::default()).unwrap_err();
     assert_eq!(d.codes(), vec![codes::RATE_QUEUE_DEPTH_BELOW_HARD_FLOOR]);
     let item = &d.items[0];
-    assert_eq!((item.operator.as_deref(), item.port.as_deref()), (Some("fusion"), Some("imu")));
+    assert_eq!(
+        (item.operator.as_deref(), item.port.as_deref()),
+        (Some("fusion"), Some("imu"))
+    );
 }
 
 #[test]
@@ -246,14 +274,31 @@ fn explicit_depth_below_the_recommendation_is_kept_with_a_warning_and_lowered_ex
     );
     // At or above the recommendation: no warning.
     let (g, _) = imu_graph(60, Some(40));
-    assert!(compile(&g, CompileOptions::default()).unwrap().warnings().is_empty());
+    assert!(
+        compile(&g, CompileOptions::default())
+            .unwrap()
+            .warnings()
+            .is_empty()
+    );
 }
 
 #[test]
 fn missing_horizon_for_a_rated_window_is_rejected() {
     let mut g = Graph::new();
-    let imu = add(&mut g, "imu", Fixed { out: Output::default() });
-    let u = add(&mut g, "unclocked", Unclocked { imu: Input::default() });
+    let imu = add(
+        &mut g,
+        "imu",
+        Fixed {
+            out: Output::default(),
+        },
+    );
+    let u = add(
+        &mut g,
+        "unclocked",
+        Unclocked {
+            imu: Input::default(),
+        },
+    );
     g.add_flow(imu.out, u.imu, ConnectionOptions::default());
     let d = compile(&g, CompileOptions::default()).unwrap_err();
     assert_eq!(d.codes(), vec![codes::RATE_HORIZON_MISSING]);
@@ -268,7 +313,11 @@ fn bounded_evidence_profiles_reject_nominal_only_metadata() {
     o.automatic_queue_sizing.arrival_evidence = ArrivalEvidence::Bounded;
     let d = compile(&g, o).unwrap_err();
     assert!(d.has(codes::RATE_NOMINAL_ONLY_EVIDENCE), "{d}");
-    assert!(d.codes().iter().all(|c| *c == codes::RATE_NOMINAL_ONLY_EVIDENCE));
+    assert!(
+        d.codes()
+            .iter()
+            .all(|c| *c == codes::RATE_NOMINAL_ONLY_EVIDENCE)
+    );
 }
 
 fn into_poll<O: Operator<Params = holo_runtime::NoParams>>(
@@ -277,16 +326,32 @@ fn into_poll<O: Operator<Params = holo_runtime::NoParams>>(
 ) -> holo_runtime::Diagnostics {
     let mut g = Graph::new();
     let s = add(&mut g, "src", o);
-    let p = add(&mut g, "poll", Poll { values: Input::default() });
+    let p = add(
+        &mut g,
+        "poll",
+        Poll {
+            values: Input::default(),
+        },
+    );
     g.add_flow(out(&s), p.values, ConnectionOptions::default());
     compile(&g, CompileOptions::default()).unwrap_err()
 }
 
 #[test]
 fn zero_and_negative_rates_are_invalid() {
-    let d = into_poll(FixedZero { out: Output::default() }, |p| p.out);
+    let d = into_poll(
+        FixedZero {
+            out: Output::default(),
+        },
+        |p| p.out,
+    );
     assert_eq!(d.codes(), vec![codes::RATE_INVALID]);
-    let d = into_poll(FixedNeg { out: Output::default() }, |p| p.out);
+    let d = into_poll(
+        FixedNeg {
+            out: Output::default(),
+        },
+        |p| p.out,
+    );
     assert_eq!(d.codes(), vec![codes::RATE_INVALID]);
     // A parameter-derived zero rate, named by its field path.
     let mut g = Graph::new();
@@ -322,8 +387,20 @@ fn zero_and_negative_rates_are_invalid() {
 fn rational_overflow_is_reported() {
     // i64::MAX Hz over a horizon of i64::MAX s: 2^126 arrivals, × 2 overflows i128.
     let mut g = Graph::new();
-    let huge = add(&mut g, "huge", Huge { out: Output::default() });
-    let slow = add(&mut g, "slow", Slow { out: Output::default() });
+    let huge = add(
+        &mut g,
+        "huge",
+        Huge {
+            out: Output::default(),
+        },
+    );
+    let slow = add(
+        &mut g,
+        "slow",
+        Slow {
+            out: Output::default(),
+        },
+    );
     let f = add(&mut g, "fusion", fusion());
     g.add_flow(slow.out, f.frames, ConnectionOptions::default());
     g.add_flow(huge.out, f.imu, ConnectionOptions::default());
@@ -335,9 +412,21 @@ fn rational_overflow_is_reported() {
 fn unreadable_rate_parameters_are_rejected() {
     let mut g = Graph::new();
     let s = g
-        .add_operator("live", LiveSrc { out: Output::default() }, src_params(60))
+        .add_operator(
+            "live",
+            LiveSrc {
+                out: Output::default(),
+            },
+            src_params(60),
+        )
         .unwrap();
-    let p = add(&mut g, "poll", Poll { values: Input::default() });
+    let p = add(
+        &mut g,
+        "poll",
+        Poll {
+            values: Input::default(),
+        },
+    );
     g.add_flow(s.out, p.values, ConnectionOptions::default());
     let d = compile(&g, CompileOptions::default()).unwrap_err();
     assert_eq!(d.codes(), vec![codes::RATE_UNREADABLE_PARAMETER]);
@@ -372,55 +461,119 @@ fn the_fixed_one_to_one_and_quarter_chain() {
         plan.port_rates()
             .iter()
             .find(|r| r.operator_name == op && r.port == port)
-            .map(|r| (r.active_hz.clone(), r.admitted_max_hz.clone(), r.source.clone()))
+            .map(|r| {
+                (
+                    r.active_hz.clone(),
+                    r.admitted_max_hz.clone(),
+                    r.source.clone(),
+                )
+            })
             .unwrap()
     };
     let s = |v: &str| Some(v.to_owned());
-    assert_eq!(rate("cam", "out"), (s("60"), s("120"), "nominal_rate".to_owned()));
-    assert_eq!(rate("chain", "frames"), (s("60"), s("120"), "upstream".to_owned()));
-    assert_eq!(rate("chain", "same"), (s("60"), s("120"), "follows".to_owned()));
-    assert_eq!(rate("chain", "quarter"), (s("15"), s("30"), "follows".to_owned()));
+    assert_eq!(
+        rate("cam", "out"),
+        (s("60"), s("120"), "nominal_rate".to_owned())
+    );
+    assert_eq!(
+        rate("chain", "frames"),
+        (s("60"), s("120"), "upstream".to_owned())
+    );
+    assert_eq!(
+        rate("chain", "same"),
+        (s("60"), s("120"), "follows".to_owned())
+    );
+    assert_eq!(
+        rate("chain", "quarter"),
+        (s("15"), s("30"), "follows".to_owned())
+    );
 }
 
 #[test]
 fn expected_rate_is_a_fallback_only_when_upstream_declares_none() {
     // Upstream positively declares no rate: the fallback sizes the edge (⌈200/30⌉ = 7 → 14).
     let mut g = Graph::new();
-    let s = add(&mut g, "plain", Plain { out: Output::default() });
-    let p = add(&mut g, "poll", Poll { values: Input::default() });
+    let s = add(
+        &mut g,
+        "plain",
+        Plain {
+            out: Output::default(),
+        },
+    );
+    let p = add(
+        &mut g,
+        "poll",
+        Poll {
+            values: Input::default(),
+        },
+    );
     let e = g.add_flow(s.out, p.values, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let r = recipe(&plan, e);
-    assert_eq!((r.rate_source.as_str(), r.queue_depth, r.depth_source.as_str()), ("expected_rate", 14, "automatic"));
+    assert_eq!(
+        (
+            r.rate_source.as_str(),
+            r.queue_depth,
+            r.depth_source.as_str()
+        ),
+        ("expected_rate", 14, "automatic")
+    );
     // Upstream declares 1 kHz: it is authoritative (⌈1000/30⌉ = 34 → 68).
     let mut g = Graph::new();
-    let s = add(&mut g, "fixed", Fixed { out: Output::default() });
-    let p = add(&mut g, "poll", Poll { values: Input::default() });
+    let s = add(
+        &mut g,
+        "fixed",
+        Fixed {
+            out: Output::default(),
+        },
+    );
+    let p = add(
+        &mut g,
+        "poll",
+        Poll {
+            values: Input::default(),
+        },
+    );
     let e = g.add_flow(s.out, p.values, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let r = recipe(&plan, e);
     assert_eq!((r.rate_source.as_str(), r.queue_depth), ("upstream", 68));
     // No finite horizon (default trigger): no rate-derived depth at all.
-    #[operator]
-    struct Unclocked2 {
-        #[input(expected_rate = Rate::hz(200))]
-        values: Input<u64>,
-    }
-    idle_compute!(Unclocked2);
     let mut g = Graph::new();
-    let s = add(&mut g, "plain", Plain { out: Output::default() });
-    let p = add(&mut g, "u", Unclocked2 { values: Input::default() });
+    let s = add(
+        &mut g,
+        "plain",
+        Plain {
+            out: Output::default(),
+        },
+    );
+    let p = add(
+        &mut g,
+        "u",
+        Unclocked2 {
+            values: Input::default(),
+        },
+    );
     let e = g.add_flow(s.out, p.values, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let r = recipe(&plan, e);
-    assert_eq!((r.queue_depth, r.depth_source.as_str(), r.recommendation), (1, "default", None));
+    assert_eq!(
+        (r.queue_depth, r.depth_source.as_str(), r.recommendation),
+        (1, "default", None)
+    );
 }
 
 #[test]
 fn hard_floors_compose_without_double_counting() {
     // Producer burst 3 and window retention 4 are two views of the queued entries: 4.
     let mut g = Graph::new();
-    let b = add(&mut g, "bursty", Bursty { out: Output::default() });
+    let b = add(
+        &mut g,
+        "bursty",
+        Bursty {
+            out: Output::default(),
+        },
+    );
     let cam = g.add_operator("cam", src(), src_params(60)).unwrap();
     let f = add(&mut g, "fusion", fusion());
     g.add_flow(cam.out, f.frames, ConnectionOptions::default());
@@ -447,8 +600,12 @@ fn hard_floors_compose_without_double_counting() {
 
 #[test]
 fn the_plan_json_is_byte_identical_run_to_run() {
-    let a = compile(&imu_graph(60, None).0, CompileOptions::default()).unwrap().json();
-    let b = compile(&imu_graph(60, None).0, CompileOptions::default()).unwrap().json();
+    let a = compile(&imu_graph(60, None).0, CompileOptions::default())
+        .unwrap()
+        .json();
+    let b = compile(&imu_graph(60, None).0, CompileOptions::default())
+        .unwrap()
+        .json();
     assert_eq!(a, b);
     for key in [
         "\"port_rates\"",
@@ -519,12 +676,18 @@ impl Operator for Watch {
         self.seen.activations.fetch_add(1, Ordering::Relaxed);
         self.seen.last.store(h.unwrap_or(0), Ordering::Relaxed);
         let (a, b) = self.hint.history();
-        self.seen.history.store((a.len() + b.len()) as u64, Ordering::Relaxed);
+        self.seen
+            .history
+            .store((a.len() + b.len()) as u64, Ordering::Relaxed);
         let v = ctx.rate(&self.frames);
         if let Some(r) = v.rate {
-            self.seen.rate_num.store(u64::try_from(r.numerator()).unwrap_or(0), Ordering::Relaxed);
+            self.seen
+                .rate_num
+                .store(u64::try_from(r.numerator()).unwrap_or(0), Ordering::Relaxed);
         }
-        self.seen.generation.store(v.generation.unwrap_or(0), Ordering::Relaxed);
+        self.seen
+            .generation
+            .store(v.generation.unwrap_or(0), Ordering::Relaxed);
         Ok(())
     }
 }
@@ -533,7 +696,13 @@ impl Operator for Watch {
 fn a_clock_driven_source_runs_at_its_rate() {
     let mut g = Graph::new();
     let cam = g.add_operator("cam", src(), src_params(100)).unwrap();
-    let p = add(&mut g, "poll", Poll { values: Input::default() });
+    let p = add(
+        &mut g,
+        "poll",
+        Poll {
+            values: Input::default(),
+        },
+    );
     g.add_flow(cam.out, p.values, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let t = Instant::now();
@@ -547,7 +716,11 @@ fn a_clock_driven_source_runs_at_its_rate() {
     .unwrap();
     assert!(s.wait_idle(Duration::from_secs(10)));
     // 11 ticks at 100 Hz: the first at once, the last 100 ms later.
-    assert!(t.elapsed() >= Duration::from_millis(95), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(95),
+        "{:?}",
+        t.elapsed()
+    );
     let r = s.join().unwrap();
     assert_eq!(r.activations[0], ("cam".to_owned(), 11));
 }
@@ -573,8 +746,24 @@ fn on_arrival_skips_when_a_skip_input_is_missing_and_reuses_the_last_sample() {
     let seen = Arc::new(Seen::default());
     let mut g = Graph::new();
     let cam = g.add_operator("cam", src(), src_params(100)).unwrap();
-    let other = add(&mut g, "other", Once { out: Output::default(), value: 1, sent: 0 });
-    let hint = add(&mut g, "hint", Once { out: Output::default(), value: 42, sent: 0 });
+    let other = add(
+        &mut g,
+        "other",
+        Once {
+            out: Output::default(),
+            value: 1,
+            sent: 0,
+        },
+    );
+    let hint = add(
+        &mut g,
+        "hint",
+        Once {
+            out: Output::default(),
+            value: 42,
+            sent: 0,
+        },
+    );
     let w = add(
         &mut g,
         "watch",
@@ -643,7 +832,13 @@ fn follows_never_triggers() {
             runs: Arc::clone(&runs),
         },
     );
-    let p = add(&mut g, "poll", Poll { values: Input::default() });
+    let p = add(
+        &mut g,
+        "poll",
+        Poll {
+            values: Input::default(),
+        },
+    );
     g.add_flow(f.out, p.values, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let s = RunSession::start(g, &plan, SessionOptions::default()).unwrap();
@@ -655,7 +850,13 @@ fn follows_never_triggers() {
 fn session_graph() -> (Graph, EdgeId) {
     let mut g = Graph::new();
     let cam = g.add_operator("camera", src(), src_params(60)).unwrap();
-    let p = add(&mut g, "poll", Poll { values: Input::default() });
+    let p = add(
+        &mut g,
+        "poll",
+        Poll {
+            values: Input::default(),
+        },
+    );
     let e = g.add_flow(cam.out, p.values, ConnectionOptions::default());
     (g, e)
 }
@@ -667,25 +868,44 @@ fn rate_generations_are_owning_and_independently_absent() {
     let plan = compile(&g, CompileOptions::default()).unwrap();
     // 60 Hz into a 30 Hz clock: ⌈2⌉ = 2 → 4 entries.
     assert_eq!(recipe(&plan, e).queue_depth, 4);
-    let s = RunSession::start(g, &plan, SessionOptions { max_source_activations: Some(0) }).unwrap();
+    let s = RunSession::start(
+        g,
+        &plan,
+        SessionOptions {
+            max_source_activations: Some(0),
+        },
+    )
+    .unwrap();
     let snap = s.capture_rate_generations();
     assert_eq!(snap.published().map(|p| p.rate_generation), Some(1));
     assert!(snap.last_rejected().is_none());
     // Within the admitted domain and the plan's depths: published.
-    assert_eq!(s.propose_rates(&RateCandidate::new().set("camera", "out", Rate::hz(45))), Ok(2));
+    assert_eq!(
+        s.propose_rates(&RateCandidate::new().set("camera", "out", Rate::hz(45))),
+        Ok(2)
+    );
     // Above the admitted maximum (120): rejected, the published one stays.
     let err = s
         .propose_rates(&RateCandidate::new().set("camera", "out", Rate::hz(150)))
         .unwrap_err();
-    assert!(err.to_string().contains(generation_codes::RATE_GENERATION_OUTSIDE_ADMITTED_DOMAIN));
+    assert!(
+        err.to_string()
+            .contains(generation_codes::RATE_GENERATION_OUTSIDE_ADMITTED_DOMAIN)
+    );
     // Admitted but more arrivals than the compiled depth holds: ⌈90/30⌉ × 2 = 6 > 4.
     let err = s
         .propose_rates(&RateCandidate::new().set("camera", "out", Rate::hz(90)))
         .unwrap_err();
-    assert!(err.to_string().contains(generation_codes::RATE_GENERATION_EXCEEDS_PLAN));
+    assert!(
+        err.to_string()
+            .contains(generation_codes::RATE_GENERATION_EXCEEDS_PLAN)
+    );
     let snap = s.capture_rate_generations();
     assert_eq!(snap.published().map(|p| p.rate_generation), Some(2));
-    assert_eq!(snap.last_rejected().map(|r| (r.rate_generation, r.code)), Some((4, generation_codes::RATE_GENERATION_EXCEEDS_PLAN)));
+    assert_eq!(
+        snap.last_rejected().map(|r| (r.rate_generation, r.code)),
+        Some((4, generation_codes::RATE_GENERATION_EXCEEDS_PLAN))
+    );
     s.join().unwrap();
 
     // The first candidate fails before anything is published.
@@ -694,20 +914,30 @@ fn rate_generations_are_owning_and_independently_absent() {
     let s = RunSession::start_with_rates(
         g,
         &plan,
-        SessionOptions { max_source_activations: Some(0) },
+        SessionOptions {
+            max_source_activations: Some(0),
+        },
         RateCandidate::new().set("camera", "out", Rate::hz(0)),
     )
     .unwrap();
     let snap = s.capture_rate_generations();
     assert!(snap.published().is_none());
     let rejected = snap.last_rejected().unwrap();
-    assert_eq!((rejected.rate_generation, rejected.code), (1, codes::RATE_INVALID));
+    assert_eq!(
+        (rejected.rate_generation, rejected.code),
+        (1, codes::RATE_INVALID)
+    );
     // The rejected candidate can be inspected on its own.
-    let json = render_rate_queue_inspection(&plan, &snap, 1, e, RateQueueInspectionFormat::CanonicalJson).unwrap();
+    let json =
+        render_rate_queue_inspection(&plan, &snap, 1, e, RateQueueInspectionFormat::CanonicalJson)
+            .unwrap();
     assert!(json.contains(RATE_QUEUE_INSPECTION_SCHEMA));
     assert!(json.contains("\"generation_status\": \"rejected\""));
     // A generation not in the snapshot is an error, not a guess.
-    assert!(render_rate_queue_inspection(&plan, &snap, 7, e, RateQueueInspectionFormat::HumanText).is_err());
+    assert!(
+        render_rate_queue_inspection(&plan, &snap, 7, e, RateQueueInspectionFormat::HumanText)
+            .is_err()
+    );
     s.join().unwrap();
 }
 
@@ -717,17 +947,47 @@ fn inspection_pins_only_automatic_depths() {
     let (gx, ex) = imu_graph(60, Some(20));
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let planx = compile(&gx, CompileOptions::default()).unwrap();
-    let s = RunSession::start(g, &plan, SessionOptions { max_source_activations: Some(0) }).unwrap();
-    let sx = RunSession::start(gx, &planx, SessionOptions { max_source_activations: Some(0) }).unwrap();
+    let s = RunSession::start(
+        g,
+        &plan,
+        SessionOptions {
+            max_source_activations: Some(0),
+        },
+    )
+    .unwrap();
+    let sx = RunSession::start(
+        gx,
+        &planx,
+        SessionOptions {
+            max_source_activations: Some(0),
+        },
+    )
+    .unwrap();
     let snap = s.capture_rate_generations();
     let snapx = sx.capture_rate_generations();
-    let human = render_rate_queue_inspection(&plan, &snap, 1, e, RateQueueInspectionFormat::HumanText).unwrap();
-    assert!(human.contains("ConnectionOptions { queue_depth: Some(34), ..ConnectionOptions::default() }"), "{human}");
-    assert!(human.contains("physical reservation unavailable") || !human.contains("provider"), "{human}");
-    let humanx = render_rate_queue_inspection(&planx, &snapx, 1, ex, RateQueueInspectionFormat::HumanText).unwrap();
+    let human =
+        render_rate_queue_inspection(&plan, &snap, 1, e, RateQueueInspectionFormat::HumanText)
+            .unwrap();
+    assert!(
+        human.contains(
+            "ConnectionOptions { queue_depth: Some(34), ..ConnectionOptions::default() }"
+        ),
+        "{human}"
+    );
+    assert!(
+        human.contains("physical reservation unavailable") || !human.contains("provider"),
+        "{human}"
+    );
+    let humanx =
+        render_rate_queue_inspection(&planx, &snapx, 1, ex, RateQueueInspectionFormat::HumanText)
+            .unwrap();
     assert!(!humanx.contains("ConnectionOptions {"), "{humanx}");
-    let j1 = render_rate_queue_inspection(&plan, &snap, 1, e, RateQueueInspectionFormat::CanonicalJson).unwrap();
-    let j2 = render_rate_queue_inspection(&plan, &snap, 1, e, RateQueueInspectionFormat::CanonicalJson).unwrap();
+    let j1 =
+        render_rate_queue_inspection(&plan, &snap, 1, e, RateQueueInspectionFormat::CanonicalJson)
+            .unwrap();
+    let j2 =
+        render_rate_queue_inspection(&plan, &snap, 1, e, RateQueueInspectionFormat::CanonicalJson)
+            .unwrap();
     assert_eq!(j1, j2);
     s.join().unwrap();
     sx.join().unwrap();
@@ -773,11 +1033,32 @@ fn reuse_last_returns_the_last_sample_once_per_activation() {
     }
     let log = Arc::new(Log::default());
     let mut g = Graph::new();
-    let o = add(&mut g, "one", One { out: Output::default(), sent: false });
-    let r = add(&mut g, "reuse", Reuse { v: Input::default(), log: Arc::clone(&log) });
+    let o = add(
+        &mut g,
+        "one",
+        One {
+            out: Output::default(),
+            sent: false,
+        },
+    );
+    let r = add(
+        &mut g,
+        "reuse",
+        Reuse {
+            v: Input::default(),
+            log: Arc::clone(&log),
+        },
+    );
     g.add_flow(o.out, r.v, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
-    let s = RunSession::start(g, &plan, SessionOptions { max_source_activations: Some(3) }).unwrap();
+    let s = RunSession::start(
+        g,
+        &plan,
+        SessionOptions {
+            max_source_activations: Some(3),
+        },
+    )
+    .unwrap();
     std::thread::sleep(Duration::from_millis(100));
     s.join().unwrap();
     let got = log.got.lock().unwrap().clone();

@@ -245,8 +245,7 @@ impl ContainerArgs {
     }
 }
 
-const TRIGGER_EXAMPLE: &str =
-    "`trigger = on_arrival(frames)`, `trigger = clock(hz = 60)`, `trigger = clock(rate = parameter_rate(param_ref!(Params::fps)))`, `trigger = any_input` or `trigger = all_inputs`";
+const TRIGGER_EXAMPLE: &str = "`trigger = on_arrival(frames)`, `trigger = clock(hz = 60)`, `trigger = clock(rate = parameter_rate(param_ref!(Params::fps)))`, `trigger = any_input` or `trigger = all_inputs`";
 
 /// `trigger = all_inputs | any_input | on_arrival(field) | clock(hz = N) | clock(rate = expr)`.
 fn parse_trigger(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<(Span, TriggerArg)>> {
@@ -268,7 +267,10 @@ fn parse_trigger(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<(S
         _ => (None, None),
     };
     let Some(word) = word else {
-        cx.error_spanned_by(&expr, format!("`#[operator(trigger)]` needs one of {TRIGGER_EXAMPLE}"));
+        cx.error_spanned_by(
+            &expr,
+            format!("`#[operator(trigger)]` needs one of {TRIGGER_EXAMPLE}"),
+        );
         return Ok(None);
     };
     let t = match (word.to_string().as_str(), args) {
@@ -279,13 +281,19 @@ fn parse_trigger(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<(S
                 TriggerArg::OnArrival(p.path.get_ident().cloned().unwrap_or_else(|| word.clone()))
             }
             other => {
-                cx.error_spanned_by(other, "`on_arrival(...)` names one input field, like `on_arrival(frames)`");
+                cx.error_spanned_by(
+                    other,
+                    "`on_arrival(...)` names one input field, like `on_arrival(frames)`",
+                );
                 return Ok(None);
             }
         },
         ("clock", Some(args)) if args.len() == 1 => {
             let Expr::Assign(a) = &args[0] else {
-                cx.error_spanned_by(&args[0], "`clock(...)` takes `hz = N` or `rate = <expression>`");
+                cx.error_spanned_by(
+                    &args[0],
+                    "`clock(...)` takes `hz = N` or `rate = <expression>`",
+                );
                 return Ok(None);
             };
             let key = match &*a.left {
@@ -294,7 +302,9 @@ fn parse_trigger(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<(S
             };
             match key {
                 Some(k) if k == symbol::HZ => {
-                    if let Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) = &*a.right
+                    if let Expr::Lit(ExprLit {
+                        lit: Lit::Int(i), ..
+                    }) = &*a.right
                         && let Ok(v) = i.base10_parse::<u64>()
                     {
                         TriggerArg::ClockHz(v)
@@ -307,7 +317,10 @@ fn parse_trigger(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<(S
                 _ => {
                     cx.error_spanned_by(
                         &a.left,
-                        format!("unknown `clock` key, expected one of {}", symbol::one_of(symbol::CLOCK_KEYS)),
+                        format!(
+                            "unknown `clock` key, expected one of {}",
+                            symbol::one_of(symbol::CLOCK_KEYS)
+                        ),
                     );
                     return Ok(None);
                 }
@@ -553,15 +566,31 @@ fn parse_key(
     }
     if key.0 == symbol::WINDOW.0 && !meta.input.peek(Token![=]) {
         if meta.input.peek(syn::token::Paren) {
-            cx.error_at(span, format!("`#[{word}(window)]` takes no list; write `window` or `window = 4`"));
+            cx.error_at(
+                span,
+                format!("`#[{word}(window)]` takes no list; write `window` or `window = 4`"),
+            );
             return skip_value(meta);
         }
-        set(cx, &mut out.window, Keyed::new(span, span, 1), word, key, span);
+        set(
+            cx,
+            &mut out.window,
+            Keyed::new(span, span, 1),
+            word,
+            key,
+            span,
+        );
         return Ok(());
     }
     if key.0 == symbol::FOLLOWS.0 {
         if !meta.input.peek(syn::token::Paren) {
-            cx.error_at(span, format!("`#[{word}(follows)]` needs an input and a ratio, like `{}`", example(key)));
+            cx.error_at(
+                span,
+                format!(
+                    "`#[{word}(follows)]` needs an input and a ratio, like `{}`",
+                    example(key)
+                ),
+            );
             return skip_value(meta);
         }
         let content;
@@ -570,7 +599,14 @@ fn parse_key(
         content.parse::<Token![,]>()?;
         let ratio: Expr = content.parse()?;
         let value_span = input.span();
-        set(cx, &mut out.follows, Keyed::new(span, value_span, (input, ratio)), word, key, span);
+        set(
+            cx,
+            &mut out.follows,
+            Keyed::new(span, value_span, (input, ratio)),
+            word,
+            key,
+            span,
+        );
         return Ok(());
     }
     if !meta.input.peek(Token![=]) {
@@ -643,8 +679,22 @@ fn parse_key(
             }
         }
         "missing" => {
-            if let Some(w) = word_value(cx, &expr, word, key, symbol::MISSING_WORDS, "missing-data policy") {
-                set(cx, &mut out.missing, Keyed::new(span, value_span, w), word, key, span);
+            if let Some(w) = word_value(
+                cx,
+                &expr,
+                word,
+                key,
+                symbol::MISSING_WORDS,
+                "missing-data policy",
+            ) {
+                set(
+                    cx,
+                    &mut out.missing,
+                    Keyed::new(span, value_span, w),
+                    word,
+                    key,
+                    span,
+                );
             }
         }
         "expected_rate" | "nominal_rate" => {
@@ -653,10 +703,24 @@ fn parse_key(
             } else {
                 &mut out.nominal_rate
             };
-            set(cx, slot, Keyed::new(span, value_span, expr), word, key, span);
+            set(
+                cx,
+                slot,
+                Keyed::new(span, value_span, expr),
+                word,
+                key,
+                span,
+            );
         }
         "history" if !matches!(expr, Expr::Lit(_)) => {
-            set(cx, &mut out.history_expr, Keyed::new(span, value_span, expr), word, key, span);
+            set(
+                cx,
+                &mut out.history_expr,
+                Keyed::new(span, value_span, expr),
+                word,
+                key,
+                span,
+            );
         }
         "rank" | "max_rank" | "max_loans" | "history" | "burst" | "window" => {
             if let Some(v) = int_value(cx, &expr, word, key) {

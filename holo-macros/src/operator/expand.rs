@@ -137,7 +137,12 @@ fn user_expression(
 }
 
 /// A rate expression (`Rate`, or `parameter_rate(...)`), converted into `RateExpr<P>`.
-fn rate_expression(p: &TokenStream, params: &TokenStream, expr: &syn::Expr, span: proc_macro2::Span) -> TokenStream {
+fn rate_expression(
+    p: &TokenStream,
+    params: &TokenStream,
+    expr: &syn::Expr,
+    span: proc_macro2::Span,
+) -> TokenStream {
     let ty = quote_spanned!(span=> #p::RateExpr<#params>);
     quote! {{
         #[allow(unused_imports)]
@@ -154,7 +159,10 @@ fn temporal_spec(
     inputs: &[(&Ident, String)],
     attr: Option<&PortAttr>,
 ) -> TokenStream {
-    let mode = match (attr.and_then(|a| a.window.as_ref()), attr.and_then(|a| a.latest)) {
+    let mode = match (
+        attr.and_then(|a| a.window.as_ref()),
+        attr.and_then(|a| a.latest),
+    ) {
         (Some(w), _) => {
             let min = u32_lit(w.value);
             quote!(#p::InputMode::Window { min: #min })

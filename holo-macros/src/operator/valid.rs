@@ -31,7 +31,10 @@ pub(crate) fn check(cx: &Ctxt, op: &Operator<'_>) {
 /// The field named `ident`, if it is an input port.
 fn is_input_field(op: &Operator<'_>, ident: &syn::Ident) -> bool {
     op.fields.iter().any(|f| {
-        f.ident == ident && f.port.as_ref().is_some_and(|p| p.direction == Direction::Input)
+        f.ident == ident
+            && f.port
+                .as_ref()
+                .is_some_and(|p| p.direction == Direction::Input)
     })
 }
 
@@ -76,7 +79,10 @@ fn check_temporal(cx: &Ctxt, op: &Operator<'_>) {
             {
                 cx.error_at(
                     v.value_span,
-                    format!("`#[{}({key} = 0)]` admits no entry; it is at least 1", attr.direction.word()),
+                    format!(
+                        "`#[{}({key} = 0)]` admits no entry; it is at least 1",
+                        attr.direction.word()
+                    ),
                 );
             }
         }

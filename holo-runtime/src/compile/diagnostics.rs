@@ -201,8 +201,7 @@ pub mod codes {
     pub const RATE_QUEUE_DEPTH_BELOW_HARD_FLOOR: &str = "RATE_QUEUE_DEPTH_BELOW_HARD_FLOOR";
     /// (Warning.) An explicit queue depth at or above the hard floor but below the nominal
     /// recommendation: it is kept.
-    pub const RATE_QUEUE_DEPTH_BELOW_RECOMMENDATION: &str =
-        "RATE_QUEUE_DEPTH_BELOW_RECOMMENDATION";
+    pub const RATE_QUEUE_DEPTH_BELOW_RECOMMENDATION: &str = "RATE_QUEUE_DEPTH_BELOW_RECOMMENDATION";
     /// A window input fed at a declared rate whose consumer's contract proves no finite
     /// accumulation horizon, with no explicit depth.
     pub const RATE_HORIZON_MISSING: &str = "RATE_HORIZON_MISSING";

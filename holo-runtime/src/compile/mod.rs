@@ -157,6 +157,10 @@ impl Work<'_> {
 }
 
 /// Compiles a graph into an immutable plan, or returns every diagnostic found.
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "the seed's `compile(graph, std::move(options))`: the options are the plan's"
+)]
 pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, Diagnostics> {
     let mut work = Work {
         graph,
@@ -229,7 +233,8 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
                 clock_hz: clock.map(crate::spec::rates::exact_ratio),
                 clock_exact: clock.copied(),
                 clock_period_ns: clock.and_then(|c| {
-                    let ns = (c.recip() * num_rational::Ratio::from_integer(1_000_000_000i128)).ceil();
+                    let ns =
+                        (c.recip() * num_rational::Ratio::from_integer(1_000_000_000i128)).ceil();
                     u64::try_from(*ns.numer()).ok()
                 }),
             }

@@ -217,14 +217,14 @@ impl Eval<'_, '_, '_> {
                         "version the id, e.g. `com.example.Op.output-max-byte-span.v1`",
                     );
                 }
-                if let Some(prev) = self.projectors.insert(id, implementation) {
-                    if prev != *implementation {
-                        return self.fail(
-                            codes::PHYSICAL_TENSOR_BYTE_SPAN_PROJECTOR_ID_CONFLICT,
-                            format!("projector id {id:?} names two different projectors: `{prev}` and `{implementation}`"),
-                            "give each projector its own id; bump `.vN` when a formula changes",
-                        );
-                    }
+                if let Some(prev) = self.projectors.insert(id, implementation)
+                    && prev != *implementation
+                {
+                    return self.fail(
+                        codes::PHYSICAL_TENSOR_BYTE_SPAN_PROJECTOR_ID_CONFLICT,
+                        format!("projector id {id:?} names two different projectors: `{prev}` and `{implementation}`"),
+                        "give each projector its own id; bump `.vN` when a formula changes",
+                    );
                 }
                 let mut ok = true;
                 for r in reads {
@@ -474,20 +474,20 @@ fn check_layouts(work: &mut Work<'_>, resolved: &Resolved) {
             continue;
         };
         let mut mismatches = Vec::new();
-        if let (Some(want), Some(have)) = (req.memory_kind, out.memory_kind) {
-            if want != have {
-                mismatches.push(format!("memory kind {have} where {want} is required"));
-            }
+        if let (Some(want), Some(have)) = (req.memory_kind, out.memory_kind)
+            && want != have
+        {
+            mismatches.push(format!("memory kind {have} where {want} is required"));
         }
-        if let (Some(want), Some(have)) = (req.dtype, out.dtype) {
-            if want != have {
-                mismatches.push(format!("dtype {have} where {want} is required"));
-            }
+        if let (Some(want), Some(have)) = (req.dtype, out.dtype)
+            && want != have
+        {
+            mismatches.push(format!("dtype {have} where {want} is required"));
         }
-        if let (Some(want), Some(have)) = (req.rank, out.rank) {
-            if want != have {
-                mismatches.push(format!("rank {have} where rank {want} is required"));
-            }
+        if let (Some(want), Some(have)) = (req.rank, out.rank)
+            && want != have
+        {
+            mismatches.push(format!("rank {have} where rank {want} is required"));
         }
         if !mismatches.is_empty() {
             let producer = format!(
@@ -508,6 +508,15 @@ fn check_layouts(work: &mut Work<'_>, resolved: &Resolved) {
     }
 }
 
+/// Allocations, derivations, capacity dependencies, provider plans and pool floors.
+pub(crate) type PoolRecords = (
+    Vec<TensorAllocationPlanRecord>,
+    Vec<TensorByteSpanDerivationRecord>,
+    Vec<PoolCapacityDependencyRecord>,
+    Vec<ProviderAllocationPlanRecord>,
+    Vec<HardFloorContributorRecord>,
+);
+
 /// Sizes every runtime pool: slot counts term by term, aggregate bytes, and the
 /// byte-span derivation records.
 pub(crate) fn allocations(
@@ -516,13 +525,7 @@ pub(crate) fn allocations(
     placed: &Placed,
     edges: &[EdgeRecord],
     sized: &super::queues::Sized,
-) -> (
-    Vec<TensorAllocationPlanRecord>,
-    Vec<TensorByteSpanDerivationRecord>,
-    Vec<PoolCapacityDependencyRecord>,
-    Vec<ProviderAllocationPlanRecord>,
-    Vec<HardFloorContributorRecord>,
-) {
+) -> PoolRecords {
     let mut allocations = Vec::new();
     let mut derivations = Vec::new();
     let mut dependencies = Vec::new();
@@ -571,7 +574,12 @@ pub(crate) fn allocations(
             }
             for s in scenarios {
                 let g = format!("consumer_retention:e{}", e.id);
-                items.push(((*s).to_owned(), format!("queue:e{}", e.id), "queue_entries".to_owned(), e.queue_depth));
+                items.push((
+                    (*s).to_owned(),
+                    format!("queue:e{}", e.id),
+                    "queue_entries".to_owned(),
+                    e.queue_depth,
+                ));
                 let current = if *s == "data_missing" && t.missing == MissingPolicy::ReuseLast {
                     "reuse_last"
                 } else {
@@ -584,8 +592,18 @@ pub(crate) fn allocations(
             }
         }
         for s in scenarios {
-            items.push(((*s).to_owned(), "producer_loans".to_owned(), "producer_loans".to_owned(), out.max_loans));
-            items.push(((*s).to_owned(), "retirement".to_owned(), "retirement".to_owned(), 1));
+            items.push((
+                (*s).to_owned(),
+                "producer_loans".to_owned(),
+                "producer_loans".to_owned(),
+                out.max_loans,
+            ));
+            items.push((
+                (*s).to_owned(),
+                "retirement".to_owned(),
+                "retirement".to_owned(),
+                1,
+            ));
         }
         let terms = SlotCountTerms {
             queue_entries: out_edges
@@ -598,19 +616,25 @@ pub(crate) fn allocations(
             history,
         };
         let composed = crate::plan::rates::compose(
-            items.iter().map(|(s, g, _, n)| (s.as_str(), g.as_str(), *n)),
+            items
+                .iter()
+                .map(|(s, g, _, n)| (s.as_str(), g.as_str(), *n)),
         );
-        floors.extend(items.into_iter().map(|(scenario, group, contributor, entries)| {
-            HardFloorContributorRecord {
-                scope: "pool".to_owned(),
-                edge: None,
-                pool: Some(pool_id.clone()),
-                scenario,
-                group,
-                contributor,
-                entries,
-            }
-        }));
+        floors.extend(
+            items
+                .into_iter()
+                .map(
+                    |(scenario, group, contributor, entries)| HardFloorContributorRecord {
+                        scope: "pool".to_owned(),
+                        edge: None,
+                        pool: Some(pool_id.clone()),
+                        scenario,
+                        group,
+                        contributor,
+                        entries,
+                    },
+                ),
+        );
         let Some(slot_count) = terms.total().filter(|t| composed == Some(*t)) else {
             work.diagnostics.push(
                 Diagnostic::error(codes::POOL_CAPACITY_OVERFLOW, "the slot count overflows")

@@ -9,8 +9,7 @@ use super::{Diagnostic, Work, codes};
 use crate::graph::NodePort;
 use crate::plan::rates::compose;
 use crate::plan::{
-    AccumulationHorizonRecord, HardFloorContributorRecord, PortRateRecord,
-    QueueSizingRecipeRecord,
+    AccumulationHorizonRecord, HardFloorContributorRecord, PortRateRecord, QueueSizingRecipeRecord,
 };
 use crate::spec::rates::{ceil_entries, exact_ratio, mul};
 use crate::spec::{InputMode, PortDirection, Rate, RateExpr, Trigger};
@@ -209,19 +208,24 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
 fn input_rate(
     pass: &mut Pass<'_, '_>,
     rates: &BTreeMap<(u32, u32), PortRate>,
-    o: u32,
-    p: u32,
+    op: u32,
+    index: u32,
     port: &NodePort,
 ) -> PortRate {
-    let incoming = pass.work.incoming.get(&(o, p)).cloned().unwrap_or_default();
+    let incoming = pass
+        .work
+        .incoming
+        .get(&(op, index))
+        .cloned()
+        .unwrap_or_default();
     let graph = pass.work.graph;
     let expected = |pass: &mut Pass<'_, '_>| {
-        let e = port.temporal.expected_rate.as_ref()?;
-        let (a, m, _) = pass.resolve(o, port.name, e, "expected rate")?;
+        let declared = port.temporal.expected_rate.as_ref()?;
+        let (active, admitted, _) = pass.resolve(op, port.name, declared, "expected rate")?;
         Some(PortRate {
             source: "expected_rate",
-            active: Some(a),
-            admitted: m,
+            active: Some(active),
+            admitted,
         })
     };
     let Some(&edge) = incoming.first() else {
@@ -230,11 +234,11 @@ fn input_rate(
             ..PortRate::default()
         });
     };
-    let e = &graph.edges[edge as usize];
-    let producer = &graph.operators[e.from.0.0 as usize].ports[e.from.1 as usize];
+    let flow = &graph.edges[edge as usize];
+    let producer = &graph.operators[flow.from.0.0 as usize].ports[flow.from.1 as usize];
     if producer.temporal.declares_rate() {
         // A connected upstream output is authoritative.
-        return match rates.get(&(e.from.0.0, e.from.1)) {
+        return match rates.get(&(flow.from.0.0, flow.from.1)) {
             Some(r) if r.active.is_some() => PortRate {
                 source: "upstream",
                 ..r.clone()
@@ -370,7 +374,10 @@ fn horizon(
             match xp.and_then(|p| rates.get(&(to, p))).and_then(|r| r.active) {
                 Some(r) => (
                     Some(r.recip()),
-                    format!("on_arrival({x}) at {} Hz: one activation per arrival", exact_ratio(&r)),
+                    format!(
+                        "on_arrival({x}) at {} Hz: one activation per arrival",
+                        exact_ratio(&r)
+                    ),
                 ),
                 None => (
                     None,
@@ -380,7 +387,10 @@ fn horizon(
         }
         t => (
             None,
-            format!("{}: the contract bounds no interval between activations", t.name()),
+            format!(
+                "{}: the contract bounds no interval between activations",
+                t.name()
+            ),
         ),
     }
 }
@@ -435,7 +445,12 @@ fn size_edge(
             entries: *n,
         });
     }
-    let floor = compose(floor_items.iter().map(|(_, n)| ("steady", "queued_entries", *n))).unwrap_or(1);
+    let floor = compose(
+        floor_items
+            .iter()
+            .map(|(_, n)| ("steady", "queued_entries", *n)),
+    )
+    .unwrap_or(1);
 
     let rate = rates.get(&(to, tp)).cloned().unwrap_or_default();
     let mut recipe = QueueSizingRecipeRecord {
@@ -469,9 +484,12 @@ fn size_edge(
         let (Some(r), Some(h), Some(hr)) = (rate.active, h, headroom) else {
             return;
         };
-        let sized = mul(&r, &h)
-            .and_then(|x| ceil_entries(&x))
-            .and_then(|a| Some((a, ceil_entries(&mul(&Q::from_integer(i128::from(a)), &hr)?)?)));
+        let sized = mul(&r, &h).and_then(|x| ceil_entries(&x)).and_then(|a| {
+            Some((
+                a,
+                ceil_entries(&mul(&Q::from_integer(i128::from(a)), &hr)?)?,
+            ))
+        });
         match sized {
             Some((arrivals, rec)) => {
                 recipe.nominal_arrivals = Some(arrivals);
@@ -566,7 +584,7 @@ fn size_edge(
         },
     };
     recipe.queue_depth = depth;
-    recipe.depth_source = source.to_owned();
+    source.clone_into(&mut recipe.depth_source);
     let admitted = if source == "automatic" {
         recipe.admitted_ceiling
     } else {

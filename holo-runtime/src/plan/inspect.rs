@@ -74,9 +74,9 @@ pub fn render_rate_queue_inspection(
             format!("rate generation {generation} is neither the published generation nor the latest rejected candidate of the snapshot"),
         )
     })?;
-    let recipe = plan.queue_sizing_recipe(e.id).ok_or_else(|| {
-        Error::new(ErrorCode::Internal, format!("edge e{} has no recipe", e.id))
-    })?;
+    let recipe = plan
+        .queue_sizing_recipe(e.id)
+        .ok_or_else(|| Error::new(ErrorCode::Internal, format!("edge e{} has no recipe", e.id)))?;
     let op_name = |id: u32| plan.operators()[id as usize].name.as_str();
     let port_rate = |op: u32, port: &str| {
         plan.port_rates()
@@ -130,19 +130,20 @@ fn or_na(v: Option<&str>) -> &str {
     v.unwrap_or("unavailable")
 }
 
-fn human(plan: &ExecutionPlan, j: &Joined<'_>) -> String {
-    let e = j.edge;
+fn human(plan: &ExecutionPlan, joined: &Joined<'_>) -> String {
+    let j = joined;
+    let edge = j.edge;
     let r = j.queue_sizing_recipe;
     let name = |id: u32| plan.operators()[id as usize].name.as_str();
     let mut out = String::new();
     let _ = writeln!(
         out,
         "edge e{}: {}.{} → {}.{} (plan {}, rate generation {} {})",
-        e.id,
-        name(e.from_operator),
-        e.from_port,
-        name(e.to_operator),
-        e.to_port,
+        edge.id,
+        name(edge.from_operator),
+        edge.from_port,
+        name(edge.to_operator),
+        edge.to_port,
         j.plan_fingerprint,
         j.rate_generation,
         j.generation_status
@@ -186,7 +187,10 @@ fn human(plan: &ExecutionPlan, j: &Joined<'_>) -> String {
             );
         }
         _ => {
-            let _ = writeln!(out, "  no nominal recommendation (rate or horizon not proven)");
+            let _ = writeln!(
+                out,
+                "  no nominal recommendation (rate or horizon not proven)"
+            );
         }
     }
     let _ = writeln!(

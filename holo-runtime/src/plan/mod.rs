@@ -1,4 +1,4 @@
-//! The execution plan: immutable, inspectable data produced by [`compile`](crate::compile).
+//! The execution plan: immutable, inspectable data produced by [`compile`](fn@crate::compile).
 //!
 //! Everything that can be decided before running is decided in `compile` and recorded
 //! here: partitions, streams, placements, tensor allocations with every term of their
@@ -6,9 +6,9 @@
 //! Renderings: [`ExecutionPlan::render_human`], [`ExecutionPlan::json`] (canonical,
 //! deterministic) and [`ExecutionPlan::dot`] (Graphviz).
 
-mod render;
 pub mod inspect;
 pub mod rates;
+mod render;
 
 pub use inspect::{
     RATE_QUEUE_INSPECTION_SCHEMA, RateQueueInspectionFormat, render_rate_queue_inspection,
@@ -24,6 +24,10 @@ use serde::Serialize;
 use crate::MemoryKind;
 use crate::compile::Diagnostic;
 
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's `serialize_with` passes a reference"
+)]
 fn serialize_memory_kind<S: serde::Serializer>(kind: &MemoryKind, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(kind.wire_name())
 }
@@ -295,7 +299,10 @@ impl ExecutionPlan {
     }
     /// The recipe of edge `edge`.
     pub fn queue_sizing_recipe(&self, edge: u32) -> Option<&QueueSizingRecipeRecord> {
-        self.rates.queue_sizing_recipes.iter().find(|r| r.edge == edge)
+        self.rates
+            .queue_sizing_recipes
+            .iter()
+            .find(|r| r.edge == edge)
     }
     /// The capacity dependency of pool `<operator>.<port>`.
     pub fn pool_capacity_dependency(&self, pool: &str) -> Option<&PoolCapacityDependencyRecord> {

@@ -245,7 +245,12 @@ mod tests {
     #[test]
     fn distinct_live_storage_sums() {
         assert_eq!(
-            compose([("s", "queue", 8), ("s", "retention", 4), ("s", "loans", 1), ("s", "retirement", 1)]),
+            compose([
+                ("s", "queue", 8),
+                ("s", "retention", 4),
+                ("s", "loans", 1),
+                ("s", "retirement", 1)
+            ]),
             Some(14)
         );
     }

@@ -7,7 +7,7 @@ use super::ExecutionPlan;
 fn mib(bytes: u64) -> String {
     #[allow(clippy::cast_precision_loss, reason = "display only")]
     let m = bytes as f64 / (1024.0 * 1024.0);
-    if bytes % (1024 * 1024) == 0 {
+    if bytes.is_multiple_of(1024 * 1024) {
         format!("{} MiB", bytes / (1024 * 1024))
     } else {
         format!("{m:.3} MiB")

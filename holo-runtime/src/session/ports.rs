@@ -299,7 +299,11 @@ impl PortBinder<'_> {
     }
 
     /// Binds input port `port`.
-    pub fn bind_input<T: Clone + Send + 'static>(&mut self, port: u32, input: &mut Input<T>) -> Result<()> {
+    pub fn bind_input<T: Clone + Send + 'static>(
+        &mut self,
+        port: u32,
+        input: &mut Input<T>,
+    ) -> Result<()> {
         let queue = self.typed::<T>(port)?.into_iter().next();
         let (mode, missing, history) = self
             .ports

@@ -149,8 +149,13 @@ struct Generations {
 }
 
 fn parts(q: Option<&Q>) -> (u64, u64) {
-    q.and_then(|q| Some((u64::try_from(*q.numer()).ok()?, u64::try_from(*q.denom()).ok()?)))
-        .unwrap_or((0, 0))
+    q.and_then(|q| {
+        Some((
+            u64::try_from(*q.numer()).ok()?,
+            u64::try_from(*q.denom()).ok()?,
+        ))
+    })
+    .unwrap_or((0, 0))
 }
 
 fn rate_of(num: u64, den: u64) -> Option<Rate> {
@@ -273,7 +278,10 @@ impl RateTable {
                     reason: reason.clone(),
                     ports,
                 });
-                Err(Error::new(ErrorCode::InvalidArgument, format!("{code}: {reason}")))
+                Err(Error::new(
+                    ErrorCode::InvalidArgument,
+                    format!("{code}: {reason}"),
+                ))
             }
         }
     }
@@ -289,7 +297,11 @@ fn slot_index(plan: &ExecutionPlan, offsets: &[usize], op: u32, port: &str) -> O
     Some(base + k as usize)
 }
 
-fn describe(plan: &ExecutionPlan, offsets: &[usize], active: &[Option<Q>]) -> Vec<GenerationPortRate> {
+fn describe(
+    plan: &ExecutionPlan,
+    offsets: &[usize],
+    active: &[Option<Q>],
+) -> Vec<GenerationPortRate> {
     plan.port_rates()
         .iter()
         .map(|r| GenerationPortRate {
@@ -363,7 +375,9 @@ fn derive(
                 .iter()
                 .filter(|r| r.operator == o.id && r.direction == dir)
             {
-                let Some(i) = slot(o.id, &r.port) else { continue };
+                let Some(i) = slot(o.id, &r.port) else {
+                    continue;
+                };
                 match r.source.as_str() {
                     "upstream" => {
                         if let Some(e) = plan
@@ -387,8 +401,12 @@ fn derive(
         }
     }
     for recipe in plan.queue_sizing_recipes() {
-        let Some(edge) = plan.edges().get(recipe.edge as usize) else { continue };
-        let Some(h) = horizon(plan, offsets, edge.to_operator, active) else { continue };
+        let Some(edge) = plan.edges().get(recipe.edge as usize) else {
+            continue;
+        };
+        let Some(h) = horizon(plan, offsets, edge.to_operator, active) else {
+            continue;
+        };
         if recipe.rate_source == "expected_rate" {
             continue;
         }

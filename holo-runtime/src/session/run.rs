@@ -617,9 +617,7 @@ pub(crate) fn start(
     // The first rate generation: the plan's compiled rates, or the caller's candidate.
     // A rejected first candidate leaves nothing published; the session still runs on the
     // plan's compiled nominal rates, and the rejection is kept as evidence.
-    let _ = shared
-        .rates
-        .propose(plan, &candidate.unwrap_or_default());
+    let _ = shared.rates.propose(plan, &candidate.unwrap_or_default());
 
     // 4. Every operator's start, in partition order; the first failure stops the
     //    started ones and fails the session before any compute.

@@ -73,7 +73,6 @@ impl Rate {
     pub fn denominator(self) -> i128 {
         self.denominator
     }
-
 }
 
 impl fmt::Display for Rate {
@@ -198,11 +197,7 @@ impl RateExpr<()> {
             RateExpr::Parameter(p) => {
                 let v = (p.read)(params).unwrap_or(0);
                 let max = p.dependency.descriptor.max.map(|m| Rate::from_i128(m, 1));
-                (
-                    Rate::from_i128(v, 1),
-                    max,
-                    Some(p.dependency.path.clone()),
-                )
+                (Rate::from_i128(v, 1), max, Some(p.dependency.path.clone()))
             }
         }
     }
@@ -225,9 +220,7 @@ where
     RateExpr::Parameter(ParameterRate {
         dependency: ParamDependency::of(&field),
         read: Arc::new(move |params: &dyn Any| {
-            params
-                .downcast_ref::<P>()
-                .map(|p| (*field.get(p)).into())
+            params.downcast_ref::<P>().map(|p| (*field.get(p)).into())
         }),
         _params: std::marker::PhantomData,
     })
@@ -255,9 +248,7 @@ where
     ParameterCount {
         path: field.path(),
         read: Arc::new(move |params: &dyn Any| {
-            params
-                .downcast_ref::<P>()
-                .map(|p| (*field.get(p)).into())
+            params.downcast_ref::<P>().map(|p| (*field.get(p)).into())
         }),
         _params: std::marker::PhantomData,
     }
@@ -461,14 +452,12 @@ mod tests {
 
     #[test]
     fn imu_at_camera_rate_is_34_entries() {
-        let s = automatic_queue_depth(
-            Rate::hz(1000),
-            Ratio::new(1, 60),
-            RateRatio::new(2, 1),
-            1,
-        )
-        .unwrap();
-        assert_eq!((s.nominal_arrivals, s.recommendation, s.automatic_depth), (17, 34, 34));
+        let s = automatic_queue_depth(Rate::hz(1000), Ratio::new(1, 60), RateRatio::new(2, 1), 1)
+            .unwrap();
+        assert_eq!(
+            (s.nominal_arrivals, s.recommendation, s.automatic_depth),
+            (17, 34, 34)
+        );
     }
 
     #[test]

@@ -141,7 +141,7 @@ impl fmt::Debug for TensorOutputLoan {
             .field("pool", &self.pool.name)
             .field("slot", &self.slot)
             .field("shape", &self.shape())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 

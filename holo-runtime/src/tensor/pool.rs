@@ -167,20 +167,17 @@ impl Pool {
     /// Borrows a free slot, or `ResourceExhausted` at once. The slot starts with one
     /// reference: the loan's.
     pub(crate) fn borrow_slot(&self) -> Result<u32> {
-        match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot as usize].refs.store(1, Ordering::Relaxed);
-                self.counters.loans.fetch_add(1, Ordering::Relaxed);
-                Ok(slot)
-            }
-            None => {
-                self.counters.exhausted.fetch_add(1, Ordering::Relaxed);
-                Err(Error::new(
-                    ErrorCode::ResourceExhausted,
-                    "the pool has no free slot: every slot is queued, held or loaned (allocate_tensor never waits)",
-                )
-                .at(self.location))
-            }
+        if let Some(slot) = self.free.pop() {
+            self.slots[slot as usize].refs.store(1, Ordering::Relaxed);
+            self.counters.loans.fetch_add(1, Ordering::Relaxed);
+            Ok(slot)
+        } else {
+            self.counters.exhausted.fetch_add(1, Ordering::Relaxed);
+            Err(Error::new(
+                ErrorCode::ResourceExhausted,
+                "the pool has no free slot: every slot is queued, held or loaned (allocate_tensor never waits)",
+            )
+            .at(self.location))
         }
     }
 
