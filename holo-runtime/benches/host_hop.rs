@@ -158,14 +158,7 @@ fn holo_in_partition() -> f64 {
     );
     let plan = compile(&g, CompileOptions::default()).unwrap();
     assert_eq!(plan.partitions().len(), 1);
-    let session = RunSession::start(
-        g,
-        &plan,
-        SessionOptions {
-            max_source_activations: Some(FRAMES + 1_000),
-        },
-    )
-    .unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(FRAMES + 1_000)).unwrap();
     wait(&received, 1_000);
     let t0 = Instant::now();
     wait(&received, 1_000 + FRAMES);
@@ -252,14 +245,7 @@ fn holo_cross_partition() -> (u64, u64) {
         ..CompileOptions::default()
     };
     let plan = compile(&g, options).unwrap();
-    let session = RunSession::start(
-        g,
-        &plan,
-        SessionOptions {
-            max_source_activations: Some(FRAMES),
-        },
-    )
-    .unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(FRAMES)).unwrap();
     wait(&received, FRAMES);
     session.join().unwrap();
     let mut v = std::mem::take(&mut *latencies.lock().unwrap());

@@ -286,11 +286,24 @@ fn run_plan_with(
         }
         None => None,
     };
+    let device = if plan_needs_device(plan) {
+        let d = crate::device::open_backend_from_env()?;
+        match d.backend_kind() {
+            crate::device::BackendKind::Cuda => println!("device: cuda:{}", d.ordinal()),
+            crate::device::BackendKind::Software => println!(
+                "device: no CUDA device here, so the plan runs on holo's software device (worker-thread streams over host memory); set HOLO_REQUIRE_DEVICE=cuda to make this an error"
+            ),
+        }
+        Some(d)
+    } else {
+        None
+    };
     let session = RunSession::start(
         graph,
         plan,
         SessionOptions {
             max_source_activations: frames,
+            device,
         },
     )?;
     if let Some(f) = on_session {
@@ -321,6 +334,15 @@ fn run_plan_with(
         (None, None) => {}
     }
     session.join()
+}
+
+/// Whether a plan needs a device backend: it has CUDA streams or device-backed pools.
+pub fn plan_needs_device(plan: &ExecutionPlan) -> bool {
+    !plan.cuda_compute_streams().is_empty()
+        || plan
+            .tensor_allocations()
+            .iter()
+            .any(|a| a.memory_kind != crate::MemoryKind::Host)
 }
 
 /// The run summary, as the applications print it.

@@ -19,8 +19,9 @@ pub use holo_params::{
     ParamSet, ParamValue, Result,
 };
 
+mod operator_macros;
 mod params_macros;
-pub use holo_macros::{byte_span_projector, memory_kind_map, operator};
+pub use operator_macros::*;
 pub use params_macros::*;
 
 pub mod app;
@@ -55,7 +56,8 @@ pub use spec::{
     parameter_projected_byte_span, parameter_rate, tensor_bounds, tensor_byte_span,
 };
 pub use tensor::{
-    CommittedTensor, HostWriteGuard, Tensor, TensorLoanRequest, TensorOutputLoan, TensorReadLease,
+    CommittedTensor, CudaStream, DeviceWriteGuard, HostWriteGuard, Tensor, TensorLoanRequest,
+    TensorOutputLoan, TensorReadLease, TensorReadiness,
 };
 
 /// The parameter schema of an operator that has no deployment parameters (the default

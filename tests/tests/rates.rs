@@ -711,6 +711,7 @@ fn a_clock_driven_source_runs_at_its_rate() {
         &plan,
         SessionOptions {
             max_source_activations: Some(11),
+            ..SessionOptions::default()
         },
     )
     .unwrap();
@@ -784,6 +785,7 @@ fn on_arrival_skips_when_a_skip_input_is_missing_and_reuses_the_last_sample() {
         &plan,
         SessionOptions {
             max_source_activations: Some(10),
+            ..SessionOptions::default()
         },
     )
     .unwrap();
@@ -873,6 +875,7 @@ fn rate_generations_are_owning_and_independently_absent() {
         &plan,
         SessionOptions {
             max_source_activations: Some(0),
+            ..SessionOptions::default()
         },
     )
     .unwrap();
@@ -916,6 +919,7 @@ fn rate_generations_are_owning_and_independently_absent() {
         &plan,
         SessionOptions {
             max_source_activations: Some(0),
+            ..SessionOptions::default()
         },
         RateCandidate::new().set("camera", "out", Rate::hz(0)),
     )
@@ -952,6 +956,7 @@ fn inspection_pins_only_automatic_depths() {
         &plan,
         SessionOptions {
             max_source_activations: Some(0),
+            ..SessionOptions::default()
         },
     )
     .unwrap();
@@ -960,6 +965,7 @@ fn inspection_pins_only_automatic_depths() {
         &planx,
         SessionOptions {
             max_source_activations: Some(0),
+            ..SessionOptions::default()
         },
     )
     .unwrap();
@@ -1056,6 +1062,7 @@ fn reuse_last_returns_the_last_sample_once_per_activation() {
         &plan,
         SessionOptions {
             max_source_activations: Some(3),
+            ..SessionOptions::default()
         },
     )
     .unwrap();

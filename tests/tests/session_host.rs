@@ -24,9 +24,7 @@ fn wait_for(cond: impl Fn() -> bool) {
 }
 
 fn frames(n: u64) -> SessionOptions {
-    SessionOptions {
-        max_source_activations: Some(n),
-    }
+    SessionOptions::frames(n)
 }
 
 #[test]
@@ -574,7 +572,7 @@ fn a_failing_start_fails_closed_and_stops_the_started_operators() {
     );
 }
 
-/// A pinned-host pool on a host session.
+/// A pinned-host pool; `BIG` makes it too large for any machine.
 #[operator]
 struct PinnedSource {
     #[output(storage = runtime_pool, memory = pinned, dtype = u8, rank = 1, bounds = 64)]
@@ -591,8 +589,26 @@ impl Operator for PinnedSource {
     }
 }
 
+/// A pinned pool of 2^62 bytes per slot: 2 slots exceed what any allocator can lay out,
+/// so materialization fails the same way on every machine (no memory is touched).
+#[operator]
+struct HugePinned {
+    #[output(storage = runtime_pool, memory = pinned, dtype = u8, rank = 1, bounds = 1 << 62)]
+    frames: Output<Tensor>,
+    started: Arc<AtomicBool>,
+}
+impl Operator for HugePinned {
+    fn start(&mut self, _ctx: &mut LifecycleContext<'_>) -> Result<()> {
+        self.started.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
 #[test]
-fn a_pool_that_cannot_be_materialized_fails_startup_before_any_callback() {
+fn a_device_pool_without_a_device_fails_startup_before_any_callback() {
     let started = Arc::new(AtomicBool::new(false));
     let mut g = Graph::new();
     g.add_operator(
@@ -607,8 +623,35 @@ fn a_pool_that_cannot_be_materialized_fails_startup_before_any_callback() {
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let err = RunSession::start(g, &plan, frames(1)).unwrap_err();
     assert_eq!(err.code(), ErrorCode::DeviceUnavailable);
+    assert!(err.message().contains("SessionOptions::device"), "{err}");
+    assert!(!started.load(Ordering::Relaxed), "no operator started");
+}
+
+#[test]
+fn a_pool_that_cannot_be_materialized_fails_startup_closed() {
+    let started = Arc::new(AtomicBool::new(false));
+    let mut g = Graph::new();
+    g.add_operator(
+        "cam",
+        HugePinned {
+            frames: Output::default(),
+            started: Arc::clone(&started),
+        },
+        ParamSet::defaults().unwrap(),
+    )
+    .unwrap();
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let device: Arc<dyn holo_runtime::device::DeviceBackend> =
+        holo_runtime::device::SoftwareDevice::new();
+    let before = device.counters().snapshot();
+    let err = RunSession::start(g, &plan, frames(1).on_device(device.clone())).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ResourceExhausted, "{err}");
     assert_eq!(err.location(), Some("operator \"cam\", port \"frames\""));
     assert!(!started.load(Ordering::Relaxed), "no operator started");
+    let after = device.counters().snapshot() - before;
+    assert_eq!(after.alloc, after.free, "nothing allocated stays allocated");
+    assert_eq!(after.event_create, after.event_destroy);
+    assert_eq!(after.stream_create, after.stream_destroy);
 }
 
 #[test]

@@ -78,6 +78,11 @@ pub(crate) fn place(
             let p = u32::try_from(p).unwrap_or(u32::MAX);
             match port.direction {
                 PortDirection::Output => {
+                    // CUDA memory, or an output explicitly bound to a device (a pinned
+                    // output written on a stream), makes the operator CUDA-active.
+                    if output_device.contains_key(&(o, p)) {
+                        cuda_active[o as usize] = true;
+                    }
                     let Some(r) = resolved.get(&(o, p)) else {
                         continue;
                     };
@@ -122,6 +127,41 @@ pub(crate) fn place(
                     .operator(&op.name)
                     .hint("holo inserts no cross-device copy: move the data yourself, or bind every output to one device"),
                 ),
+            }
+        }
+    }
+    // A connected pass-through CUDA output needs its own binding, or another bound output
+    // of its operator: input placement does not propagate to pass-through outputs.
+    for (o, op) in graph.operators.iter().enumerate() {
+        let o32 = u32::try_from(o).unwrap_or(u32::MAX);
+        let has_bound_output = output_device.keys().any(|&(bo, _)| bo == o32);
+        for (p, port) in op.ports.iter().enumerate() {
+            let p32 = u32::try_from(p).unwrap_or(u32::MAX);
+            let PortDecl::TensorOutput(decl) = &port.decl else {
+                continue;
+            };
+            let cuda = decl
+                .representation
+                .memory_kind
+                .is_some_and(crate::MemoryKind::is_cuda);
+            let connected = work
+                .outgoing
+                .get(&(o32, p32))
+                .is_some_and(|v| !v.is_empty());
+            if decl.storage == crate::spec::TensorOutputStorage::PassThrough
+                && cuda
+                && connected
+                && !has_bound_output
+            {
+                work.diagnostics.push(
+                    Diagnostic::error(
+                        codes::PLACEMENT_DEVICE_REQUIRED,
+                        "a connected pass-through CUDA output needs a device: input placement does not propagate to pass-through outputs",
+                    )
+                    .operator(&op.name)
+                    .port(port.name)
+                    .hint("bind it with `bind_tensor_output_device(operator, port, device)`, or bind another output of this operator"),
+                );
             }
         }
     }

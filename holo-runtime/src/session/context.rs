@@ -58,6 +58,10 @@ pub(crate) struct ActivationState {
     received: AtomicBool,
     /// Activations begun so far (for once-per-activation input behaviour).
     sequence: AtomicU64,
+    /// An error raised inside a port call that cannot return one (a failed host wait in
+    /// `receive`); the scheduler fails the session with it after the activation.
+    error: std::sync::Mutex<Option<crate::Error>>,
+    failed: AtomicBool,
 }
 
 pub(crate) const NO_CAPTURE: u64 = u64::MAX;
@@ -72,12 +76,35 @@ impl ActivationState {
             capture_ns: AtomicU64::new(NO_CAPTURE),
             received: AtomicBool::new(false),
             sequence: AtomicU64::new(0),
+            error: std::sync::Mutex::new(None),
+            failed: AtomicBool::new(false),
         }
     }
 
     /// Activations begun so far.
     pub(crate) fn sequence(&self) -> u64 {
         self.sequence.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn fail(&self, e: crate::Error) {
+        let mut slot = self
+            .error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        self.failed.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn take_failure(&self) -> Option<crate::Error> {
+        if !self.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     pub(crate) fn ns_since_epoch(&self, t: Instant) -> u64 {
@@ -146,6 +173,8 @@ pub struct ExecutionContext<'a> {
     pub(crate) activation_index: u64,
     pub(crate) stop: &'a AtomicBool,
     pub(crate) rates: super::rates::OperatorRates<'a>,
+    pub(crate) stream: Option<crate::device::StreamHandle>,
+    pub(crate) device: Option<&'a std::sync::Arc<dyn crate::device::DeviceBackend>>,
 }
 
 impl ExecutionContext<'_> {
@@ -178,6 +207,29 @@ impl ExecutionContext<'_> {
     /// session's published rate generation: O(1) and allocation-free.
     pub fn rate(&self, port: &impl super::rates::RatePort) -> super::rates::PortRateView {
         self.rates.view(port.rate_port_index())
+    }
+
+    /// The operator's runtime-owned compute stream, valid for submissions during this
+    /// callback only. `NotSupported` for an operator in a host-only partition (it has no
+    /// stream).
+    pub fn cuda_stream(&self) -> crate::Result<crate::tensor::CudaStream<'_>> {
+        match self.stream {
+            Some(handle) => Ok(crate::tensor::CudaStream {
+                handle,
+                _activation: std::marker::PhantomData,
+            }),
+            None => Err(crate::Error::new(
+                crate::ErrorCode::NotSupported,
+                "this operator runs in a host-only partition: it has no CUDA stream",
+            )
+            .at(format!("operator {:?}", self.operator))),
+        }
+    }
+
+    /// The session's device backend, for an operator with a planned stream (to enqueue
+    /// fills and copies on [`cuda_stream`](Self::cuda_stream)).
+    pub fn device(&self) -> Option<&std::sync::Arc<dyn crate::device::DeviceBackend>> {
+        self.device
     }
 
     /// Asks the session to stop after the activations in progress.

@@ -16,6 +16,7 @@ pub(crate) mod queue;
 pub(crate) mod rates;
 mod run;
 mod stats;
+mod streams;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -37,12 +38,48 @@ use queue::ErasedEdge;
 use run::{OpRuntime, Shared};
 
 /// Options of one session.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 pub struct SessionOptions {
     /// Each source operator (one with no connected input) runs at most this many
     /// activations; once every source is done and the graph has drained, the session is
     /// idle (see [`RunSession::wait_idle`]).
     pub max_source_activations: Option<u64>,
+    /// The device backend for plans with CUDA streams or device-backed pools (pinned,
+    /// managed, CUDA device). One session drives one device; the plan's device ordinals
+    /// must match it. A plan that needs a device fails to start without one
+    /// (`DeviceUnavailable`).
+    pub device: Option<std::sync::Arc<dyn crate::device::DeviceBackend>>,
+}
+
+impl std::fmt::Debug for SessionOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionOptions")
+            .field("max_source_activations", &self.max_source_activations)
+            .field(
+                "device",
+                &self
+                    .device
+                    .as_ref()
+                    .map(|d| (d.backend_kind().name(), d.ordinal())),
+            )
+            .finish()
+    }
+}
+
+impl SessionOptions {
+    /// Each source runs `n` activations.
+    pub fn frames(n: u64) -> Self {
+        Self {
+            max_source_activations: Some(n),
+            device: None,
+        }
+    }
+
+    /// The same options on `device`.
+    pub fn on_device(mut self, device: std::sync::Arc<dyn crate::device::DeviceBackend>) -> Self {
+        self.device = Some(device);
+        self
+    }
 }
 
 /// What one pool looked like when the session ended.
@@ -87,6 +124,9 @@ pub struct RunSession {
     threads: Vec<JoinHandle<Vec<OpRuntime>>>,
     edges: Vec<Arc<dyn ErasedEdge>>,
     pools: Vec<Arc<Pool>>,
+    streams: streams::Streams,
+    retirer: Arc<crate::tensor::retire::Retirer>,
+    retire_thread: Option<JoinHandle<()>>,
     started: Instant,
     plan: ExecutionPlan,
 }
@@ -212,6 +252,25 @@ impl RunSession {
             e.clear();
         }
         self.edges.clear();
+        // Device slots retire asynchronously: wait (polling, bounded) for the worker to
+        // return every one, then quiesce the streams and stop the worker.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.pools.iter().any(|p| p.free_slots() != p.slot_count) && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        if let Err(e) = self.streams.synchronize() {
+            self.shared.fail(e);
+        }
+        self.retirer.shutdown();
+        if self.pools.iter().all(|p| p.free_slots() == p.slot_count)
+            && let Some(t) = self.retire_thread.take()
+        {
+            let _ = t.join();
+        }
+        if let Some(e) = self.retirer.take_error() {
+            self.shared.fail(e);
+        }
         let mut pools = Vec::with_capacity(self.pools.len());
         let mut leak = None;
         for p in &self.pools {
@@ -267,5 +326,7 @@ impl Drop for RunSession {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        let _ = self.streams.synchronize();
+        self.retirer.shutdown();
     }
 }

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use super::context::ActivationState;
 use super::queue::{EdgeQueue, Sample};
+use crate::device::StreamHandle;
 use crate::graph::QueuePolicy;
 use crate::spec::{InputMode, MissingPolicy, TensorInputSpec};
 use crate::tensor::pool::Pool;
@@ -43,6 +44,9 @@ struct InputBinding<T> {
     last: Option<T>,
     /// The activation in which `last` was last reused.
     reused_in: u64,
+    /// The consumer has no planned stream and the flow may carry stream-written
+    /// tensors: wait on the host for readiness before handing one over.
+    host_wait: bool,
 }
 
 impl<T> Default for Input<T> {
@@ -69,6 +73,11 @@ impl<T: Clone + Send + 'static> Input<T> {
     /// `latest` input the newest (older ones are dropped). When nothing is queued, a
     /// `missing = reuse_last` input returns its last sample once per activation; otherwise
     /// `None` (also when unconnected). A received `Tensor` is read-only.
+    ///
+    /// A stream-less consumer (a host-only partition) of a stream-written tensor gets it
+    /// only after a host wait for its readiness — the runtime's one blocking call of its
+    /// own. If that wait fails, the entry is dropped, `None` is returned and the session
+    /// stops with the error after this activation.
     pub fn receive(&mut self) -> Option<T> {
         let b = self.binding.as_mut()?;
         let q = b.queue.as_ref()?;
@@ -87,6 +96,13 @@ impl<T: Clone + Send + 'static> Input<T> {
             return None;
         };
         b.activation.observe_capture(s.capture_ns);
+        if b.host_wait
+            && let Some(t) = (&s.value as &dyn Any).downcast_ref::<Tensor>()
+            && let Err(e) = t.deliver_to(None)
+        {
+            b.activation.fail(e);
+            return None;
+        }
         if b.history_cap > 0 {
             if b.history.len() == b.history_cap {
                 b.history.pop_front();
@@ -142,10 +158,26 @@ pub struct Output<T> {
     binding: Option<OutputBinding<T>>,
 }
 
+/// The stream contract of one flow, as the session resolved it at start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct EdgeContract {
+    /// The consumer's planned stream.
+    pub(crate) consumer_stream: Option<StreamHandle>,
+    /// The plan proved the edge fused and the session re-validated it (both ends on this
+    /// same stream, sole successor): no wait, no release registration.
+    pub(crate) fused: bool,
+}
+
 struct OutputBinding<T> {
     port: u32,
     location: &'static str,
     edges: Box<[Arc<EdgeQueue<T>>]>,
+    /// Per edge, its contract; empty when no edge needs device work on emit.
+    contracts: Box<[EdgeContract]>,
+    /// The producer's planned stream.
+    planned: Option<StreamHandle>,
+    /// The stream the sole edge is fused on, if it is.
+    fused: Option<StreamHandle>,
     /// Whether every edge blocks (then a full edge refuses the whole emit).
     any_block: bool,
     /// The consumers' exact tensor requirements, checked on emit for tensors that did
@@ -204,6 +236,19 @@ impl<T: Clone + Send + 'static> Output<T> {
                 }
             }
         }
+        if !b.contracts.is_empty()
+            && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
+        {
+            // Before anything is published: each consumer stream waits on the readiness
+            // event and is registered as a release stream (both asynchronous).
+            for c in &b.contracts {
+                if !c.fused
+                    && let Some(stream) = c.consumer_stream
+                {
+                    t.deliver_to(Some(stream))?;
+                }
+            }
+        }
         if b.any_block {
             for e in &b.edges {
                 if e.policy == QueuePolicy::Block && e.is_full() {
@@ -259,7 +304,7 @@ impl Output<Tensor> {
             )
             .at(b.location));
         };
-        TensorOutputLoan::new(pool, request)
+        TensorOutputLoan::new(pool, request, b.planned, b.fused)
     }
 }
 
@@ -275,6 +320,10 @@ pub struct PortBinder<'a> {
     pub(crate) requirements: &'a [Vec<(TensorInputSpec, &'static str)>],
     /// The operator's declared ports (their temporal contracts).
     pub(crate) ports: &'a [crate::graph::NodePort],
+    /// Per port, the contract of each of its edges (same order as `edges`).
+    pub(crate) contracts: &'a [Vec<EdgeContract>],
+    /// The operator's planned stream.
+    pub(crate) stream: Option<StreamHandle>,
 }
 
 impl PortBinder<'_> {
@@ -312,9 +361,11 @@ impl PortBinder<'_> {
                 (p.temporal.mode, p.temporal.missing, p.temporal.history)
             });
         let history_cap = history as usize;
+        let host_wait = self.stream.is_none() && queue.is_some();
         input.binding = Some(InputBinding {
             queue,
             activation: Arc::clone(self.activation),
+            host_wait,
             port,
             mode,
             missing,
@@ -334,8 +385,23 @@ impl PortBinder<'_> {
     ) -> Result<()> {
         let edges: Box<[_]> = self.typed::<T>(port)?.into();
         let i = port as usize;
+        let contracts: Vec<EdgeContract> = self.contracts.get(i).cloned().unwrap_or_default();
+        let fused = match contracts.as_slice() {
+            [only] if only.fused => self.stream,
+            _ => None,
+        };
+        let needs_device_work = contracts
+            .iter()
+            .any(|c| !c.fused && c.consumer_stream.is_some());
         output.binding = Some(OutputBinding {
             port,
+            contracts: if needs_device_work {
+                contracts.into()
+            } else {
+                Box::new([])
+            },
+            planned: self.stream,
+            fused,
             location: self.locations.get(i).copied().unwrap_or("an output"),
             any_block: edges.iter().any(|e| e.policy == QueuePolicy::Block),
             edges,

@@ -9,15 +9,18 @@ use std::time::{Duration, Instant};
 
 use super::context::{ActivationState, ExecutionContext, LifecycleContext, NO_CAPTURE};
 use super::erased::OperatorBox;
-use super::ports::PortBinder;
+use super::ports::{EdgeContract, PortBinder};
 use super::queue::{ErasedEdge, PartitionSignal};
 use super::rates::{OperatorRates, RateCandidate, RateTable};
 use super::stats::LatencyHistogram;
+use super::streams::Streams;
 use super::{RunSession, SessionOptions};
+use crate::device::{DeviceBackend, StreamHandle};
 use crate::graph::{Graph, PortDecl};
 use crate::plan::ExecutionPlan;
 use crate::spec::{PortDirection, TensorInputSpec, TensorOutputStorage};
-use crate::tensor::pool::Pool;
+use crate::tensor::pool::{Pool, PoolSpec};
+use crate::tensor::retire::Retirer;
 use crate::{Error, ErrorCode, Result};
 use crossbeam_utils::CachePadded;
 
@@ -95,6 +98,8 @@ pub(crate) struct OpRuntime {
     pub(crate) name: String,
     op: OperatorBox,
     activation: Arc<ActivationState>,
+    stream: Option<StreamHandle>,
+    device: Option<Arc<dyn DeviceBackend>>,
     required_inputs: Vec<Arc<dyn ErasedEdge>>,
     optional_inputs: Vec<Arc<dyn ErasedEdge>>,
     block_outputs: Vec<Arc<dyn ErasedEdge>>,
@@ -252,8 +257,13 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime) {
             table: &shared.rates,
             offset: op.rate_offset,
         },
+        stream: op.stream,
+        device: op.device.as_ref(),
     };
-    let result = catch_unwind(AssertUnwindSafe(|| op.op.compute(&mut ctx)));
+    let mut result = catch_unwind(AssertUnwindSafe(|| op.op.compute(&mut ctx)));
+    if let Some(e) = op.activation.take_failure() {
+        result = Ok(Err(e));
+    }
     if matches!(op.schedule, Schedule::Clock { .. }) {
         op.advance_clock();
     } else if !op.is_source {
@@ -402,6 +412,44 @@ pub(crate) fn start(
     let clock = super::context::SessionClock::new();
     let n_ops = graph.operators.len();
 
+    // 0. The device the plan needs, and its streams.
+    let needs_device = !plan.cuda_compute_streams().is_empty()
+        || plan
+            .tensor_allocations()
+            .iter()
+            .any(|a| a.memory_kind != crate::MemoryKind::Host);
+    let device = match (&options.device, needs_device) {
+        (_, false) => None,
+        (Some(d), true) => Some(Arc::clone(d)),
+        (None, true) => {
+            return Err(Error::new(
+                ErrorCode::DeviceUnavailable,
+                "the plan has CUDA streams or device-backed pools, and the session has no device: set SessionOptions::device (holo_runtime::device::open_backend_from_env())",
+            ));
+        }
+    };
+    if let Some(d) = &device {
+        let used = plan
+            .cuda_compute_streams()
+            .iter()
+            .map(|s| s.device)
+            .chain(plan.tensor_allocations().iter().filter_map(|a| a.device));
+        for ordinal in used {
+            if ordinal != d.ordinal() {
+                return Err(Error::new(
+                    ErrorCode::DeviceUnavailable,
+                    format!(
+                        "the plan places work on device {ordinal}, but the session's device is {} {}: one session drives one device",
+                        d.backend_kind().name(),
+                        d.ordinal()
+                    ),
+                ));
+            }
+        }
+    }
+    let streams = Streams::create(device.as_ref(), plan)?;
+    let retirer = Retirer::new();
+
     // 1. Every pool, before anything else; the first failure drops the ones built.
     let mut pools: Vec<Arc<Pool>> = Vec::with_capacity(plan.tensor_allocations().len());
     let mut pool_of = std::collections::HashMap::new();
@@ -409,13 +457,17 @@ pub(crate) fn start(
         let op = &graph.operators[a.operator as usize];
         let location = intern(format!("operator {:?}, port {:?}", op.name, a.port));
         let pool = Pool::materialize(
-            a.pool.clone(),
-            location,
-            a.memory_kind,
-            a.dtype.as_deref().and_then(crate::spec::DType::from_name),
-            a.max_rank,
-            a.per_slot_bytes,
-            a.slot_count,
+            PoolSpec {
+                name: a.pool.clone(),
+                location,
+                kind: a.memory_kind,
+                dtype: a.dtype.as_deref().and_then(crate::spec::DType::from_name),
+                max_rank: a.max_rank,
+                per_slot_bytes: a.per_slot_bytes,
+                slot_count: a.slot_count,
+                release_capacity: plan.max_fanout_release_streams(),
+            },
+            device.as_ref().map(|d| (d, &retirer)),
         )?;
         let port = op
             .ports
@@ -489,6 +541,28 @@ pub(crate) fn start(
     let ports_per_op: Vec<usize> = graph.operators.iter().map(|o| o.ports.len()).collect();
     let rates = RateTable::new(plan, &ports_per_op);
     let rate_offsets = rates.offsets.clone();
+    // The stream contract of every edge: the consumer's planned stream, and fusion where
+    // the plan proved it and both ends really got the same stream here.
+    let mut contracts_of: Vec<Vec<Vec<EdgeContract>>> = graph
+        .operators
+        .iter()
+        .map(|o| vec![Vec::new(); o.ports.len()])
+        .collect();
+    for (e, rec) in graph.edges.iter().zip(plan.edges()) {
+        let (fo, fp) = (e.from.0.index(), e.from.1 as usize);
+        let (to, tp) = (e.to.0.index(), e.to.1 as usize);
+        let producer = streams.of_operator(plan, fo);
+        let consumer = streams.of_operator(plan, to);
+        let fused = rec.fusion.as_ref().is_some_and(|f| {
+            producer.is_some() && producer == consumer && streams.handle(f.stream) == producer
+        });
+        let c = EdgeContract {
+            consumer_stream: consumer,
+            fused,
+        };
+        contracts_of[fo][fp].push(c);
+        contracts_of[to][tp].push(c);
+    }
 
     // 3. Bind every port.
     let mut runtimes = Vec::with_capacity(n_ops);
@@ -515,6 +589,8 @@ pub(crate) fn start(
             pools: &port_pools,
             requirements: &requirements,
             ports: &node.ports,
+            contracts: &contracts_of[i],
+            stream: streams.of_operator(plan, i),
         };
         op.bind(&mut binder).map_err(|e| locate(e, &node.name))?;
         let connected_inputs = &erased_in[i];
@@ -572,11 +648,14 @@ pub(crate) fn start(
             .ports
             .iter()
             .any(|p| p.direction == PortDirection::Input);
+        let stream = streams.of_operator(plan, i);
         runtimes.push(OpRuntime {
             index: i,
             name: node.name.clone(),
             op,
             activation,
+            stream,
+            device: stream.and(device.clone()),
             required_inputs,
             optional_inputs,
             block_outputs: erased_out[i]
@@ -651,6 +730,26 @@ pub(crate) fn start(
         }
     }
 
+    // The retirement worker, parked until a device slot needs it.
+    let device_slots: usize = pools
+        .iter()
+        .filter(|p| p.device().is_some())
+        .map(|p| p.slot_count as usize)
+        .sum();
+    let retire_thread = if device_slots > 0 {
+        match retirer.start(device_slots) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                for rt in runtimes.iter_mut().rev() {
+                    stop_operator(&shared, rt);
+                }
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
+
     // 5. Arm: one thread per partition.
     let mut by_partition: Vec<Vec<OpRuntime>> =
         plan.partitions().iter().map(|_| Vec::new()).collect();
@@ -694,6 +793,9 @@ pub(crate) fn start(
         threads,
         edges,
         pools,
+        streams,
+        retirer,
+        retire_thread,
         started: Instant::now(),
         plan: plan.clone(),
     })

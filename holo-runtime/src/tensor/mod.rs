@@ -11,14 +11,47 @@
 //! returns it.
 
 pub(crate) mod pool;
+pub(crate) mod retire;
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
-use pool::{Pool, TensorMeta};
+use pool::{Pool, TensorMeta, readiness};
+
+use crate::device::{DeviceBackend, DevicePtr, StreamHandle};
 
 use crate::spec::{DType, MAX_TENSOR_RANK};
 use crate::{Error, ErrorCode, MemoryKind, Result};
+
+/// An operator's runtime-owned compute stream, borrowed from
+/// [`ExecutionContext::cuda_stream`](crate::ExecutionContext::cuda_stream) for one
+/// activation. Submit work on it only inside the callback; never keep it (the borrow ties
+/// it to the context, and the raw handle must not outlive the session either).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaStream<'a> {
+    pub(crate) handle: StreamHandle,
+    pub(crate) _activation: PhantomData<&'a ()>,
+}
+
+impl CudaStream<'_> {
+    /// The stream handle, for the device backend's calls.
+    pub fn handle(&self) -> StreamHandle {
+        self.handle
+    }
+
+    /// The raw `CUstream` value (for a kernel launch or another library), valid during
+    /// this activation only.
+    pub fn raw(&self) -> u64 {
+        self.handle.raw()
+    }
+}
+
+impl From<CudaStream<'_>> for StreamHandle {
+    fn from(s: CudaStream<'_>) -> StreamHandle {
+        s.handle
+    }
+}
 
 /// What one loan asks for: a shape and an element type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,10 +88,19 @@ pub struct TensorOutputLoan {
     pool: Arc<Pool>,
     slot: u32,
     meta: TensorMeta,
+    /// The producing operator's planned stream (`None` in a host-only partition).
+    planned: Option<StreamHandle>,
+    /// The stream the plan proved this output's sole edge fused on.
+    fused: Option<StreamHandle>,
 }
 
 impl TensorOutputLoan {
-    pub(crate) fn new(pool: &Arc<Pool>, request: TensorLoanRequest<'_>) -> Result<Self> {
+    pub(crate) fn new(
+        pool: &Arc<Pool>,
+        request: TensorLoanRequest<'_>,
+        planned: Option<StreamHandle>,
+        fused: Option<StreamHandle>,
+    ) -> Result<Self> {
         if let Some(declared) = pool.dtype
             && declared != request.dtype
         {
@@ -94,7 +136,53 @@ impl TensorOutputLoan {
             pool: Arc::clone(pool),
             slot,
             meta,
+            planned,
+            fused,
         })
+    }
+
+    /// Starts the device write phase on the operator's runtime stream. Any other stream
+    /// (or an operator with no planned stream) gives `NotSupported`; a host pool gives
+    /// `NotSupported` too (use [`write_host`](Self::write_host)).
+    pub fn write(self, stream: impl Into<StreamHandle>) -> Result<DeviceWriteGuard> {
+        let stream = stream.into();
+        if self.planned != Some(stream) {
+            return Err(Error::new(
+                ErrorCode::NotSupported,
+                "a device write must use the operator's runtime-assigned compute stream (ctx.cuda_stream())",
+            )
+            .at(self.pool.location));
+        }
+        if self.pool.device().is_none() {
+            return Err(Error::new(
+                ErrorCode::NotSupported,
+                "this pool is pageable host memory: write it with write_host",
+            )
+            .at(self.pool.location));
+        }
+        self.pool.set_writer(self.slot, stream);
+        Ok(DeviceWriteGuard {
+            loan: self,
+            stream: stream,
+        })
+    }
+
+    /// Writes the slot on `stream` with `fill` (which enqueues work on the stream) and
+    /// commits, recording the readiness event: the CUDA-stream writer of pinned memory.
+    pub fn write_and_commit(
+        self,
+        stream: impl Into<StreamHandle>,
+        fill: impl FnOnce(&dyn DeviceBackend, DevicePtr, usize, StreamHandle) -> Result<()>,
+    ) -> Result<CommittedTensor> {
+        let guard = self.write(stream)?;
+        let backend = guard.backend();
+        fill(
+            backend.as_ref(),
+            guard.device_ptr(),
+            guard.byte_size(),
+            guard.stream,
+        )?;
+        guard.commit()
     }
 
     /// The requested shape.
@@ -135,6 +223,68 @@ impl Drop for TensorOutputLoan {
     }
 }
 
+impl TensorOutputLoan {
+    /// Turns the loan into a committed tensor without running its Drop.
+    fn into_tensor(self) -> Tensor {
+        let loan = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the loan is not used again and its Drop is suppressed; its reference
+        // moves into the Tensor.
+        let pool = unsafe { std::ptr::read(&raw const loan.pool) };
+        Tensor {
+            inner: TensorInner::Pooled {
+                pool,
+                slot: loan.slot,
+            },
+        }
+    }
+}
+
+/// The device write phase of a loan, on the operator's runtime stream. Enqueue the
+/// writes on [`stream`](Self::stream), then [`commit`](Self::commit).
+#[must_use = "uncommitted writes are abandoned when the guard drops"]
+#[derive(Debug)]
+pub struct DeviceWriteGuard {
+    loan: TensorOutputLoan,
+    stream: StreamHandle,
+}
+
+impl DeviceWriteGuard {
+    /// The slot's address (a `CUdeviceptr` for CUDA).
+    pub fn device_ptr(&self) -> DevicePtr {
+        self.loan.pool.slot_addr(self.loan.slot)
+    }
+
+    /// The requested byte size.
+    pub fn byte_size(&self) -> usize {
+        self.loan.meta.byte_size
+    }
+
+    /// The stream the writes go on.
+    pub fn stream(&self) -> StreamHandle {
+        self.stream
+    }
+
+    /// The pool's device backend, to enqueue fills and copies.
+    pub fn backend(&self) -> Arc<dyn DeviceBackend> {
+        match self.loan.pool.device() {
+            Some(d) => Arc::clone(&d.backend),
+            None => unreachable!("write() admits device pools only"),
+        }
+    }
+
+    /// Ends the write phase: records the readiness event on the stream — one event
+    /// record, no flush, no host wait — or, on an edge the plan proved fused onto this
+    /// same stream, records nothing.
+    pub fn commit(self) -> Result<CommittedTensor> {
+        let loan = self.loan;
+        // SAFETY: the loan is exclusive until it is turned into a Tensor below.
+        unsafe { loan.pool.set_meta(loan.slot, loan.meta) };
+        let elide = loan.fused == Some(self.stream);
+        loan.pool.commit_on_stream(loan.slot, self.stream, elide)?;
+        Ok(CommittedTensor(loan.into_tensor()))
+    }
+}
+
 impl fmt::Debug for TensorOutputLoan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TensorOutputLoan")
@@ -153,6 +303,11 @@ pub struct HostWriteGuard {
 }
 
 impl HostWriteGuard {
+    /// The slot's address (for a pinned or managed pool also valid on the device).
+    pub fn device_ptr(&self) -> DevicePtr {
+        self.loan.pool.slot_addr(self.loan.slot)
+    }
+
     /// The slot's bytes, exactly `byte_size()` long.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         let ptr = self.loan.pool.slot_ptr(self.loan.slot);
@@ -172,16 +327,7 @@ impl HostWriteGuard {
         let loan = self.loan;
         // SAFETY: the loan is exclusive until it is turned into a Tensor below.
         unsafe { loan.pool.set_meta(loan.slot, loan.meta) };
-        let loan = std::mem::ManuallyDrop::new(loan);
-        // SAFETY: the loan is not used again and its Drop is suppressed; its reference
-        // moves into the Tensor.
-        let pool = unsafe { std::ptr::read(&raw const loan.pool) };
-        Ok(CommittedTensor(Tensor {
-            inner: TensorInner::Pooled {
-                pool,
-                slot: loan.slot,
-            },
-        }))
+        Ok(CommittedTensor(loan.into_tensor()))
     }
 }
 
@@ -304,8 +450,18 @@ impl Tensor {
                     )
                     .at(pool.location));
                 }
-                // SAFETY: the slot is committed and this handle keeps it out of the pool;
-                // nobody writes it until the last handle drops.
+                if let Some((event, backend)) = pool.readiness_event(*slot)?
+                    && !backend.query_event(event)?
+                {
+                    return Err(Error::new(
+                        ErrorCode::ProtocolError,
+                        "the tensor's stream writes may still be pending: call synchronize_for_host() before reading it on the host",
+                    )
+                    .at(pool.location));
+                }
+                // SAFETY: the slot is committed, its writes are complete (checked above),
+                // and this handle keeps it out of the pool; nobody writes it until the last
+                // handle drops.
                 Ok(unsafe {
                     std::slice::from_raw_parts(pool.slot_ptr(*slot), pool.meta(*slot).byte_size)
                 })
@@ -332,6 +488,162 @@ impl Tensor {
     pub fn read_lease(&self) -> TensorReadLease {
         TensorReadLease(self.clone())
     }
+
+    /// The tensor's address: a `CUdeviceptr` for device memory, the host address
+    /// otherwise. A plain accessor: it synchronizes nothing.
+    pub fn device_ptr(&self) -> DevicePtr {
+        match &self.inner {
+            TensorInner::Pooled { pool, slot } => pool.slot_addr(*slot),
+            TensorInner::Owned(o) => DevicePtr::from_host_ptr(o.bytes.as_ptr()),
+        }
+    }
+
+    /// How the producer's writes are ordered: complete on the host, a recorded
+    /// readiness event, or elided by fusion (recorded lazily when something else needs it).
+    pub fn readiness(&self) -> TensorReadiness {
+        match &self.inner {
+            TensorInner::Pooled { pool, slot } => match pool.readiness_state(*slot) {
+                readiness::HOST => TensorReadiness::Host,
+                readiness::ELIDED => TensorReadiness::Elided,
+                _ => TensorReadiness::Recorded,
+            },
+            TensorInner::Owned(_) => TensorReadiness::Host,
+        }
+    }
+
+    /// Release streams registered on the tensor's slot (deduplicated).
+    pub fn release_stream_count(&self) -> u32 {
+        match &self.inner {
+            TensorInner::Pooled { pool, slot } => pool.release_stream_count(*slot),
+            TensorInner::Owned(_) => 0,
+        }
+    }
+
+    /// Blocks the calling thread until the producer's writes are complete; returns at
+    /// once for host-written bytes. One of the three blocking calls of the data path.
+    pub fn synchronize_for_host(&self) -> Result<()> {
+        if let TensorInner::Pooled { pool, slot } = &self.inner
+            && let Some((event, backend)) = pool.readiness_event(*slot)?
+        {
+            backend.synchronize_event(event)?;
+        }
+        Ok(())
+    }
+
+    /// Orders `stream` after the producer's writes (a stream wait, no host block) and
+    /// registers it as a release stream, so the slot is not reused before the work then
+    /// enqueued on `stream` completes: the hook for a stream the plan did not assign.
+    pub fn synchronize_for_consumer_stream(&self, stream: impl Into<StreamHandle>) -> Result<()> {
+        let stream = stream.into();
+        if let TensorInner::Pooled { pool, slot } = &self.inner {
+            pool.register_release(*slot, stream)?;
+            if let Some((event, backend)) = pool.readiness_event(*slot)? {
+                backend.wait_event(stream, event)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies the bytes into `dst` on `stream`, then blocks until the stream has run the
+    /// copy. The stream is not retained for retirement afterwards.
+    pub fn copy_to_host(&self, dst: &mut [u8], stream: impl Into<StreamHandle>) -> Result<()> {
+        let n = self.byte_size();
+        if dst.len() != n {
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "copy_to_host needs a destination of exactly {n} bytes, found {}",
+                    dst.len()
+                ),
+            ));
+        }
+        let stream = stream.into();
+        match &self.inner {
+            TensorInner::Pooled { pool, slot } => match pool.device() {
+                Some(d) => {
+                    if let Some((event, _)) = pool.readiness_event(*slot)? {
+                        d.backend.wait_event(stream, event)?;
+                    }
+                    // SAFETY: `dst` is a live exclusive borrow of exactly `n` bytes and the
+                    // stream is synchronized below before the borrow ends; this handle
+                    // keeps the source slot allocated and unwritten meanwhile.
+                    unsafe {
+                        d.backend.copy_to_host_async(
+                            dst.as_mut_ptr(),
+                            self.device_ptr(),
+                            n,
+                            stream,
+                        )?
+                    };
+                    d.backend.synchronize_stream(stream)
+                }
+                None => {
+                    dst.copy_from_slice(self.data()?);
+                    Ok(())
+                }
+            },
+            TensorInner::Owned(o) => {
+                dst.copy_from_slice(&o.bytes);
+                Ok(())
+            }
+        }
+    }
+
+    /// Enqueues a copy of the bytes into `dst` on `stream` and returns: the caller owns
+    /// the completion wait on its stream. The stream is registered as a release stream.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `byte_size()` bytes, and nothing may access it,
+    /// until `stream` has run the copy.
+    pub unsafe fn copy_to_host_async(
+        &self,
+        dst: *mut u8,
+        stream: impl Into<StreamHandle>,
+    ) -> Result<()> {
+        let stream = stream.into();
+        let n = self.byte_size();
+        match &self.inner {
+            TensorInner::Pooled { pool, slot } if pool.device().is_some() => {
+                self.synchronize_for_consumer_stream(stream)?;
+                let Some(d) = pool.device() else {
+                    return Ok(());
+                };
+                let _ = slot;
+                // SAFETY: the caller keeps `dst` valid until the stream ran the copy; the
+                // registered release stream keeps the source slot from reuse until then.
+                unsafe {
+                    d.backend
+                        .copy_to_host_async(dst, self.device_ptr(), n, stream)
+                }
+            }
+            _ => {
+                // SAFETY: the caller's contract; host bytes are complete.
+                unsafe { std::ptr::copy_nonoverlapping(self.data()?.as_ptr(), dst, n) };
+                Ok(())
+            }
+        }
+    }
+
+    /// The stream contract applied when the runtime hands this tensor to a consumer:
+    /// `Some(stream)`: a stream wait on the readiness event and a release registration;
+    /// `None` (a consumer with no planned stream): a host wait for stream-written bytes.
+    pub(crate) fn deliver_to(&self, consumer: Option<StreamHandle>) -> Result<()> {
+        match consumer {
+            Some(stream) => self.synchronize_for_consumer_stream(stream),
+            None => self.synchronize_for_host(),
+        }
+    }
+}
+
+/// How a tensor's producer writes are ordered (see [`Tensor::readiness`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorReadiness {
+    /// Complete on the host: nothing to wait for.
+    Host,
+    /// A readiness event was recorded on the writer's stream.
+    Recorded,
+    /// A proven same-stream edge elided the readiness event.
+    Elided,
 }
 
 impl Clone for Tensor {
@@ -403,13 +715,17 @@ mod tests {
     fn pool(slots: u32, bytes: u64) -> Arc<Pool> {
         Arc::new(
             Pool::materialize(
-                "p.out".into(),
-                "p.out",
-                MemoryKind::Host,
-                Some(DType::U8),
-                2,
-                bytes,
-                slots,
+                pool::PoolSpec {
+                    name: "p.out".into(),
+                    location: "p.out",
+                    kind: MemoryKind::Host,
+                    dtype: Some(DType::U8),
+                    max_rank: 2,
+                    per_slot_bytes: bytes,
+                    slot_count: slots,
+                    release_capacity: 0,
+                },
+                None,
             )
             .unwrap(),
         )
@@ -424,6 +740,8 @@ mod tests {
                 shape: &[2, 4],
                 dtype: DType::U8,
             },
+            None,
+            None,
         )
         .unwrap();
         let t: Tensor = loan.write_host_and_commit(|b| b.fill(7)).unwrap().into();
@@ -446,6 +764,8 @@ mod tests {
                 shape: &[4],
                 dtype: DType::U8,
             },
+            None,
+            None,
         )
         .unwrap();
         drop(loan);
@@ -456,6 +776,8 @@ mod tests {
                 shape: &[4],
                 dtype: DType::U8,
             },
+            None,
+            None,
         )
         .unwrap()
         .write_host()
@@ -473,6 +795,8 @@ mod tests {
                 shape: &[17],
                 dtype: DType::U8,
             },
+            None,
+            None,
         );
         assert_eq!(too_big.unwrap_err().code(), ErrorCode::InvalidArgument);
         let rank = TensorOutputLoan::new(
@@ -481,6 +805,8 @@ mod tests {
                 shape: &[1, 1, 1],
                 dtype: DType::U8,
             },
+            None,
+            None,
         );
         assert_eq!(rank.unwrap_err().code(), ErrorCode::InvalidArgument);
         let dtype = TensorOutputLoan::new(
@@ -489,6 +815,8 @@ mod tests {
                 shape: &[1],
                 dtype: DType::F32,
             },
+            None,
+            None,
         );
         assert_eq!(dtype.unwrap_err().code(), ErrorCode::InvalidArgument);
         assert_eq!(p.free_slots(), 1);

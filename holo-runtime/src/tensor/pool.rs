@@ -3,15 +3,24 @@
 //!
 //! A pool owns one contiguous backing of `slot_count × per_slot_bytes` bytes, one
 //! metadata record per slot and a lock-free free list of slot indices, all allocated
-//! before the first `compute()`. `allocate_tensor` pops an index or fails with
-//! `ResourceExhausted` at once; a slot goes back on the free list when its last handle
-//! (every consumer's `Tensor` and every `TensorReadLease`) is dropped.
+//! before the first `compute()`. A device-backed pool (pinned, managed or CUDA device
+//! memory) also owns its whole event inventory: one readiness event per slot and
+//! `release_capacity` release events per slot, created cold and never grown.
+//!
+//! `allocate_tensor` pops an index or fails with `ResourceExhausted` at once. A slot
+//! goes back on the free list when its last handle (every consumer's `Tensor` and every
+//! `TensorReadLease`) is dropped — directly when no release stream was registered, or
+//! through the session's retirement worker, which polls the release events recorded on
+//! every registered consumer stream and never blocks a host thread.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering, fence};
 
 use crossbeam_queue::ArrayQueue;
 
+use super::retire::Retirer;
+use crate::device::{AllocKind, DeviceBackend, DevicePtr, EventHandle, StreamHandle};
 use crate::spec::{DType, MAX_TENSOR_RANK};
 use crate::{Error, ErrorCode, MemoryKind, Result};
 
@@ -37,11 +46,30 @@ impl TensorMeta {
     }
 }
 
+/// The readiness of a slot's bytes.
+pub(crate) mod readiness {
+    /// Complete on the host (a host write, or not written on a stream).
+    pub(crate) const HOST: u8 = 0;
+    /// The readiness event was recorded on the writer's stream.
+    pub(crate) const RECORDED: u8 = 1;
+    /// Fusion elided the record: ordering is implied by the writer's stream; the event is
+    /// recorded lazily the first time anything else needs it.
+    pub(crate) const ELIDED: u8 = 2;
+    /// A thread is recording it lazily right now.
+    pub(crate) const RECORDING: u8 = 3;
+}
+
 struct Slot {
     /// Live handles: the producer's loan, then every `Tensor` and read lease.
     refs: AtomicU32,
     /// Written only by the slot's exclusive loan holder before publication.
     meta: UnsafeCell<TensorMeta>,
+    /// The raw writer stream (0: written on the host).
+    writer: AtomicU64,
+    state: AtomicU8,
+    /// Guards `release_count` and this slot's release streams (held for a few loads).
+    release_lock: AtomicBool,
+    release_count: AtomicU32,
 }
 
 /// Counters a pool keeps for the run summary and for tests.
@@ -49,6 +77,37 @@ struct Slot {
 pub(crate) struct PoolCounters {
     pub(crate) loans: AtomicU64,
     pub(crate) exhausted: AtomicU64,
+}
+
+enum Backing {
+    Host { ptr: *mut u8, len: usize },
+    Device(DeviceBacking),
+}
+
+/// A device-backed pool's memory and event inventory.
+pub(crate) struct DeviceBacking {
+    pub(crate) backend: Arc<dyn DeviceBackend>,
+    kind: AllocKind,
+    base: DevicePtr,
+    bytes: usize,
+    readiness: Box<[EventHandle]>,
+    /// `release_capacity` events per slot, slot-major.
+    release_events: Box<[EventHandle]>,
+    /// The raw stream registered in each release position, slot-major.
+    release_streams: Box<[AtomicU64]>,
+    release_capacity: u32,
+    retirer: Arc<Retirer>,
+}
+
+impl Drop for DeviceBacking {
+    fn drop(&mut self) {
+        for &e in self.readiness.iter().chain(self.release_events.iter()) {
+            let _ = self.backend.destroy_event(e);
+        }
+        // SAFETY: the pool is dropped only when no handle remains, and the session
+        // synchronized every stream at teardown, so no pending operation uses the memory.
+        let _ = unsafe { self.backend.free(self.kind, self.base, self.bytes) };
+    }
 }
 
 /// A materialized pool.
@@ -62,8 +121,7 @@ pub(crate) struct Pool {
     pub(crate) max_rank: u32,
     pub(crate) per_slot_bytes: usize,
     pub(crate) slot_count: u32,
-    backing: *mut u8,
-    backing_len: usize,
+    backing: Backing,
     slots: Box<[Slot]>,
     free: ArrayQueue<u32>,
     pub(crate) counters: PoolCounters,
@@ -72,92 +130,118 @@ pub(crate) struct Pool {
 // SAFETY: the backing and each slot's metadata are written only by the holder of that
 // slot's loan, which took the index off the free list exclusively; readers access them only
 // after the loan was committed and published through a queue (a release/acquire pair), and
-// the slot returns to the free list only after its last reader's release-ordered decrement.
+// the slot returns to the free list only after its last reader's release-ordered decrement
+// (and, for device pools, after every registered release stream passed its event).
 unsafe impl Send for Pool {}
 // SAFETY: as above.
 unsafe impl Sync for Pool {}
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        if self.backing_len > 0 {
-            // SAFETY: `backing` came from `Box::<[u8]>::into_raw` with this length in
+        if let Backing::Host { ptr, len } = self.backing
+            && len > 0
+        {
+            // SAFETY: `ptr` came from `Box::<[u8]>::into_raw` with this length in
             // `materialize`, and no handle outlives the pool (handles hold an `Arc<Pool>`).
-            drop(unsafe {
-                Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                    self.backing,
-                    self.backing_len,
-                ))
-            });
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
         }
     }
 }
 
+/// How to materialize one pool.
+pub(crate) struct PoolSpec {
+    pub(crate) name: String,
+    pub(crate) location: &'static str,
+    pub(crate) kind: MemoryKind,
+    pub(crate) dtype: Option<DType>,
+    pub(crate) max_rank: u32,
+    pub(crate) per_slot_bytes: u64,
+    pub(crate) slot_count: u32,
+    pub(crate) release_capacity: u32,
+}
+
+fn exhausted(spec: &PoolSpec, what: String) -> Error {
+    Error::new(
+        ErrorCode::ResourceExhausted,
+        format!("pool {}: {what}", spec.name),
+    )
+    .at(spec.location)
+}
+
 impl Pool {
-    /// Materializes a host pool: every byte, every slot record and the full free list,
-    /// or an error naming the pool. Nothing is allocated for it afterwards.
+    /// Materializes a pool: every byte, every slot record, the full free list and, for a
+    /// device pool, every event — or an error naming the pool, with everything already
+    /// created released. Nothing is allocated for it afterwards.
     pub(crate) fn materialize(
-        name: String,
-        location: &'static str,
-        kind: MemoryKind,
-        dtype: Option<DType>,
-        max_rank: u32,
-        per_slot_bytes: u64,
-        slot_count: u32,
+        spec: PoolSpec,
+        device: Option<(&Arc<dyn DeviceBackend>, &Arc<Retirer>)>,
     ) -> Result<Pool> {
-        if kind != MemoryKind::Host {
-            return Err(Error::new(
-                ErrorCode::DeviceUnavailable,
+        let per_slot = usize::try_from(spec.per_slot_bytes).map_err(|_| {
+            exhausted(
+                &spec,
                 format!(
-                    "pool {name} needs {kind} memory, which this session cannot provide: host sessions materialize only `host` pools"
+                    "{} bytes per slot do not fit this host",
+                    spec.per_slot_bytes
                 ),
             )
-            .at(location));
-        }
-        let per_slot = usize::try_from(per_slot_bytes).map_err(|_| {
-            Error::new(
-                ErrorCode::ResourceExhausted,
-                format!("pool {name}: {per_slot_bytes} bytes per slot do not fit this host"),
-            )
-            .at(location)
         })?;
-        let total = per_slot.checked_mul(slot_count as usize).ok_or_else(|| {
-            Error::new(
-                ErrorCode::ResourceExhausted,
-                format!("pool {name}: {slot_count} slots × {per_slot} bytes overflow this host"),
-            )
-            .at(location)
-        })?;
-        let mut backing_vec = Vec::new();
-        backing_vec.try_reserve_exact(total).map_err(|e| {
-            Error::new(
-                ErrorCode::ResourceExhausted,
-                format!("pool {name}: cannot reserve {total} bytes: {e}"),
-            )
-            .at(location)
-        })?;
-        backing_vec.resize(total, 0u8);
-        let backing_len = backing_vec.len();
-        let backing = Box::into_raw(backing_vec.into_boxed_slice()).cast::<u8>();
-        let slots = (0..slot_count)
+        let total = per_slot
+            .checked_mul(spec.slot_count as usize)
+            .ok_or_else(|| {
+                exhausted(
+                    &spec,
+                    format!(
+                        "{} slots × {per_slot} bytes overflow this host",
+                        spec.slot_count
+                    ),
+                )
+            })?;
+        let backing = if spec.kind == MemoryKind::Host {
+            let mut v = Vec::new();
+            v.try_reserve_exact(total)
+                .map_err(|e| exhausted(&spec, format!("cannot reserve {total} bytes: {e}")))?;
+            v.resize(total, 0u8);
+            let len = v.len();
+            Backing::Host {
+                ptr: Box::into_raw(v.into_boxed_slice()).cast::<u8>(),
+                len,
+            }
+        } else {
+            let Some((backend, retirer)) = device else {
+                return Err(Error::new(
+                    ErrorCode::DeviceUnavailable,
+                    format!(
+                        "pool {} needs {} memory, which needs a device backend: start the session with `SessionOptions::device`",
+                        spec.name, spec.kind
+                    ),
+                )
+                .at(spec.location));
+            };
+            Backing::Device(device_backing(&spec, backend, retirer, total.max(1))?)
+        };
+        let slots = (0..spec.slot_count)
             .map(|_| Slot {
                 refs: AtomicU32::new(0),
                 meta: UnsafeCell::new(TensorMeta::EMPTY),
+                writer: AtomicU64::new(0),
+                state: AtomicU8::new(readiness::HOST),
+                release_lock: AtomicBool::new(false),
+                release_count: AtomicU32::new(0),
             })
             .collect();
-        let free = ArrayQueue::new(slot_count.max(1) as usize);
-        for i in 0..slot_count {
+        let free = ArrayQueue::new(spec.slot_count.max(1) as usize);
+        for i in 0..spec.slot_count {
             let _ = free.push(i);
         }
         Ok(Pool {
-            name,
-            location,
-            kind,
-            dtype,
-            max_rank,
+            name: spec.name,
+            location: spec.location,
+            kind: spec.kind,
+            dtype: spec.dtype,
+            max_rank: spec.max_rank,
             per_slot_bytes: per_slot,
-            slot_count,
+            slot_count: spec.slot_count,
             backing,
-            backing_len,
             slots,
             free,
             counters: PoolCounters::default(),
@@ -165,26 +249,52 @@ impl Pool {
     }
 
     /// Borrows a free slot, or `ResourceExhausted` at once. The slot starts with one
-    /// reference: the loan's.
+    /// reference (the loan's), no writer, host readiness and no release stream.
     pub(crate) fn borrow_slot(&self) -> Result<u32> {
-        if let Some(slot) = self.free.pop() {
-            self.slots[slot as usize].refs.store(1, Ordering::Relaxed);
-            self.counters.loans.fetch_add(1, Ordering::Relaxed);
-            Ok(slot)
-        } else {
-            self.counters.exhausted.fetch_add(1, Ordering::Relaxed);
-            Err(Error::new(
-                ErrorCode::ResourceExhausted,
-                "the pool has no free slot: every slot is queued, held or loaned (allocate_tensor never waits)",
-            )
-            .at(self.location))
+        match self.free.pop() {
+            Some(slot) => {
+                let s = &self.slots[slot as usize];
+                s.refs.store(1, Ordering::Relaxed);
+                s.writer.store(0, Ordering::Relaxed);
+                s.state.store(readiness::HOST, Ordering::Relaxed);
+                s.release_count.store(0, Ordering::Relaxed);
+                // Only the owning operator's thread borrows from its pool.
+                let c = &self.counters.loans;
+                c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                Ok(slot)
+            }
+            None => {
+                self.counters.exhausted.fetch_add(1, Ordering::Relaxed);
+                Err(Error::new(
+                    ErrorCode::ResourceExhausted,
+                    "the pool has no free slot: every slot is queued, held, loaned or retiring (allocate_tensor never waits)",
+                )
+                .at(self.location))
+            }
         }
     }
 
-    /// The bytes of `slot`.
+    /// The address of `slot`'s bytes (a host address for host-accessible memory).
+    pub(crate) fn slot_addr(&self, slot: u32) -> DevicePtr {
+        let offset = slot as usize * self.per_slot_bytes;
+        match &self.backing {
+            // SAFETY: `slot < slot_count`, so the offset stays inside the allocation.
+            Backing::Host { ptr, .. } => DevicePtr::from_host_ptr(unsafe { ptr.add(offset) }),
+            Backing::Device(d) => d.base.checked_add(offset).unwrap_or(d.base),
+        }
+    }
+
+    /// The bytes of `slot` as a host pointer (host-accessible kinds only).
     pub(crate) fn slot_ptr(&self, slot: u32) -> *mut u8 {
-        // SAFETY: `slot < slot_count`, so the offset stays inside the backing allocation.
-        unsafe { self.backing.add(slot as usize * self.per_slot_bytes) }
+        self.slot_addr(slot).as_host_ptr()
+    }
+
+    /// The device side, for device-backed pools.
+    pub(crate) fn device(&self) -> Option<&DeviceBacking> {
+        match &self.backing {
+            Backing::Device(d) => Some(d),
+            Backing::Host { .. } => None,
+        }
     }
 
     /// Writes the metadata of a slot the caller holds the loan of.
@@ -209,45 +319,246 @@ impl Pool {
             .fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Drops one reference; the last one returns the slot to the free list.
-    pub(crate) fn release(&self, slot: u32) {
-        if self.slots[slot as usize]
-            .refs
-            .fetch_sub(1, Ordering::Release)
-            == 1
-        {
-            fence(Ordering::Acquire);
+    /// Drops one reference. The last one records a release event on every registered
+    /// release stream and hands the slot to the retirement worker, or returns it to the
+    /// free list at once when none was registered.
+    pub(crate) fn release(self: &Arc<Self>, slot: u32) {
+        let s = &self.slots[slot as usize];
+        if s.refs.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        fence(Ordering::Acquire);
+        let registered = s.release_count.load(Ordering::Relaxed);
+        if let (Backing::Device(d), true) = (&self.backing, registered > 0) {
+            let base = slot as usize * d.release_capacity as usize;
+            for i in 0..registered as usize {
+                let stream =
+                    StreamHandle::from_raw(d.release_streams[base + i].load(Ordering::Relaxed));
+                if d.backend
+                    .record_event(d.release_events[base + i], stream)
+                    .is_err()
+                {
+                    // A stream that cannot take a record (destroyed at teardown) has no
+                    // pending work left to order: the retirement poll finds the event
+                    // complete (never recorded) or records an error there.
+                    d.retirer.note_error(self.location);
+                }
+            }
+            d.retirer.retire(Arc::clone(self), slot);
+        } else {
             // The free list has room for every slot, so this cannot fail.
             let _ = self.free.push(slot);
         }
+    }
+
+    /// Whether every release event of `slot` completed (polled by the retirement worker;
+    /// never blocks).
+    pub(crate) fn release_complete(&self, slot: u32) -> Result<bool> {
+        let Backing::Device(d) = &self.backing else {
+            return Ok(true);
+        };
+        let s = &self.slots[slot as usize];
+        let base = slot as usize * d.release_capacity as usize;
+        for i in 0..s.release_count.load(Ordering::Relaxed) as usize {
+            if !d.backend.query_event(d.release_events[base + i])? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Returns a retired slot to the free list.
+    pub(crate) fn return_retired(&self, slot: u32) {
+        let _ = self.free.push(slot);
     }
 
     /// Slots currently free.
     pub(crate) fn free_slots(&self) -> u32 {
         u32::try_from(self.free.len()).unwrap_or(u32::MAX)
     }
+
+    // ---- the stream contract on one slot ---------------------------------------------
+
+    pub(crate) fn set_writer(&self, slot: u32, stream: StreamHandle) {
+        self.slots[slot as usize]
+            .writer
+            .store(stream.raw(), Ordering::Relaxed);
+    }
+
+    pub(crate) fn readiness_state(&self, slot: u32) -> u8 {
+        self.slots[slot as usize].state.load(Ordering::Acquire)
+    }
+
+    /// Commit on a stream: records the readiness event on `stream`, or (fused) records
+    /// nothing and marks the readiness as elided.
+    pub(crate) fn commit_on_stream(
+        &self,
+        slot: u32,
+        stream: StreamHandle,
+        elide: bool,
+    ) -> Result<()> {
+        let s = &self.slots[slot as usize];
+        if elide {
+            s.state.store(readiness::ELIDED, Ordering::Release);
+            return Ok(());
+        }
+        let d = self
+            .device()
+            .ok_or_else(|| Error::new(ErrorCode::Internal, "a stream commit on a host pool"))?;
+        d.backend.record_event(d.readiness[slot as usize], stream)?;
+        s.state.store(readiness::RECORDED, Ordering::Release);
+        Ok(())
+    }
+
+    /// The readiness event of a stream-written slot, recording it now on the writer's
+    /// stream if fusion elided it (the lazy fallback to the full contract). `None` for
+    /// bytes that are complete on the host.
+    pub(crate) fn readiness_event(
+        &self,
+        slot: u32,
+    ) -> Result<Option<(EventHandle, &Arc<dyn DeviceBackend>)>> {
+        let Some(d) = self.device() else {
+            return Ok(None);
+        };
+        let s = &self.slots[slot as usize];
+        loop {
+            match s.state.load(Ordering::Acquire) {
+                readiness::HOST => return Ok(None),
+                readiness::RECORDED => return Ok(Some((d.readiness[slot as usize], &d.backend))),
+                readiness::ELIDED => {
+                    if s.state
+                        .compare_exchange(
+                            readiness::ELIDED,
+                            readiness::RECORDING,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok()
+                    {
+                        let writer = StreamHandle::from_raw(s.writer.load(Ordering::Acquire));
+                        let r = d.backend.record_event(d.readiness[slot as usize], writer);
+                        s.state.store(
+                            if r.is_ok() {
+                                readiness::RECORDED
+                            } else {
+                                readiness::ELIDED
+                            },
+                            Ordering::Release,
+                        );
+                        r?;
+                    }
+                }
+                _ => std::hint::spin_loop(),
+            }
+        }
+    }
+
+    /// Registers `stream` as a release stream of `slot`: deduplicated, capped, into
+    /// preallocated positions. The stream past the cap is rejected.
+    pub(crate) fn register_release(&self, slot: u32, stream: StreamHandle) -> Result<()> {
+        let Some(d) = self.device() else {
+            return Ok(());
+        };
+        let s = &self.slots[slot as usize];
+        while s
+            .release_lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        let base = slot as usize * d.release_capacity as usize;
+        let n = s.release_count.load(Ordering::Relaxed);
+        let known = (0..n as usize)
+            .any(|i| d.release_streams[base + i].load(Ordering::Relaxed) == stream.raw());
+        let result = if known {
+            Ok(())
+        } else if n >= d.release_capacity {
+            Err(Error::new(
+                ErrorCode::ResourceExhausted,
+                "the slot already has its maximum of distinct release streams (max_fanout_release_streams); this consumer stream is rejected, not serialized",
+            )
+            .at(self.location))
+        } else {
+            d.release_streams[base + n as usize].store(stream.raw(), Ordering::Relaxed);
+            s.release_count.store(n + 1, Ordering::Relaxed);
+            Ok(())
+        };
+        s.release_lock.store(false, Ordering::Release);
+        result
+    }
+
+    /// The release streams registered on `slot` so far.
+    pub(crate) fn release_stream_count(&self, slot: u32) -> u32 {
+        self.slots[slot as usize]
+            .release_count
+            .load(Ordering::Acquire)
+    }
+}
+
+fn device_backing(
+    spec: &PoolSpec,
+    backend: &Arc<dyn DeviceBackend>,
+    retirer: &Arc<Retirer>,
+    bytes: usize,
+) -> Result<DeviceBacking> {
+    let kind = AllocKind::try_from(spec.kind)?;
+    let base = backend.alloc(kind, bytes).map_err(|e| {
+        Error::new(e.code(), format!("pool {}: {}", spec.name, e.message())).at(spec.location)
+    })?;
+    // From here on, `DeviceBacking`'s Drop releases whatever was created if a later step fails.
+    let mut out = DeviceBacking {
+        backend: Arc::clone(backend),
+        kind,
+        base,
+        bytes,
+        readiness: Box::new([]),
+        release_events: Box::new([]),
+        release_streams: Box::new([]),
+        release_capacity: spec.release_capacity,
+        retirer: Arc::clone(retirer),
+    };
+    let n = spec.slot_count as usize;
+    let r = spec.release_capacity as usize;
+    let mut events = Vec::with_capacity(n * (1 + r));
+    let created: Result<()> = (0..n * (1 + r)).try_for_each(|_| {
+        events.push(backend.create_event()?);
+        Ok(())
+    });
+    let rest = events.split_off(n.min(events.len()));
+    out.readiness = events.into_boxed_slice();
+    out.release_events = rest.into_boxed_slice();
+    created.map_err(|e| {
+        Error::new(
+            e.code(),
+            format!("pool {}: creating its events: {}", spec.name, e.message()),
+        )
+        .at(spec.location)
+    })?;
+    out.release_streams = (0..n * r).map(|_| AtomicU64::new(0)).collect();
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn pool(slots: u32) -> Pool {
-        Pool::materialize(
-            "op.out".into(),
-            "op.out",
-            MemoryKind::Host,
-            Some(DType::U8),
-            1,
-            16,
-            slots,
-        )
-        .unwrap()
+    fn spec(kind: MemoryKind, slots: u32) -> PoolSpec {
+        PoolSpec {
+            name: "op.out".into(),
+            location: "op.out",
+            kind,
+            dtype: Some(DType::U8),
+            max_rank: 1,
+            per_slot_bytes: 16,
+            slot_count: slots,
+            release_capacity: 2,
+        }
     }
 
     #[test]
     fn borrow_until_exhausted_then_release_returns_the_slot() {
-        let p = pool(2);
+        let p = Arc::new(Pool::materialize(spec(MemoryKind::Host, 2), None).unwrap());
         let a = p.borrow_slot().unwrap();
         let b = p.borrow_slot().unwrap();
         assert_ne!(a, b);
@@ -264,18 +575,42 @@ mod tests {
     }
 
     #[test]
-    fn non_host_pools_fail_closed() {
-        let err = Pool::materialize(
-            "op.out".into(),
-            "op.out",
-            MemoryKind::PinnedHost,
-            None,
-            1,
-            16,
-            2,
-        )
-        .err()
-        .unwrap();
+    fn device_pools_without_a_backend_fail_closed() {
+        let err = Pool::materialize(spec(MemoryKind::PinnedHost, 2), None)
+            .err()
+            .unwrap();
         assert_eq!(err.code(), ErrorCode::DeviceUnavailable);
+    }
+
+    #[test]
+    fn release_streams_are_deduplicated_and_capped() {
+        let backend: Arc<dyn DeviceBackend> = crate::device::SoftwareDevice::new();
+        let retirer = Retirer::new();
+        let before = backend.counters().snapshot();
+        let p =
+            Pool::materialize(spec(MemoryKind::CudaDevice, 2), Some((&backend, &retirer))).unwrap();
+        let made = backend.counters().snapshot() - before;
+        assert_eq!(
+            (made.alloc, made.event_create),
+            (1, 2 * (1 + 2)),
+            "every event created cold"
+        );
+        let slot = p.borrow_slot().unwrap();
+        let (s1, s2, s3) = (
+            backend.create_stream().unwrap(),
+            backend.create_stream().unwrap(),
+            backend.create_stream().unwrap(),
+        );
+        p.register_release(slot, s1).unwrap();
+        p.register_release(slot, s1).unwrap();
+        assert_eq!(
+            p.release_stream_count(slot),
+            1,
+            "a duplicate takes no capacity"
+        );
+        p.register_release(slot, s2).unwrap();
+        let err = p.register_release(slot, s3).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ResourceExhausted);
+        assert_eq!(p.release_stream_count(slot), 2);
     }
 }

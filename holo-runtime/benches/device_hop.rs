@@ -1,0 +1,469 @@
+//! Device hops through a running session, each beside the same CUDA calls made raw in
+//! the same process (DESIGN.md, "Performance method"). On CUDA the raw side calls
+//! `cudarc::driver::sys` directly; on the software device it calls the backend trait.
+//!
+//! Scenarios (256-byte `cuda_device` frames; "fill" = `cuMemsetD8Async`, a consumer's
+//! work = a 256-byte device-to-device copy on its own stream):
+//! - **fenced hop**: producer on S1 → consumer on S2 (two partitions). Raw: fill S1,
+//!   record E on S1, wait S2 on E, copy on S2, record R on S2, poll R before reusing the
+//!   slot. Target ≤ 1.15× raw.
+//! - **fused hop**: producer → consumer on one stream (a proven linear edge). Raw: fill and
+//!   copy on S. Target ≤ 1.05× raw and zero event calls.
+//! - **4-operator chain** (fused) and **1→2 fork** (fenced): sustained frames/s, target
+//!   ≥ 0.9× raw throughput.
+//!
+//! Each row: ns per frame (median of 5 runs of 20,000 frames in steady state), the raw
+//! figure, their ratio, and the event calls per frame holo made (device counters).
+//!
+//! ```text
+//! cargo bench -p holo-runtime --bench device_hop            # software device
+//! HOLO_DEVICE=cuda ./device_hop-* --bench                   # on the GPU machine
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use holo_runtime::device::{
+    AllocKind, DeviceBackend, DevicePtr, EventHandle, StreamHandle, open_backend_from_env,
+};
+use holo_runtime::{
+    CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
+    Input, Operator, Output, ParamSet, PartitionSpec, Partitioning, Result, RunSession,
+    SessionOptions, Tensor, TensorLoanRequest, compile, operator,
+};
+
+const BYTES: usize = 256;
+const FRAMES: u64 = 20_000;
+const WARMUP: u64 = 2_000;
+const RUNS: usize = 5;
+
+#[operator]
+struct Head {
+    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256)]
+    out: Output<Tensor>,
+}
+
+impl Operator for Head {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let stream = ctx.cuda_stream()?;
+        let device = ctx.device().unwrap();
+        let loan = match self.out.allocate_tensor(TensorLoanRequest {
+            shape: &[BYTES as u64],
+            dtype: DType::U8,
+        }) {
+            Ok(l) => l,
+            Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let w = loan.write(stream)?;
+        // SAFETY: the writer owns the slot; the fill stays inside it.
+        unsafe { device.memset_async(w.device_ptr(), 0x2A, BYTES, w.stream())? };
+        match self.out.emit(w.commit()?, EmitOptions::default()) {
+            Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
+            other => other,
+        }
+    }
+}
+
+/// Copies its input into a slot of its own on its stream; forwards it when connected.
+#[operator]
+struct Stage {
+    input: Input<Tensor>,
+    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256)]
+    out: Output<Tensor>,
+    done: Arc<AtomicU64>,
+}
+
+impl Operator for Stage {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let stream = ctx.cuda_stream()?;
+        let device = ctx.device().unwrap();
+        while let Some(t) = self.input.receive() {
+            let Ok(loan) = self.out.allocate_tensor(TensorLoanRequest {
+                shape: &[BYTES as u64],
+                dtype: DType::U8,
+            }) else {
+                continue;
+            };
+            let w = loan.write(stream)?;
+            // SAFETY: both slots are live: the writer owns its slot, `t` keeps the input
+            // out of its pool, and the stream orders the copy after the input's readiness.
+            unsafe { device.copy_async(w.device_ptr(), t.device_ptr(), BYTES, w.stream())? };
+            if self.out.is_connected() {
+                match self.out.emit(w.commit()?, EmitOptions::default()) {
+                    Err(e) if e.code() == ErrorCode::Backpressured => {}
+                    other => other?,
+                }
+            }
+            // Unconnected: the guard drops uncommitted; its slot's next write is on this
+            // same stream, after the copy.
+            self.done.fetch_add(1, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
+fn stage(done: &Arc<AtomicU64>) -> Stage {
+    Stage {
+        input: Input::default(),
+        out: Output::default(),
+        done: Arc::clone(done),
+    }
+}
+
+enum Shape {
+    FencedHop,
+    FusedHop,
+    Chain4,
+    Fork,
+}
+
+/// ns per frame in steady state and event calls (record + wait + query) per frame.
+fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
+    let mut g = Graph::new();
+    let h = g
+        .add_operator(
+            "head",
+            Head {
+                out: Output::default(),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    let done = Arc::new(AtomicU64::new(0));
+    let done2 = Arc::new(AtomicU64::new(0));
+    let mut bound = vec!["head"];
+    let c = ConnectionOptions {
+        queue_depth: Some(4),
+        ..Default::default()
+    };
+    match shape {
+        Shape::FencedHop | Shape::FusedHop => {
+            let t = g
+                .add_operator("tail", stage(&done), ParamSet::defaults().unwrap())
+                .unwrap();
+            g.add_flow(h.out, t.input, c);
+            bound.push("tail");
+        }
+        Shape::Chain4 => {
+            let mut prev = h.out;
+            for (i, name) in ["b", "c", "d"].into_iter().enumerate() {
+                let s = g
+                    .add_operator(
+                        name,
+                        if i == 2 {
+                            stage(&done)
+                        } else {
+                            stage(&Arc::new(AtomicU64::new(0)))
+                        },
+                        ParamSet::defaults().unwrap(),
+                    )
+                    .unwrap();
+                g.add_flow(prev, s.input, c);
+                prev = s.out;
+                bound.push(name);
+            }
+        }
+        Shape::Fork => {
+            for (name, d) in [("left", &done), ("right", &done2)] {
+                let s = g
+                    .add_operator(name, stage(d), ParamSet::defaults().unwrap())
+                    .unwrap();
+                g.add_flow(h.out, s.input, c);
+                bound.push(name);
+            }
+        }
+    }
+    let mut options = CompileOptions::default();
+    for name in bound {
+        options
+            .deployment
+            .bind_tensor_output_device(name, "out", device.ordinal());
+    }
+    if matches!(shape, Shape::FencedHop) {
+        options.partitioning = Partitioning::Authored(vec![
+            PartitionSpec {
+                name: "producer".into(),
+                operators: vec!["head".into()],
+            },
+            PartitionSpec {
+                name: "consumer".into(),
+                operators: vec!["tail".into()],
+            },
+        ]);
+    }
+    let plan = compile(&g, options).unwrap();
+    let fused = plan.edges().iter().filter(|e| e.fusion.is_some()).count();
+    match shape {
+        Shape::FusedHop => assert_eq!(fused, 1),
+        Shape::Chain4 => assert_eq!(fused, 3),
+        Shape::FencedHop | Shape::Fork => assert_eq!(fused, 0),
+    }
+    let session = RunSession::start(
+        g,
+        &plan,
+        SessionOptions::default().on_device(Arc::clone(device)),
+    )
+    .unwrap();
+    let frames = || {
+        let a = done.load(Ordering::Acquire);
+        if matches!(shape, Shape::Fork) {
+            a.min(done2.load(Ordering::Acquire))
+        } else {
+            a
+        }
+    };
+    let wait_for = |n: u64| {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while frames() < n {
+            assert!(Instant::now() < deadline, "no progress");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    };
+    wait_for(WARMUP);
+    let c0 = device.counters().snapshot();
+    let f0 = frames();
+    let t0 = Instant::now();
+    wait_for(f0 + FRAMES);
+    let dt = t0.elapsed();
+    let f1 = frames();
+    let calls = device.counters().snapshot() - c0;
+    session.stop();
+    session.join().unwrap();
+    #[allow(clippy::cast_precision_loss)]
+    let per = |x: u64| x as f64 / (f1 - f0) as f64;
+    (
+        dt.as_nanos() as f64 / (f1 - f0) as f64,
+        per(calls.event_record + calls.stream_wait + calls.event_query),
+    )
+}
+
+/// The raw calls the scenarios make, through cudarc's sys layer or the trait.
+struct Raw {
+    device: Arc<dyn DeviceBackend>,
+    #[cfg(feature = "cuda")]
+    cuda: bool,
+}
+
+impl Raw {
+    fn memset(&self, dst: DevicePtr, s: StreamHandle) {
+        #[cfg(feature = "cuda")]
+        if self.cuda {
+            // SAFETY: a live allocation of BYTES on a live stream; context current.
+            assert_eq!(
+                unsafe {
+                    cudarc::driver::sys::cuMemsetD8Async(dst.raw(), 0x2A, BYTES, ptr(s.raw()))
+                },
+                cudarc::driver::sys::CUresult::CUDA_SUCCESS
+            );
+            return;
+        }
+        // SAFETY: as above.
+        unsafe { self.device.memset_async(dst, 0x2A, BYTES, s).unwrap() };
+    }
+    fn copy(&self, dst: DevicePtr, src: DevicePtr, s: StreamHandle) {
+        #[cfg(feature = "cuda")]
+        if self.cuda {
+            // SAFETY: two live, disjoint allocations of BYTES; context current.
+            assert_eq!(
+                unsafe {
+                    cudarc::driver::sys::cuMemcpyDtoDAsync_v2(
+                        dst.raw(),
+                        src.raw(),
+                        BYTES,
+                        ptr(s.raw()),
+                    )
+                },
+                cudarc::driver::sys::CUresult::CUDA_SUCCESS
+            );
+            return;
+        }
+        // SAFETY: as above.
+        unsafe { self.device.copy_async(dst, src, BYTES, s).unwrap() };
+    }
+    fn record(&self, e: EventHandle, s: StreamHandle) {
+        #[cfg(feature = "cuda")]
+        if self.cuda {
+            // SAFETY: live event and stream.
+            assert_eq!(
+                unsafe { cudarc::driver::sys::cuEventRecord(ptr(e.raw()), ptr(s.raw())) },
+                cudarc::driver::sys::CUresult::CUDA_SUCCESS
+            );
+            return;
+        }
+        self.device.record_event(e, s).unwrap();
+    }
+    fn wait(&self, s: StreamHandle, e: EventHandle) {
+        #[cfg(feature = "cuda")]
+        if self.cuda {
+            // SAFETY: live event and stream.
+            assert_eq!(
+                unsafe { cudarc::driver::sys::cuStreamWaitEvent(ptr(s.raw()), ptr(e.raw()), 0) },
+                cudarc::driver::sys::CUresult::CUDA_SUCCESS
+            );
+            return;
+        }
+        self.device.wait_event(s, e).unwrap();
+    }
+    fn done(&self, e: EventHandle) -> bool {
+        #[cfg(feature = "cuda")]
+        if self.cuda {
+            // SAFETY: a live event.
+            return unsafe { cudarc::driver::sys::cuEventQuery(ptr(e.raw())) }
+                == cudarc::driver::sys::CUresult::CUDA_SUCCESS;
+        }
+        self.device.query_event(e).unwrap()
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn ptr<T>(raw: u64) -> *mut T {
+    std::ptr::with_exposed_provenance_mut(usize::try_from(raw).unwrap())
+}
+
+/// ns per frame of the raw sequence of `shape`, single-threaded, over a ring of 8 slots.
+fn raw(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> f64 {
+    #[cfg(feature = "cuda")]
+    let cuda = device.backend_kind() == holo_runtime::device::BackendKind::Cuda;
+    #[cfg(feature = "cuda")]
+    if cuda {
+        // The sys calls need the context current on this thread.
+        let _ = device.create_event().map(|e| device.destroy_event(e));
+    }
+    let r = Raw {
+        device: Arc::clone(device),
+        #[cfg(feature = "cuda")]
+        cuda,
+    };
+    const K: usize = 8;
+    let d = device.as_ref();
+    let slots: Vec<DevicePtr> = (0..K)
+        .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
+        .collect();
+    let scratch: Vec<DevicePtr> = (0..4)
+        .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
+        .collect();
+    let s: Vec<StreamHandle> = (0..3).map(|_| d.create_stream().unwrap()).collect();
+    let ready: Vec<EventHandle> = (0..K).map(|_| d.create_event().unwrap()).collect();
+    let rel: Vec<EventHandle> = (0..2 * K).map(|_| d.create_event().unwrap()).collect();
+    let frame = |i: usize| {
+        let k = i % K;
+        match shape {
+            Shape::FencedHop => {
+                while i >= K && !r.done(rel[k]) {}
+                r.memset(slots[k], s[0]);
+                r.record(ready[k], s[0]);
+                r.wait(s[1], ready[k]);
+                r.copy(scratch[0], slots[k], s[1]);
+                r.record(rel[k], s[1]);
+            }
+            Shape::FusedHop => {
+                r.memset(slots[k], s[0]);
+                r.copy(scratch[0], slots[k], s[0]);
+            }
+            Shape::Chain4 => {
+                r.memset(slots[k], s[0]);
+                r.copy(scratch[0], slots[k], s[0]);
+                r.copy(scratch[1], scratch[0], s[0]);
+                r.copy(scratch[2], scratch[1], s[0]);
+            }
+            Shape::Fork => {
+                while i >= K && !(r.done(rel[k]) && r.done(rel[K + k])) {}
+                r.memset(slots[k], s[0]);
+                r.record(ready[k], s[0]);
+                r.wait(s[1], ready[k]);
+                r.wait(s[2], ready[k]);
+                r.copy(scratch[0], slots[k], s[1]);
+                r.copy(scratch[1], slots[k], s[2]);
+                r.record(rel[k], s[1]);
+                r.record(rel[K + k], s[2]);
+            }
+        }
+    };
+    #[allow(clippy::cast_possible_truncation)]
+    for i in 0..WARMUP as usize {
+        frame(i);
+    }
+    for &st in &s {
+        d.synchronize_stream(st).unwrap();
+    }
+    let t0 = Instant::now();
+    #[allow(clippy::cast_possible_truncation)]
+    for i in WARMUP as usize..(WARMUP + FRAMES) as usize {
+        frame(i);
+    }
+    for &st in &s {
+        d.synchronize_stream(st).unwrap();
+    }
+    let dt = t0.elapsed();
+    for e in ready.into_iter().chain(rel) {
+        d.destroy_event(e).unwrap();
+    }
+    for st in s {
+        d.destroy_stream(st).unwrap();
+    }
+    for p in slots.into_iter().chain(scratch) {
+        // SAFETY: every stream using them was synchronized.
+        unsafe { d.free(AllocKind::Device, p, BYTES).unwrap() };
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let ns = dt.as_nanos() as f64 / FRAMES as f64;
+    ns
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let device = match open_backend_from_env() {
+        Ok(d) => d,
+        Err(e) => {
+            println!("device_hop skipped: {e}");
+            return;
+        }
+    };
+    println!(
+        "device_hop on {} {}: ns per frame, median of {RUNS} × {FRAMES} frames",
+        device.backend_kind().name(),
+        device.ordinal()
+    );
+    println!(
+        "{:<16} {:>10} {:>10} {:>7} {:>14}  target",
+        "scenario", "holo", "raw", "ratio", "events/frame"
+    );
+    for (name, shape, target) in [
+        ("fenced hop", Shape::FencedHop, "≤ 1.15× raw"),
+        ("fused hop", Shape::FusedHop, "≤ 1.05× raw, 0 events"),
+        (
+            "4-op chain",
+            Shape::Chain4,
+            "throughput ≥ 0.9× raw (ratio ≤ 1.11)",
+        ),
+        (
+            "1→2 fork",
+            Shape::Fork,
+            "throughput ≥ 0.9× raw (ratio ≤ 1.11)",
+        ),
+    ] {
+        let mut h = Vec::new();
+        let mut ev = 0.0;
+        let mut b = Vec::new();
+        for _ in 0..RUNS {
+            let (ns, events) = holo(&device, &shape);
+            h.push(ns);
+            ev = events;
+            b.push(raw(&device, &shape));
+        }
+        let (h, b) = (median(h), median(b));
+        println!(
+            "{name:<16} {h:>10.1} {b:>10.1} {:>7.2} {ev:>14.2}  {target}",
+            h / b
+        );
+    }
+}

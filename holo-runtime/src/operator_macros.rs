@@ -1,0 +1,155 @@
+//! The operator macros, re-exported with their documentation.
+
+/// Turns a struct into an operator: its `Input<T>` / `Output<T>` fields become typed
+/// ports, and tensor ports carry the spec the plan compiler checks and sizes pools from.
+///
+/// The macro implements [`OperatorPorts`](crate::OperatorPorts) and defines a
+/// `<Name>Ports` struct of typed handles that [`Graph::add_operator`](crate::Graph::add_operator)
+/// returns; `graph.add_flow(a.frames, b.input, …)` compiles only when the payload types
+/// match. Implement [`Operator`](crate::Operator) (at least `compute`) yourself. Construct
+/// port fields with `Input::default()` / `Output::default()`; every other field is plain
+/// operator state.
+///
+/// A port whose payload is [`Tensor`](crate::Tensor) is a tensor port; any other payload
+/// (`Clone + Send + 'static`) is a message port. The port's name is the field name.
+///
+/// # Struct attributes: `#[operator(...)]`
+///
+/// | key | meaning |
+/// |---|---|
+/// | `params = Type` | the operator's `#[derive(ParamSchema)]` type (default: [`NoParams`](crate::NoParams)) |
+/// | `crate = "path"` | the crate root generated code names (default `::holo_runtime`) |
+///
+/// # Tensor outputs: `#[output(...)]`
+///
+/// | key | meaning |
+/// |---|---|
+/// | `name = "port"` | the port's name (default: the field name); names are unique |
+/// | `storage = runtime_pool` / `pass_through` | a pool the runtime provisions, or caller-supplied backing (default `pass_through`) |
+/// | `memory = host \| pinned \| cuda_device \| cuda_managed` | the memory kind |
+/// | `memory_kind = EXPR` | the memory kind from a parameter: `parameter_memory_kind(param_ref!(P::field), memory_kind_map!(…))` or `parameter_memory_kind_exact(param_ref!(P::kind))` |
+/// | `dtype = u8 \| … \| f64` | the element type |
+/// | `rank = N` | the exact rank (1..=8) |
+/// | `max_rank = N` | the largest rank a loan may request (default: `rank`, else 8) |
+/// | `bounds = EXPR` | a literal per-slot byte bound (a `u64` expression); zero rejects every loan |
+/// | `byte_span = EXPR` | a per-slot byte span resolved when the plan is compiled (below) |
+/// | `max_loans = N` | loans the producer may hold at once (default 1) |
+///
+/// A `runtime_pool` needs a finite bound (`bounds` or `byte_span`) and a memory kind
+/// (`memory` or `memory_kind`); `bounds` and `byte_span` exclude each other, as do
+/// `memory` and `memory_kind`. Each of these is a compile error on your token, with every
+/// mistake of one struct reported together.
+///
+/// Byte-span expressions see, in scope: `tensor_byte_span(n)`,
+/// `parameter_contiguous_byte_span(param_ref!(P::shape))` (the shape's product times the
+/// dtype size; the shape's length must equal `rank`), `input_max_byte_span(input)` (each
+/// input field's name is in scope; the input needs exactly one bounded producer),
+/// `parameter_projected_byte_span::<projector>()` (a [`byte_span_projector`]), combined
+/// with `.multiplied_by(…)`, `.ceiling_divided_by(…)`, `.maximum_with(…)` and
+/// `.aligned_to(…)`. At most 32 nodes, depth 16, 8 dependencies and 8 shape extents;
+/// overflow is `PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW`, zero `PHYSICAL_TENSOR_BYTE_SPAN_ZERO`.
+/// The expression must be over this operator's own `params` type: another schema does
+/// not type-check. The runtime never evaluates it; the plan holds the result.
+///
+/// # Tensor inputs: `#[input(...)]`
+///
+/// | key | meaning |
+/// |---|---|
+/// | `name = "port"` | the port's name |
+/// | `memory`, `dtype`, `rank` | exact requirements: a producer that does not meet them is `PHYSICAL_TENSOR_LAYOUT_MISMATCH` at compile time (declared producers) or `ProtocolError` on emit (pass-through values) |
+/// | `optional` | the input may stay unconnected |
+///
+/// Message ports take only `name` (and `optional` on inputs).
+///
+/// A `pub` operator needs a `pub` params type (it appears in `OperatorPorts::Params`).
+///
+/// ```
+/// use holo_runtime::{ExecutionContext, Input, Operator, Output, ParamSchema, Result, Tensor, operator};
+///
+/// #[derive(Clone, ParamSchema)]
+/// #[param(schema = "com.example.GrayParams", version = 1)]
+/// struct GrayParams {}
+///
+/// /// Packed RGBA → grayscale: one byte per four input bytes.
+/// #[operator(params = GrayParams)]
+/// struct Gray {
+///     #[input(dtype = u8, rank = 3)]
+///     rgba: Input<Tensor>,
+///     #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 2,
+///              byte_span = input_max_byte_span(rgba).ceiling_divided_by(tensor_byte_span(4)))]
+///     gray: Output<Tensor>,
+///     /// A message port.
+///     frames_seen: Output<u64>,
+/// }
+///
+/// impl Operator for Gray {
+///     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+///         Ok(())
+///     }
+/// }
+/// ```
+pub use holo_macros::operator;
+
+/// Declares a free function a named, versioned byte-span formula:
+/// `#[byte_span_projector(id = "com.example.Op.output-max-byte-span.v1", reads(a, b.c))]`
+/// on `fn name(params: &Params) -> Result<u64>`.
+///
+/// The function runs once, when the plan is compiled, with the accepted generation-zero
+/// parameters, and returns the maximum bytes of one slot. Use it from `#[operator]` as
+/// `byte_span = parameter_projected_byte_span::<name>()` (the macro defines a type `name`
+/// beside the function).
+///
+/// - `id` must end in `.vN`; bump the version whenever the function could return a
+///   different result for the same reads. One id used by two different projectors in one
+///   compile is `PHYSICAL_TENSOR_BYTE_SPAN_PROJECTOR_ID_CONFLICT`.
+/// - `reads(...)` lists every field the function reads (nested paths as `outer.inner`).
+///   The function body sees only those fields: reading any other one does not compile.
+///   Each read must exist and be non-sensitive and `compile_time` or
+///   `recompile_required`, else it does not compile either.
+/// - Return `ErrorCode::ArithmeticOverflow` for overflow
+///   (`PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW`); any other error becomes
+///   `PHYSICAL_TENSOR_BYTE_SPAN_PROJECTION_FAILED`, which shows only the code's name.
+///
+/// ```
+/// use holo_runtime::{Error, ParamSchema, Result, byte_span_projector};
+///
+/// #[derive(Clone, ParamSchema)]
+/// #[param(schema = "com.example.BatchParams", version = 1)]
+/// struct BatchParams {
+///     #[param(recompile_required, default = 640)]
+///     width: u64,
+///     #[param(recompile_required, default = 480)]
+///     height: u64,
+///     #[param(recompile_required, default = 4)]
+///     max_batch_size: u64,
+/// }
+///
+/// #[byte_span_projector(id = "com.example.BatchOutput.output-max-byte-span.v1",
+///                       reads(width, height, max_batch_size))]
+/// fn batch_bytes(params: &BatchParams) -> Result<u64> {
+///     params.width.checked_mul(params.height)
+///         .and_then(|p| p.checked_mul(params.max_batch_size))
+///         .ok_or_else(|| Error::overflow("width × height × max_batch_size"))
+/// }
+/// ```
+pub use holo_macros::byte_span_projector;
+
+/// An exhaustive mapping from a `#[derive(ParamEnum)]` enum to concrete memory kinds, for
+/// `parameter_memory_kind`: `memory_kind_map!(OutputStorage { Host => Host, Pinned =>
+/// PinnedHost })`.
+///
+/// Every variant must appear once: a missing one is rustc's non-exhaustive `match` error,
+/// a duplicate a macro error. The right-hand side is one of the concrete kinds `Host`,
+/// `PinnedHost`, `CudaDevice`, `CudaManaged` (optionally `MemoryKind::…`); there is no
+/// `Unknown` kind. The plan freezes the kind the parameter selects.
+///
+/// ```
+/// use holo_runtime::{MemoryKind, ParamEnum, memory_kind_map};
+///
+/// #[derive(Clone, Copy, PartialEq, Eq, ParamEnum)]
+/// enum OutputStorage { Host, Pinned }
+///
+/// let map = memory_kind_map!(OutputStorage { Host => Host, Pinned => PinnedHost });
+/// assert_eq!(map(OutputStorage::Pinned), MemoryKind::PinnedHost);
+/// ```
+pub use holo_macros::memory_kind_map;

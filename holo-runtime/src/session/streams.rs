@@ -1,0 +1,72 @@
+//! The session's CUDA compute streams: one per plan record, created at start on the
+//! session's device and destroyed at teardown after a final synchronization.
+
+use std::sync::Arc;
+
+use crate::device::{DeviceBackend, StreamHandle};
+use crate::plan::ExecutionPlan;
+use crate::{Error, Result};
+
+pub(crate) struct Streams {
+    device: Option<Arc<dyn DeviceBackend>>,
+    /// Indexed by the plan's stream id.
+    handles: Vec<StreamHandle>,
+}
+
+impl Streams {
+    /// Creates every planned stream, or none: on failure the ones created are destroyed.
+    pub(crate) fn create(
+        device: Option<&Arc<dyn DeviceBackend>>,
+        plan: &ExecutionPlan,
+    ) -> Result<Streams> {
+        let mut out = Streams {
+            device: device.cloned(),
+            handles: Vec::with_capacity(plan.cuda_compute_streams().len()),
+        };
+        if let Some(d) = device {
+            for record in plan.cuda_compute_streams() {
+                let stream = d.create_stream().map_err(|e| {
+                    Error::new(
+                        e.code(),
+                        format!("creating compute stream S{}: {}", record.id, e.message()),
+                    )
+                })?;
+                out.handles.push(stream);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The stream with plan id `id`.
+    pub(crate) fn handle(&self, id: u32) -> Option<StreamHandle> {
+        self.handles.get(id as usize).copied()
+    }
+
+    /// Operator `op`'s planned stream.
+    pub(crate) fn of_operator(&self, plan: &ExecutionPlan, op: usize) -> Option<StreamHandle> {
+        plan.operators()
+            .get(op)?
+            .cuda_stream
+            .and_then(|id| self.handle(id))
+    }
+
+    /// Blocks until every stream has run its work (teardown only).
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        if let Some(d) = &self.device {
+            for &s in &self.handles {
+                d.synchronize_stream(s)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Streams {
+    fn drop(&mut self) {
+        if let Some(d) = &self.device {
+            for s in self.handles.drain(..) {
+                let _ = d.destroy_stream(s);
+            }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! The retirement worker: returns device-pool slots to their free lists once every release
+//! event recorded for them has completed. It polls (`query_event`), never waits on the
+//! host for the device, and its queue and pending list are preallocated, so handing it a
+//! slot allocates nothing.
+//!
+//! One worker per session whose plan has device pools. Its thread is spawned at session
+//! start and parks until the first slot arrives (so the hot path never spawns anything).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
+
+use super::pool::Pool;
+use crate::{Error, ErrorCode, Result};
+
+/// Slots the worker can hold at once (every slot of every device pool of a session).
+pub(crate) struct Retirer {
+    queue: OnceLock<ArrayQueue<(Arc<Pool>, u32)>>,
+    thread: OnceLock<Thread>,
+    stop: AtomicBool,
+    /// Slots returned by the worker so far.
+    pub(crate) retired: AtomicU64,
+    /// Polls made (event queries), for tests.
+    pub(crate) polls: AtomicU64,
+    error: Mutex<Option<Error>>,
+}
+
+impl Retirer {
+    pub(crate) fn new() -> Arc<Retirer> {
+        Arc::new(Retirer {
+            queue: OnceLock::new(),
+            thread: OnceLock::new(),
+            stop: AtomicBool::new(false),
+            retired: AtomicU64::new(0),
+            polls: AtomicU64::new(0),
+            error: Mutex::new(None),
+        })
+    }
+
+    /// Sizes the queue for `capacity` slots and spawns the (parked) worker thread.
+    pub(crate) fn start(self: &Arc<Self>, capacity: usize) -> Result<JoinHandle<()>> {
+        let _ = self.queue.set(ArrayQueue::new(capacity.max(1)));
+        let me = Arc::clone(self);
+        let handle = std::thread::Builder::new()
+            .name("holo-retire".to_owned())
+            .spawn(move || me.run(capacity))
+            .map_err(|e| {
+                Error::new(
+                    ErrorCode::ResourceExhausted,
+                    format!("cannot spawn the retirement worker: {e}"),
+                )
+            })?;
+        let _ = self.thread.set(handle.thread().clone());
+        Ok(handle)
+    }
+
+    /// Hands a slot whose release events were just recorded to the worker.
+    pub(crate) fn retire(&self, pool: Arc<Pool>, slot: u32) {
+        match self.queue.get() {
+            Some(q) => {
+                // Room for every slot of every device pool: a slot is queued at most once.
+                if let Err((pool, slot)) = q.push((pool, slot)) {
+                    self.note_error(pool.location);
+                    pool.return_retired(slot);
+                }
+                if let Some(t) = self.thread.get() {
+                    t.unpark();
+                }
+            }
+            // No worker (a pool used outside a session): nothing is pending on a stream
+            // the session owns any more; return the slot.
+            None => pool.return_retired(slot),
+        }
+    }
+
+    pub(crate) fn note_error(&self, location: &'static str) {
+        let mut e = self
+            .error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if e.is_none() {
+            *e = Some(
+                Error::new(
+                    ErrorCode::Internal,
+                    "a release event could not be recorded or queried",
+                )
+                .at(location),
+            );
+        }
+    }
+
+    pub(crate) fn take_error(&self) -> Option<Error> {
+        self.error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    pub(crate) fn shutdown(&self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+
+    fn run(&self, capacity: usize) {
+        let Some(queue) = self.queue.get() else {
+            return;
+        };
+        let mut pending: Vec<(Arc<Pool>, u32)> = Vec::with_capacity(capacity.max(1));
+        let mut idle_polls = 0u32;
+        loop {
+            while let Some(item) = queue.pop() {
+                pending.push(item);
+            }
+            let before = pending.len();
+            pending.retain(|(pool, slot)| {
+                self.polls.fetch_add(1, Ordering::Relaxed);
+                match pool.release_complete(*slot) {
+                    Ok(false) => true,
+                    Ok(true) => {
+                        pool.return_retired(*slot);
+                        self.retired.fetch_add(1, Ordering::Relaxed);
+                        false
+                    }
+                    Err(_) => {
+                        self.note_error(pool.location);
+                        pool.return_retired(*slot);
+                        false
+                    }
+                }
+            });
+            if pending.is_empty() {
+                if self.stop.load(Ordering::Acquire) && queue.is_empty() {
+                    return;
+                }
+                std::thread::park_timeout(Duration::from_millis(50));
+                idle_polls = 0;
+            } else if pending.len() == before {
+                // Nothing completed: back off (spin, then yield, then short sleeps). A
+                // returned slot is what a producer waits for, so the worker stays eager
+                // for a while: a device op completes in microseconds.
+                idle_polls += 1;
+                match idle_polls {
+                    0..=64 => std::hint::spin_loop(),
+                    65..=256 => std::thread::yield_now(),
+                    _ => std::thread::sleep(Duration::from_micros(10)),
+                }
+            } else {
+                idle_polls = 0;
+            }
+        }
+    }
+}

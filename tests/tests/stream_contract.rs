@@ -1,0 +1,848 @@
+//! The stream contract, written once and run on every backend `test_backends()` returns:
+//! the software device here and in CI, and CUDA device 0 on a GPU machine (with
+//! `HOLO_REQUIRE_DEVICE=cuda` the CUDA run is mandatory).
+//!
+//! Each test provokes one rule: a consumer sees the producer's bytes; a slot is never
+//! reused while a consumer's stream still reads it (a delayed read on the consumer stream
+//! and a producer that would overwrite the slot); exhaustion, the stream check, the release
+//! cap and read-only access give their exact codes; fusion elides exactly the calls the
+//! seed names (counted) and falls back on host access.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use holo_runtime::device::{CounterSnapshot, DeviceBackend, test_backends};
+use holo_runtime::{
+    CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
+    Input, Operator, Output, ParamSet, QueuePolicy, Result, RunSession, SessionOptions, Tensor,
+    TensorLoanRequest, TensorReadiness, compile, operator,
+};
+
+/// Frame `k` is `64 + k % 128` bytes, every byte `k % 128`: a consumer knows what it must
+/// see from the size alone.
+fn frame_len(k: u64) -> u64 {
+    64 + k % 128
+}
+
+#[derive(Default)]
+struct Stats {
+    emitted: AtomicU64,
+    exhausted: AtomicU64,
+    received: AtomicU64,
+    bad: AtomicU64,
+    codes: Mutex<Vec<ErrorCode>>,
+}
+
+/// Writes frame k on its runtime stream (optionally after a delay), commits, emits.
+#[operator]
+struct DevSource {
+    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256)]
+    frames: Output<Tensor>,
+    k: u64,
+    delay: Duration,
+    stats: Arc<Stats>,
+}
+
+impl Operator for DevSource {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let stream = ctx.cuda_stream()?;
+        let device = Arc::clone(ctx.device().expect("a CUDA-active operator has a device"));
+        let len = frame_len(self.k);
+        let loan = match self.frames.allocate_tensor(TensorLoanRequest {
+            shape: &[len],
+            dtype: DType::U8,
+        }) {
+            Ok(l) => l,
+            Err(e) if e.code() == ErrorCode::ResourceExhausted => {
+                self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let guard = loan.write(stream)?;
+        if !self.delay.is_zero() {
+            device.enqueue_delay(guard.stream(), self.delay)?;
+        }
+        #[allow(clippy::cast_possible_truncation)]
+        let value = (self.k % 128) as u8;
+        // SAFETY: the guard owns the slot until commit, the fill stays inside it, and
+        // the stream orders the fill before the readiness event commit records.
+        unsafe {
+            device.memset_async(guard.device_ptr(), value, guard.byte_size(), guard.stream())?
+        };
+        let committed = guard.commit()?;
+        self.k += 1;
+        match self.frames.emit(committed, EmitOptions::default()) {
+            Ok(()) => {
+                self.stats.emitted.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                self.stats.codes.lock().unwrap().push(e.code());
+                Ok(())
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// Blocking `copy_to_host` on the consumer stream, then check every byte.
+    Copy,
+    /// Delay the consumer stream, enqueue an async copy, drop the tensor at once, then
+    /// (test only) wait and check: a slot reused before the copy ran would show.
+    DelayedAsyncCopy(Duration),
+    /// Only receive and drop (for exact call counts).
+    Drop,
+    /// `synchronize_for_host`, then drop (an unproven host access).
+    HostSync,
+}
+
+#[operator]
+struct DevCheck {
+    #[input(memory = cuda_device, dtype = u8, rank = 1)]
+    frames: Input<Tensor>,
+    check: Check,
+    host: Vec<u8>,
+    stats: Arc<Stats>,
+    release_counts: Arc<Mutex<Vec<(u32, TensorReadiness)>>>,
+}
+
+impl Operator for DevCheck {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.frames.receive() {
+            self.release_counts
+                .lock()
+                .unwrap()
+                .push((t.release_stream_count(), t.readiness()));
+            let n = t.byte_size();
+            #[allow(clippy::cast_possible_truncation)]
+            let expect = (n - 64) as u8;
+            let stream = ctx.cuda_stream()?;
+            match self.check {
+                Check::Copy => t.copy_to_host(&mut self.host[..n], stream)?,
+                Check::DelayedAsyncCopy(d) => {
+                    let device = Arc::clone(ctx.device().unwrap());
+                    device.enqueue_delay(stream.handle(), d)?;
+                    // SAFETY: `host` lives in the operator and is not touched until the
+                    // stream synchronization below.
+                    unsafe { t.copy_to_host_async(self.host.as_mut_ptr(), stream)? };
+                    drop(t);
+                    device.synchronize_stream(stream.handle())?;
+                }
+                Check::Drop => continue,
+                Check::HostSync => {
+                    t.synchronize_for_host()?;
+                    continue;
+                }
+            }
+            if self.host[..n].iter().any(|&b| b != expect) {
+                self.stats.bad.fetch_add(1, Ordering::Relaxed);
+            }
+            self.stats.received.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+fn checker(
+    check: Check,
+    stats: &Arc<Stats>,
+    counts: &Arc<Mutex<Vec<(u32, TensorReadiness)>>>,
+) -> DevCheck {
+    DevCheck {
+        frames: Input::default(),
+        check,
+        host: vec![0; 256],
+        stats: Arc::clone(stats),
+        release_counts: Arc::clone(counts),
+    }
+}
+
+struct Run {
+    stats: Arc<Stats>,
+    counts: Arc<Mutex<Vec<(u32, TensorReadiness)>>>,
+    calls: CounterSnapshot,
+    result: Result<holo_runtime::RunReport>,
+}
+
+/// src → `consumers` checkers, on `device`; returns what happened.
+fn run(
+    device: &Arc<dyn DeviceBackend>,
+    consumers: usize,
+    check: Check,
+    frames: u64,
+    producer_delay: Duration,
+    connection: ConnectionOptions,
+    options: CompileOptions,
+) -> Run {
+    let stats = Arc::new(Stats::default());
+    let counts = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::new();
+    let src = DevSource {
+        frames: Output::default(),
+        k: 0,
+        delay: producer_delay,
+        stats: Arc::clone(&stats),
+    };
+    let s = g
+        .add_operator("src", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    for i in 0..consumers {
+        let c = g
+            .add_operator(
+                &format!("check{i}"),
+                checker(check, &stats, &counts),
+                ParamSet::defaults().unwrap(),
+            )
+            .unwrap();
+        g.add_flow(s.frames, c.frames, connection);
+    }
+    let mut options = options;
+    options
+        .deployment
+        .bind_tensor_output_device("src", "frames", device.ordinal());
+    let plan = compile(&g, options).unwrap();
+    let before = device.counters().snapshot();
+    let session = RunSession::start(
+        g,
+        &plan,
+        SessionOptions::frames(frames).on_device(Arc::clone(device)),
+    )
+    .unwrap();
+    let _ = session.wait_idle(Duration::from_secs(60));
+    let result = session.join();
+    let calls = device.counters().snapshot() - before;
+    Run {
+        stats,
+        counts,
+        calls,
+        result,
+    }
+}
+
+fn name(d: &Arc<dyn DeviceBackend>) -> &'static str {
+    d.backend_kind().name()
+}
+
+#[test]
+fn a_consumer_always_sees_the_producers_bytes() {
+    for device in test_backends() {
+        // The producer's fill waits behind a 2 ms delay on its stream: a consumer that
+        // read without waiting on the readiness event would see stale bytes.
+        let r = run(
+            &device,
+            2,
+            Check::Copy,
+            40,
+            Duration::from_millis(2),
+            ConnectionOptions::default(),
+            CompileOptions::default(),
+        );
+        r.result
+            .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
+        let emitted = r.stats.emitted.load(Ordering::Relaxed);
+        assert!(emitted > 0, "{}", name(&device));
+        assert_eq!(
+            r.stats.received.load(Ordering::Relaxed),
+            2 * emitted,
+            "{}",
+            name(&device)
+        );
+        assert_eq!(
+            r.stats.bad.load(Ordering::Relaxed),
+            0,
+            "{}: a consumer saw bytes before the producer's fill",
+            name(&device)
+        );
+    }
+}
+
+#[test]
+fn a_slot_is_never_reused_while_a_consumer_stream_still_reads_it() {
+    for device in test_backends() {
+        // A fork (so producer and consumers run on three partitions and three streams);
+        // drop-oldest keeps the producer free-running through its pool while each consumer
+        // stream reads its slot 3 ms after the consumer dropped its handle.
+        let r = run(
+            &device,
+            2,
+            Check::DelayedAsyncCopy(Duration::from_millis(3)),
+            2_000,
+            Duration::ZERO,
+            ConnectionOptions {
+                queue_depth: Some(1),
+                policy: QueuePolicy::DropOldest,
+            },
+            CompileOptions::default(),
+        );
+        let report = r
+            .result
+            .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
+        assert!(r.stats.received.load(Ordering::Relaxed) > 0);
+        assert_eq!(
+            r.stats.bad.load(Ordering::Relaxed),
+            0,
+            "{}: a slot was overwritten while a consumer stream read it",
+            name(&device)
+        );
+        assert!(
+            r.stats.exhausted.load(Ordering::Relaxed) > 0,
+            "{}: the producer ran into slots still retiring",
+            name(&device)
+        );
+        assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
+    }
+}
+
+#[test]
+fn fan_out_to_three_has_one_readiness_event_and_three_release_streams() {
+    for device in test_backends() {
+        let r = run(
+            &device,
+            3,
+            Check::Drop,
+            20,
+            Duration::ZERO,
+            ConnectionOptions::default(),
+            CompileOptions::default(),
+        );
+        r.result
+            .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
+        let emitted = r.stats.emitted.load(Ordering::Relaxed);
+        assert!(emitted > 0);
+        // Every receipt sees the slot already registered for all three consumer streams.
+        assert!(
+            r.counts
+                .lock()
+                .unwrap()
+                .iter()
+                .all(|&c| c == (3, TensorReadiness::Recorded)),
+            "{}",
+            name(&device)
+        );
+        // Per frame: one readiness record and three release records; three stream waits.
+        assert_eq!(
+            r.calls.event_record,
+            emitted * 4,
+            "{}: {:?}",
+            name(&device),
+            r.calls
+        );
+        assert_eq!(r.calls.stream_wait, emitted * 3, "{}", name(&device));
+        assert!(
+            r.calls.event_query >= emitted * 3,
+            "{}: retirement polls every release event",
+            name(&device)
+        );
+        assert_eq!(
+            r.calls.event_synchronize,
+            0,
+            "{}: no host wait on the hot path",
+            name(&device)
+        );
+    }
+}
+
+#[test]
+fn the_release_stream_past_the_cap_is_rejected() {
+    for device in test_backends() {
+        let options = CompileOptions {
+            max_fanout_release_streams: 2,
+            ..CompileOptions::default()
+        };
+        let r = run(
+            &device,
+            3,
+            Check::Drop,
+            5,
+            Duration::ZERO,
+            ConnectionOptions::default(),
+            options,
+        );
+        // The third consumer stream does not fit: emit refuses the frame, never serializes.
+        assert_eq!(
+            *r.stats.codes.lock().unwrap().first().unwrap(),
+            ErrorCode::ResourceExhausted,
+            "{}",
+            name(&device)
+        );
+        assert_eq!(r.stats.emitted.load(Ordering::Relaxed), 0);
+        assert_eq!(r.stats.received.load(Ordering::Relaxed), 0);
+        let report = r.result.unwrap();
+        assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
+    }
+}
+
+/// A linear chain in one partition: src → check, proven and fused on one stream.
+fn fused_run(
+    device: &Arc<dyn DeviceBackend>,
+    check: Check,
+    frames: u64,
+) -> (Run, holo_runtime::ExecutionPlan) {
+    let stats = Arc::new(Stats::default());
+    let counts = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::new();
+    let src = DevSource {
+        frames: Output::default(),
+        k: 0,
+        delay: Duration::ZERO,
+        stats: Arc::clone(&stats),
+    };
+    let s = g
+        .add_operator("src", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    let c = g
+        .add_operator(
+            "check",
+            checker(check, &stats, &counts),
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    g.add_flow(s.frames, c.frames, ConnectionOptions::default());
+    let mut options = CompileOptions::default();
+    options
+        .deployment
+        .bind_tensor_output_device("src", "frames", device.ordinal());
+    let plan = compile(&g, options).unwrap();
+    let before = device.counters().snapshot();
+    let session = RunSession::start(
+        g,
+        &plan,
+        SessionOptions::frames(frames).on_device(Arc::clone(device)),
+    )
+    .unwrap();
+    let _ = session.wait_idle(Duration::from_secs(60));
+    let result = session.join();
+    let calls = device.counters().snapshot() - before;
+    (
+        Run {
+            stats,
+            counts,
+            calls,
+            result,
+        },
+        plan,
+    )
+}
+
+#[test]
+fn a_proven_linear_edge_records_no_event_and_waits_on_nothing() {
+    for device in test_backends() {
+        let (r, plan) = fused_run(&device, Check::Drop, 50);
+        assert_eq!(plan.partitions().len(), 1);
+        let fusion = plan.edges()[0]
+            .fusion
+            .as_ref()
+            .expect("the plan proves the edge");
+        assert_eq!(fusion.stream, 0);
+        r.result
+            .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
+        let emitted = r.stats.emitted.load(Ordering::Relaxed);
+        assert!(emitted > 0);
+        assert!(
+            r.counts
+                .lock()
+                .unwrap()
+                .iter()
+                .all(|&c| c == (0, TensorReadiness::Elided))
+        );
+        assert_eq!(
+            r.calls.event_record,
+            0,
+            "{}: fusion elides the readiness and release records",
+            name(&device)
+        );
+        assert_eq!(
+            r.calls.stream_wait,
+            0,
+            "{}: and the self-wait",
+            name(&device)
+        );
+        assert_eq!(
+            r.calls.event_query,
+            0,
+            "{}: and the release polling",
+            name(&device)
+        );
+    }
+}
+
+#[test]
+fn host_access_on_a_fused_edge_records_the_event_lazily() {
+    for device in test_backends() {
+        let (r, _) = fused_run(&device, Check::HostSync, 20);
+        r.result
+            .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
+        let emitted = r.stats.emitted.load(Ordering::Relaxed);
+        assert!(emitted > 0);
+        // One lazy readiness record and one host wait per frame; still no stream wait.
+        assert_eq!(r.calls.event_record, emitted, "{}", name(&device));
+        assert_eq!(r.calls.event_synchronize, emitted, "{}", name(&device));
+        assert_eq!(r.calls.stream_wait, 0, "{}", name(&device));
+    }
+}
+
+/// Tries the wrong stream, then mutation of a received device tensor.
+#[operator]
+struct Misuse {
+    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 64)]
+    frames: Output<Tensor>,
+    codes: Arc<Mutex<Vec<ErrorCode>>>,
+}
+
+impl Operator for Misuse {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let device = Arc::clone(ctx.device().unwrap());
+        let own = device.create_stream()?;
+        let req = TensorLoanRequest {
+            shape: &[8],
+            dtype: DType::U8,
+        };
+        let mut codes = self.codes.lock().unwrap();
+        // A stream that is not the runtime-assigned one.
+        codes.push(
+            self.frames
+                .allocate_tensor(req)?
+                .write(own)
+                .unwrap_err()
+                .code(),
+        );
+        // Exhaustion: 1 loan + 1 retirement = 2 slots (unconnected output).
+        let a = self.frames.allocate_tensor(req)?;
+        let b = self.frames.allocate_tensor(req)?;
+        codes.push(self.frames.allocate_tensor(req).unwrap_err().code());
+        drop((a, b));
+        // A committed device tensor is read-only, and not host-readable.
+        let c = self
+            .frames
+            .allocate_tensor(req)?
+            .write(ctx.cuda_stream()?)?
+            .commit()?;
+        let mut t: Tensor = c.into();
+        codes.push(t.mutable_data().unwrap_err().code());
+        codes.push(t.data().unwrap_err().code());
+        device.destroy_stream(own)?;
+        ctx.request_stop();
+        Ok(())
+    }
+}
+
+#[test]
+fn the_stream_check_exhaustion_and_read_only_access_give_their_codes() {
+    for device in test_backends() {
+        let codes = Arc::new(Mutex::new(Vec::new()));
+        let mut g = Graph::new();
+        g.add_operator(
+            "m",
+            Misuse {
+                frames: Output::default(),
+                codes: Arc::clone(&codes),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+        let mut options = CompileOptions::default();
+        options
+            .deployment
+            .bind_tensor_output_device("m", "frames", device.ordinal());
+        let plan = compile(&g, options).unwrap();
+        assert_eq!(plan.tensor_allocation("m.frames").unwrap().slot_count, 2);
+        let session = RunSession::start(
+            g,
+            &plan,
+            SessionOptions::frames(1).on_device(Arc::clone(&device)),
+        )
+        .unwrap();
+        let _ = session.wait_idle(Duration::from_secs(20));
+        session.join().unwrap();
+        assert_eq!(
+            *codes.lock().unwrap(),
+            vec![
+                ErrorCode::NotSupported,
+                ErrorCode::ResourceExhausted,
+                ErrorCode::PermissionDenied,
+                ErrorCode::NotSupported
+            ],
+            "{}",
+            name(&device)
+        );
+    }
+}
+
+/// A host-only operator asks for a stream.
+#[operator]
+struct NoStream {
+    code: Arc<Mutex<Option<ErrorCode>>>,
+}
+impl Operator for NoStream {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        *self.code.lock().unwrap() = Some(ctx.cuda_stream().unwrap_err().code());
+        Ok(())
+    }
+}
+
+#[test]
+fn a_host_only_operator_has_no_stream() {
+    let code = Arc::new(Mutex::new(None));
+    let mut g = Graph::new();
+    g.add_operator(
+        "h",
+        NoStream {
+            code: Arc::clone(&code),
+        },
+        ParamSet::defaults().unwrap(),
+    )
+    .unwrap();
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    assert!(plan.partitions()[0].host_only);
+    let session = RunSession::start(g, &plan, SessionOptions::frames(1)).unwrap();
+    let _ = session.wait_idle(Duration::from_secs(20));
+    session.join().unwrap();
+    assert_eq!(*code.lock().unwrap(), Some(ErrorCode::NotSupported));
+}
+
+/// Writes a pinned slot on its stream (`write_and_commit`) or on the host
+/// (`write_host_and_commit`), after delaying its stream.
+#[operator]
+struct PinnedWriter {
+    #[output(storage = runtime_pool, memory = pinned, dtype = u8, rank = 1, bounds = 256)]
+    frames: Output<Tensor>,
+    on_stream: bool,
+    k: u64,
+}
+
+impl Operator for PinnedWriter {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let len = frame_len(self.k);
+        #[allow(clippy::cast_possible_truncation)]
+        let value = (self.k % 128) as u8;
+        self.k += 1;
+        let Ok(loan) = self.frames.allocate_tensor(TensorLoanRequest {
+            shape: &[len],
+            dtype: DType::U8,
+        }) else {
+            return Ok(());
+        };
+        let committed = if self.on_stream {
+            loan.write_and_commit(ctx.cuda_stream()?, |device, ptr, n, stream| {
+                device.enqueue_delay(stream, Duration::from_millis(1))?;
+                // SAFETY: the slot is the loan's, `n` is its byte size.
+                unsafe { device.memset_async(ptr, value, n, stream) }
+            })?
+        } else {
+            loan.write_host_and_commit(|b| b.fill(value))?
+        };
+        match self.frames.emit(committed, EmitOptions::default()) {
+            Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
+            other => other,
+        }
+    }
+}
+
+/// A host-only reader of pinned frames (no planned stream).
+#[operator]
+struct HostReader {
+    #[input(memory = pinned)]
+    frames: Input<Tensor>,
+    stats: Arc<Stats>,
+    seen: Arc<Mutex<Vec<TensorReadiness>>>,
+}
+
+impl Operator for HostReader {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.frames.receive() {
+            self.seen.lock().unwrap().push(t.readiness());
+            #[allow(clippy::cast_possible_truncation)]
+            let expect = (t.byte_size() - 64) as u8;
+            // The runtime already waited on the host before handing the frame over, so
+            // reading needs no call here.
+            if t.data()?.iter().any(|&b| b != expect) {
+                self.stats.bad.fetch_add(1, Ordering::Relaxed);
+            }
+            self.stats.received.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn pinned_readiness_follows_the_writer_and_a_stream_less_reader_gets_a_host_wait() {
+    for device in test_backends() {
+        for on_stream in [true, false] {
+            let stats = Arc::new(Stats::default());
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let mut g = Graph::new();
+            let w = g
+                .add_operator(
+                    "writer",
+                    PinnedWriter {
+                        frames: Output::default(),
+                        on_stream,
+                        k: 0,
+                    },
+                    ParamSet::defaults().unwrap(),
+                )
+                .unwrap();
+            let r = g
+                .add_operator(
+                    "reader",
+                    HostReader {
+                        frames: Input::default(),
+                        stats: Arc::clone(&stats),
+                        seen: Arc::clone(&seen),
+                    },
+                    ParamSet::defaults().unwrap(),
+                )
+                .unwrap();
+            g.add_flow(w.frames, r.frames, ConnectionOptions::default());
+            let mut options = CompileOptions::default();
+            if on_stream {
+                // A stream writer needs a planned stream: bind the pinned output to the device.
+                options
+                    .deployment
+                    .bind_tensor_output_device("writer", "frames", device.ordinal());
+            }
+            let plan = compile(&g, options).unwrap();
+            assert_eq!(plan.cuda_compute_streams().len(), usize::from(on_stream));
+            let before = device.counters().snapshot();
+            let session = RunSession::start(
+                g,
+                &plan,
+                SessionOptions::frames(20).on_device(Arc::clone(&device)),
+            )
+            .unwrap();
+            let _ = session.wait_idle(Duration::from_secs(60));
+            session
+                .join()
+                .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
+            let calls = device.counters().snapshot() - before;
+            let received = stats.received.load(Ordering::Relaxed);
+            assert!(received > 0);
+            assert_eq!(
+                stats.bad.load(Ordering::Relaxed),
+                0,
+                "{} on_stream={on_stream}",
+                name(&device)
+            );
+            let want = if on_stream {
+                TensorReadiness::Recorded
+            } else {
+                TensorReadiness::Host
+            };
+            assert!(seen.lock().unwrap().iter().all(|&r| r == want));
+            if on_stream {
+                assert_eq!(
+                    calls.event_synchronize, received,
+                    "one host wait per stream-written frame"
+                );
+            } else {
+                assert_eq!(
+                    (calls.event_record, calls.event_synchronize),
+                    (0, 0),
+                    "a host writer records no fence"
+                );
+            }
+        }
+    }
+}
+
+/// Forwards received device frames through a pass-through output.
+#[operator]
+struct DevForward {
+    #[input(memory = cuda_device)]
+    input: Input<Tensor>,
+    #[output(storage = pass_through, memory = cuda_device)]
+    output: Output<Tensor>,
+}
+
+impl Operator for DevForward {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.input.receive() {
+            match self.output.emit(t, EmitOptions::default()) {
+                Err(e) if e.code() == ErrorCode::Backpressured => {}
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn forwarding_keeps_the_backing_and_extends_its_release_list() {
+    for device in test_backends() {
+        let stats = Arc::new(Stats::default());
+        let counts = Arc::new(Mutex::new(Vec::new()));
+        let mut g = Graph::new();
+        let src = DevSource {
+            frames: Output::default(),
+            k: 0,
+            delay: Duration::ZERO,
+            stats: Arc::clone(&stats),
+        };
+        let s = g
+            .add_operator("src", src, ParamSet::defaults().unwrap())
+            .unwrap();
+        let side = g
+            .add_operator(
+                "side",
+                checker(Check::Copy, &stats, &counts),
+                ParamSet::defaults().unwrap(),
+            )
+            .unwrap();
+        let f = g
+            .add_operator(
+                "fwd",
+                DevForward {
+                    input: Input::default(),
+                    output: Output::default(),
+                },
+                ParamSet::defaults().unwrap(),
+            )
+            .unwrap();
+        g.add_flow(s.frames, side.frames, ConnectionOptions::default());
+        g.add_flow(s.frames, f.input, ConnectionOptions::default());
+        for i in 0..2 {
+            let c = g
+                .add_operator(
+                    &format!("after{i}"),
+                    checker(Check::Copy, &stats, &counts),
+                    ParamSet::defaults().unwrap(),
+                )
+                .unwrap();
+            g.add_flow(f.output, c.frames, ConnectionOptions::default());
+        }
+        let mut options = CompileOptions::default();
+        options
+            .deployment
+            .bind_tensor_output_device("src", "frames", device.ordinal());
+        // The pass-through output does not inherit the input's device: it must be bound.
+        let d = compile(&g, options.clone()).unwrap_err();
+        assert!(d.has(holo_runtime::codes::PLACEMENT_DEVICE_REQUIRED), "{d}");
+        options
+            .deployment
+            .bind_tensor_output_device("fwd", "output", device.ordinal());
+        let plan = compile(&g, options).unwrap();
+        assert_eq!(
+            plan.tensor_allocations().len(),
+            1,
+            "forwarding allocates no pool"
+        );
+        let session = RunSession::start(
+            g,
+            &plan,
+            SessionOptions::frames(30).on_device(Arc::clone(&device)),
+        )
+        .unwrap();
+        let _ = session.wait_idle(Duration::from_secs(60));
+        session
+            .join()
+            .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
+        assert_eq!(stats.bad.load(Ordering::Relaxed), 0);
+        // side and fwd register at the first emit; after0 and after1 at the forward:
+        // the forwarded frames carry the original slot's list, grown to four streams.
+        let max = counts.lock().unwrap().iter().map(|c| c.0).max().unwrap();
+        assert_eq!(max, 4, "{}", name(&device));
+    }
+}
