@@ -17,8 +17,26 @@
 //! - `batcher.output`: a `#[byte_span_projector]` that reads exactly `width`, `height` and
 //!   `max_batch_size`.
 //!
+//! A second, finite-maximum lifecycle graph joins byte spans with rate-aware queue sizing:
+//!
+//! ```text
+//! sensor (clock fps; 6 MiB slots from `frame_shape`) → recorder (clock clock_hz; window, history 4)
+//! ```
+//!
+//! The sensor's nominal rate is its `fps` parameter (60 Hz selected, 120 Hz admitted by
+//! the field's `max`); the recorder's clock gives a 1/15 s horizon, so the edge is sized
+//! automatically: 8 entries at 60 Hz and 16 over the admitted domain. With four
+//! retained-history entries, one producer loan and one retirement entry the example
+//! prints, from the plan's records:
+//!
+//! ```text
+//! active: 8 + 4 + 1 + 1 = 14 entries; 14 × 6 MiB = 84 MiB
+//! admitted: 16 + 4 + 1 + 1 = 22 entries; 22 × 6 MiB = 132 MiB
+//! ```
+//!
 //! The example prints every derivation (expression, what it read, per-slot bytes, slot
-//! count, aggregate bytes), then runs the pipeline.
+//! count, aggregate bytes), then runs the pipeline and renders the edge's inspection
+//! against the published rate generation, in human text and canonical JSON.
 //!
 //! ```text
 //! cargo run -p holo-examples --example derived_tensor_pool_capacity -- [--config FILE.toml]
@@ -29,10 +47,90 @@ use std::process::ExitCode;
 
 use holo_runtime::app::{App, AppArgs};
 use holo_runtime::{
-    CompileOptions, ConnectionOptions, DType, EmitOptions, Error, ErrorCode, ExecutionContext,
-    Graph, Input, Operator, Output, ParamEnum, ParamSchema, Result, Tensor, TensorLoanRequest,
-    byte_span_projector, operator,
+    CompileOptions, ConnectionOptions, DType, EdgeId, EmitOptions, Error, ErrorCode,
+    ExecutionContext, ExecutionPlan, Graph, Input, Operator, Output, ParamEnum, ParamSchema,
+    RateQueueInspectionFormat, RateRatio, Result, RunSession, Tensor, TensorLoanRequest,
+    byte_span_projector, operator, render_rate_queue_inspection,
 };
+
+/// The lifecycle sensor: its rate and its slot shape.
+#[derive(Clone, Debug, ParamSchema)]
+#[param(schema = "com.example.Derived.Sensor", version = 1)]
+struct SensorParams {
+    /// Frames per second; `max` is the admitted domain's maximum nominal rate.
+    #[param(min = 1, max = 120, recompile_required, default = 60)]
+    fps: u32,
+    /// Frame shape: height, width, channels (u8): the per-slot bytes.
+    #[param(min = 1, max = 8192, recompile_required, default = [1024, 2048, 3])]
+    frame_shape: [u64; 3],
+}
+
+/// The lifecycle recorder: its clock and its retained history.
+#[derive(Clone, Debug, ParamSchema)]
+#[param(schema = "com.example.Derived.Recorder", version = 1)]
+struct RecorderParams {
+    /// The recorder's clock (the accumulation horizon is one period).
+    #[param(min = 1, max = 1000, recompile_required, default = 15)]
+    clock_hz: u32,
+    /// Retained-history entries.
+    #[param(min = 0, max = 1024, recompile_required, default = 4)]
+    history: u32,
+}
+
+/// The compile-wide headroom ratio.
+#[derive(Clone, Debug, ParamSchema)]
+#[param(schema = "com.example.Derived.Sizing", version = 1)]
+struct SizingParams {
+    /// Headroom numerator.
+    #[param(min = 1, max = 1000, default = 2)]
+    headroom_numerator: u64,
+    /// Headroom denominator.
+    #[param(min = 1, max = 1000, default = 1)]
+    headroom_denominator: u64,
+}
+
+/// A clock-driven sensor whose slot bytes and nominal rate come from its parameters.
+#[operator(params = SensorParams, trigger = clock(rate = parameter_rate(param_ref!(SensorParams::fps))))]
+struct Sensor {
+    #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 3,
+        byte_span = parameter_contiguous_byte_span(param_ref!(SensorParams::frame_shape)),
+        nominal_rate = parameter_rate(param_ref!(SensorParams::fps)))]
+    frames: Output<Tensor>,
+    shape: [u64; 3],
+}
+
+impl Operator for Sensor {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let Some(loan) = borrow(&mut self.frames, &self.shape)? else {
+            return Ok(());
+        };
+        let committed = loan.write_host_and_commit(|px| px[0] = 1)?;
+        ignore_backpressure(self.frames.emit(
+            committed,
+            EmitOptions {
+                capture_time: Some(ctx.activation_time()),
+            },
+        ))
+    }
+}
+
+/// Records every frame since its last tick, retaining the last `history` frames.
+#[operator(params = RecorderParams, trigger = clock(rate = parameter_rate(param_ref!(RecorderParams::clock_hz))))]
+struct Recorder {
+    #[input(window, missing = reuse_last,
+        history = parameter_count(param_ref!(RecorderParams::history)))]
+    frames: Input<Tensor>,
+    recorded: u64,
+}
+
+impl Operator for Recorder {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while self.frames.receive().is_some() {
+            self.recorded += 1;
+        }
+        Ok(())
+    }
+}
 
 /// Camera geometry.
 #[derive(Clone, Debug, ParamSchema)]
@@ -301,7 +399,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
     let (width, height) = (cam.values().width, cam.values().height);
     let shape = resize.values().output_shape;
     let max_batch = usize::try_from(batch.values().max_batch_size).unwrap_or(1);
-    let camera_ports = g.add_operator(
+    let camera = g.add_operator(
         "camera",
         Camera {
             frames: Output::default(),
@@ -311,7 +409,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         cam,
     )?;
-    let resize_ports = g.add_operator(
+    let resizer = g.add_operator(
         "resize",
         Resize {
             input: Input::default(),
@@ -320,7 +418,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         resize,
     )?;
-    let gray_ports = g.add_operator(
+    let gr = g.add_operator(
         "gray",
         Gray {
             input: Input::default(),
@@ -328,7 +426,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         holo_runtime::ParamSet::defaults()?,
     )?;
-    let archive_ports = g.add_operator(
+    let archive = g.add_operator(
         "archive",
         Archive {
             input: Input::default(),
@@ -337,7 +435,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         holo_runtime::ParamSet::defaults()?,
     )?;
-    let batcher_ports = g.add_operator(
+    let batcher = g.add_operator(
         "batcher",
         Batcher {
             input: Input::default(),
@@ -347,31 +445,149 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
         batch,
     )?;
+    g.add_flow(camera.frames, resizer.input, ConnectionOptions::default());
+    g.add_flow(resizer.output, gr.input, ConnectionOptions::default());
+    g.add_flow(resizer.output, archive.input, ConnectionOptions::default());
     g.add_flow(
-        camera_ports.frames,
-        resize_ports.input,
-        ConnectionOptions::default(),
-    );
-    g.add_flow(
-        resize_ports.output,
-        gray_ports.input,
-        ConnectionOptions::default(),
-    );
-    g.add_flow(
-        resize_ports.output,
-        archive_ports.input,
-        ConnectionOptions::default(),
-    );
-    g.add_flow(
-        gray_ports.output,
-        batcher_ports.input,
+        gr.output,
+        batcher.input,
         ConnectionOptions {
             queue_depth: Some(u32::try_from(max_batch).unwrap_or(1)),
             ..Default::default()
         },
     );
-    app.on_plan(print_derivations);
-    Ok((g, CompileOptions::default()))
+    // The finite-maximum lifecycle graph.
+    let sensor_params = app.params::<SensorParams>("sensor")?;
+    let shape = sensor_params.values().frame_shape;
+    let sensor = g.add_operator(
+        "sensor",
+        Sensor {
+            frames: Output::default(),
+            shape,
+        },
+        sensor_params,
+    )?;
+    let rec = g.add_operator(
+        "recorder",
+        Recorder {
+            frames: Input::default(),
+            recorded: 0,
+        },
+        app.params::<RecorderParams>("recorder")?,
+    )?;
+    let lifecycle = g.add_flow(sensor.frames, rec.frames, ConnectionOptions::default());
+    let sizing = app.params::<SizingParams>("automatic_queue_sizing")?;
+    let mut options = CompileOptions::default();
+    options.automatic_queue_sizing.headroom_ratio = RateRatio::new(
+        sizing.values().headroom_numerator,
+        sizing.values().headroom_denominator,
+    );
+    app.on_plan(move |plan| {
+        print_derivations(plan);
+        print_lifecycle(plan, lifecycle);
+    });
+    app.on_session(move |plan, session| inspect_lifecycle(plan, session, lifecycle));
+    Ok((g, options))
+}
+
+fn mib(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        #[allow(clippy::cast_precision_loss, reason = "display only")]
+        let m = bytes as f64 / MIB as f64;
+        format!("{m:.3} MiB")
+    }
+}
+
+/// The lifecycle pool's logical capacity, active and admitted, from the plan's records.
+fn print_lifecycle(plan: &ExecutionPlan, edge: EdgeId) {
+    let Some(d) = plan.pool_capacity_dependency("sensor.frames") else {
+        return;
+    };
+    if let Some(r) = plan.queue_sizing_recipe(u32::try_from(edge.index()).unwrap_or(u32::MAX)) {
+        println!(
+            "lifecycle edge e{}: {} Hz × {} s, headroom {} → depth {} ({}); admitted {} Hz → {}",
+            r.edge,
+            r.rate_hz.as_deref().unwrap_or("unavailable"),
+            r.horizon_seconds.as_deref().unwrap_or("unavailable"),
+            r.headroom_ratio,
+            r.queue_depth,
+            r.depth_source,
+            r.admitted_max_hz.as_deref().unwrap_or("unavailable"),
+            r.admitted_ceiling
+                .map_or("unavailable".to_owned(), |c| c.to_string()),
+        );
+    }
+    println!(
+        "active: {} + {} + {} + {} = {} entries; {} × {} = {}",
+        d.active_queue_entries,
+        d.consumer_retention,
+        d.producer_loans,
+        d.retirement,
+        d.active_entries,
+        d.active_entries,
+        mib(d.per_slot_bytes),
+        mib(d.active_logical_payload_bytes)
+    );
+    match (
+        d.admitted_queue_entries,
+        d.admitted_entries,
+        d.admitted_logical_payload_bytes,
+    ) {
+        (Some(q), Some(n), Some(b)) => println!(
+            "admitted: {q} + {} + {} + {} = {n} entries; {n} × {} = {}",
+            d.consumer_retention,
+            d.producer_loans,
+            d.retirement,
+            mib(d.per_slot_bytes),
+            mib(b)
+        ),
+        _ => println!("admitted: unavailable (a rate has no admitted maximum)"),
+    }
+    for p in plan.provider_allocation_plans() {
+        if p.pool == d.pool {
+            println!(
+                "provider {}: {} logical entries, {} logical payload; physical reservation {}",
+                p.provider,
+                p.logical_entries,
+                mib(p.logical_payload_bytes),
+                p.physical_reserved_bytes
+                    .map_or("unavailable".to_owned(), mib)
+            );
+        }
+    }
+}
+
+/// Renders the lifecycle edge against the session's published generation (and the
+/// latest rejected candidate, when there is one), in both formats.
+fn inspect_lifecycle(plan: &ExecutionPlan, session: &RunSession, edge: EdgeId) {
+    let snapshot = session.capture_rate_generations();
+    for generation in [
+        snapshot.published().map(|p| p.rate_generation),
+        snapshot.last_rejected().map(|r| r.rate_generation),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        for format in [
+            RateQueueInspectionFormat::HumanText,
+            RateQueueInspectionFormat::CanonicalJson,
+        ] {
+            match render_rate_queue_inspection(plan, &snapshot, generation, edge, format) {
+                Ok(text) if format == RateQueueInspectionFormat::CanonicalJson => {
+                    let marker = text.contains(holo_runtime::plan::RATE_QUEUE_INSPECTION_SCHEMA);
+                    println!(
+                        "canonical JSON inspection: {} bytes, schema marker present: {marker}",
+                        text.len()
+                    );
+                }
+                Ok(text) => print!("{text}"),
+                Err(e) => eprintln!("inspection failed: {e}"),
+            }
+        }
+    }
 }
 
 /// Prints every derivation: the expression, what it read, per-slot bytes (from the

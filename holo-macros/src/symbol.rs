@@ -55,8 +55,29 @@ pub(crate) const BYTE_SPAN: Symbol = Symbol("byte_span");
 pub(crate) const MEMORY_KIND: Symbol = Symbol("memory_kind");
 pub(crate) const MAX_LOANS: Symbol = Symbol("max_loans");
 pub(crate) const OPTIONAL: Symbol = Symbol("optional");
+// Temporal contracts and rates.
+pub(crate) const TRIGGER: Symbol = Symbol("trigger");
+pub(crate) const WINDOW: Symbol = Symbol("window");
+pub(crate) const LATEST: Symbol = Symbol("latest");
+pub(crate) const HISTORY: Symbol = Symbol("history");
+pub(crate) const MISSING: Symbol = Symbol("missing");
+pub(crate) const EXPECTED_RATE: Symbol = Symbol("expected_rate");
+pub(crate) const NOMINAL_RATE: Symbol = Symbol("nominal_rate");
+pub(crate) const FOLLOWS: Symbol = Symbol("follows");
+pub(crate) const BURST: Symbol = Symbol("burst");
+pub(crate) const ON_ARRIVAL: Symbol = Symbol("on_arrival");
+pub(crate) const CLOCK: Symbol = Symbol("clock");
+pub(crate) const ANY_INPUT: Symbol = Symbol("any_input");
+pub(crate) const ALL_INPUTS: Symbol = Symbol("all_inputs");
+pub(crate) const HZ: Symbol = Symbol("hz");
+pub(crate) const RATE: Symbol = Symbol("rate");
+pub(crate) const TRIGGER_WORDS: &[Symbol] = &[ALL_INPUTS, ANY_INPUT, ON_ARRIVAL, CLOCK];
+pub(crate) const CLOCK_KEYS: &[Symbol] = &[HZ, RATE];
+pub(crate) const SKIP: Symbol = Symbol("skip");
+pub(crate) const REUSE_LAST: Symbol = Symbol("reuse_last");
+pub(crate) const MISSING_WORDS: &[Symbol] = &[SKIP, REUSE_LAST];
 
-pub(crate) const OPERATOR_CONTAINER_KEYS: &[Symbol] = &[PARAMS, CRATE];
+pub(crate) const OPERATOR_CONTAINER_KEYS: &[Symbol] = &[PARAMS, TRIGGER, CRATE];
 pub(crate) const OUTPUT_KEYS: &[Symbol] = &[
     NAME,
     STORAGE,
@@ -68,13 +89,49 @@ pub(crate) const OUTPUT_KEYS: &[Symbol] = &[
     BYTE_SPAN,
     MEMORY_KIND,
     MAX_LOANS,
+    NOMINAL_RATE,
+    FOLLOWS,
+    BURST,
 ];
-pub(crate) const INPUT_KEYS: &[Symbol] = &[NAME, MEMORY, DTYPE, RANK, OPTIONAL];
+pub(crate) const INPUT_KEYS: &[Symbol] = &[
+    NAME,
+    MEMORY,
+    DTYPE,
+    RANK,
+    OPTIONAL,
+    WINDOW,
+    LATEST,
+    HISTORY,
+    MISSING,
+    EXPECTED_RATE,
+];
 /// Keys only an output takes.
-pub(crate) const OUTPUT_ONLY_KEYS: &[Symbol] =
-    &[STORAGE, MAX_RANK, BOUNDS, BYTE_SPAN, MEMORY_KIND, MAX_LOANS];
-/// Keys a message port takes (`optional` on inputs only).
-pub(crate) const MESSAGE_INPUT_KEYS: &[Symbol] = &[NAME, OPTIONAL];
+pub(crate) const OUTPUT_ONLY_KEYS: &[Symbol] = &[
+    STORAGE,
+    MAX_RANK,
+    BOUNDS,
+    BYTE_SPAN,
+    MEMORY_KIND,
+    MAX_LOANS,
+    NOMINAL_RATE,
+    FOLLOWS,
+    BURST,
+];
+/// Keys only an input takes.
+pub(crate) const INPUT_ONLY_KEYS: &[Symbol] =
+    &[OPTIONAL, WINDOW, LATEST, HISTORY, MISSING, EXPECTED_RATE];
+/// Keys a message input takes.
+pub(crate) const MESSAGE_INPUT_KEYS: &[Symbol] = &[
+    NAME,
+    OPTIONAL,
+    WINDOW,
+    LATEST,
+    HISTORY,
+    MISSING,
+    EXPECTED_RATE,
+];
+/// Keys a message output takes.
+pub(crate) const MESSAGE_OUTPUT_KEYS: &[Symbol] = &[NAME, NOMINAL_RATE, FOLLOWS, BURST];
 
 // Values of `storage`, `memory` and `dtype`: the word and the runtime variant it names.
 pub(crate) const RUNTIME_POOL: Symbol = Symbol("runtime_pool");

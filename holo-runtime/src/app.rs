@@ -77,9 +77,11 @@ pub struct App {
     table: toml::Table,
     used: BTreeSet<String>,
     on_plan: Option<PlanHook>,
+    on_session: Option<Box<SessionHook>>,
 }
 
 type PlanHook = Box<dyn Fn(&ExecutionPlan)>;
+type SessionHook = dyn Fn(&ExecutionPlan, &RunSession);
 
 impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -129,6 +131,7 @@ impl App {
             table,
             used: BTreeSet::new(),
             on_plan: None,
+            on_session: None,
         })
     }
 
@@ -136,6 +139,12 @@ impl App {
     /// application that explains part of its plan every time it starts).
     pub fn on_plan(&mut self, f: impl Fn(&ExecutionPlan) + 'static) {
         self.on_plan = Some(Box::new(f));
+    }
+
+    /// Calls `f` with the plan and the running session right after it starts (for an
+    /// application that inspects its rate generations).
+    pub fn on_session(&mut self, f: impl Fn(&ExecutionPlan, &RunSession) + 'static) {
+        self.on_session = Some(Box::new(f));
     }
 
     /// The parsed flags.
@@ -213,7 +222,13 @@ impl App {
         {
             return Ok(None);
         }
-        let report = run_plan(graph, &plan, a.frames, a.duration)?;
+        let report = run_plan_with(
+            graph,
+            &plan,
+            a.frames,
+            a.duration,
+            self.on_session.as_deref(),
+        )?;
         print!("{}", summary(&report));
         Ok(Some(report))
     }
@@ -246,6 +261,16 @@ pub fn run_plan(
     plan: &ExecutionPlan,
     frames: Option<u64>,
     duration: Option<f64>,
+) -> Result<RunReport> {
+    run_plan_with(graph, plan, frames, duration, None)
+}
+
+fn run_plan_with(
+    graph: Graph,
+    plan: &ExecutionPlan,
+    frames: Option<u64>,
+    duration: Option<f64>,
+    on_session: Option<&SessionHook>,
 ) -> Result<RunReport> {
     let frames = match (frames, duration) {
         (None, None) => Some(100),
@@ -281,6 +306,9 @@ pub fn run_plan(
             device,
         },
     )?;
+    if let Some(f) = on_session {
+        f(plan, &session);
+    }
     match (frames, limit) {
         (Some(_), Some(d)) => {
             let _ = session.wait_idle(d);

@@ -83,6 +83,7 @@ pub(crate) struct NodePort {
     pub(crate) direction: PortDirection,
     pub(crate) optional: bool,
     pub(crate) decl: PortDecl,
+    pub(crate) temporal: crate::spec::PortTemporalSpec<()>,
 }
 
 impl NodePort {
@@ -95,6 +96,7 @@ pub(crate) struct OperatorNode {
     pub(crate) name: String,
     pub(crate) type_name: &'static str,
     pub(crate) ports: Vec<NodePort>,
+    pub(crate) trigger: crate::spec::Trigger<()>,
     pub(crate) schema: &'static SchemaDescriptor,
     pub(crate) params: Arc<dyn Any + Send + Sync>,
     pub(crate) params_json: serde_json::Value,
@@ -108,7 +110,7 @@ pub(crate) struct EdgeNode {
     pub(crate) factory: EdgeFactory,
 }
 
-/// A graph of operators and flows. Build it, [`compile`](crate::compile()) it into an
+/// A graph of operators and flows. Build it, [`compile`](fn@crate::compile) it into an
 /// [`ExecutionPlan`](crate::ExecutionPlan), then run it with a
 /// [`RunSession`](crate::RunSession).
 #[derive(Default)]
@@ -144,7 +146,7 @@ impl Graph {
     /// its typed port handles.
     #[allow(
         clippy::needless_pass_by_value,
-        reason = "the graph takes the accepted parameters; a caller keeps no second copy"
+        reason = "the graph takes the accepted parameter set: callers hand it over"
     )]
     pub fn add_operator<O: Operator>(
         &mut self,
@@ -172,6 +174,7 @@ impl Graph {
             )
         })?);
         let spec = O::operator_spec();
+        let values: &O::Params = params.values();
         let ports = spec
             .ports
             .into_iter()
@@ -179,6 +182,7 @@ impl Graph {
                 name: p.name,
                 direction: p.direction,
                 optional: p.optional,
+                temporal: p.temporal.erase(values as &dyn Any),
                 decl: match p.payload {
                     PortPayload::Tensor(t) => PortDecl::TensorOutput(TensorOutputDecl {
                         representation: t.representation,
@@ -201,6 +205,7 @@ impl Graph {
             name: name.to_owned(),
             type_name: spec.type_name,
             ports,
+            trigger: spec.trigger.erase(),
             schema: <O::Params as ParamSchema>::schema(),
             params: Arc::new(values),
             params_json,
@@ -211,7 +216,7 @@ impl Graph {
 
     /// Connects an output to an input. The payload types must match (a mismatch does not
     /// compile); every other mistake (fan-in, a cycle, incompatible tensor specs) is a
-    /// diagnostic of [`compile`](crate::compile()).
+    /// diagnostic of [`compile`](fn@crate::compile).
     pub fn add_flow<T: Clone + Send + 'static>(
         &mut self,
         from: OutPort<T>,

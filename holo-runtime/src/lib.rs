@@ -6,7 +6,7 @@
 //!    fields, tensor ports carry a spec (memory kind, dtype, rank, storage, byte span),
 //!    and deployment parameters are a `#[derive(ParamSchema)]` struct.
 //! 2. Build a [`Graph`] with [`Graph::add_operator`] and [`Graph::add_flow`] (typed: a
-//!    payload mismatch does not compile), then [`compile()`] it into an immutable,
+//!    payload mismatch does not compile), then [`compile`](fn@compile) it into an immutable,
 //!    inspectable [`ExecutionPlan`] — or get every [`Diagnostic`] at once.
 //! 3. Start a [`RunSession`]: every pool is materialized before the first `compute`,
 //!    each partition runs on its own thread, and tensors move through preallocated
@@ -35,21 +35,25 @@ pub mod spec;
 pub mod tensor;
 
 pub use compile::{
-    CompileOptions, CudaExecutionOptions, DeploymentBinding, Diagnostic, Diagnostics,
-    PartitionSpec, Partitioning, Severity, codes, compile,
+    ArrivalEvidence, AutomaticQueueSizing, CompileOptions, CudaExecutionOptions, DeploymentBinding,
+    Diagnostic, Diagnostics, PartitionSpec, Partitioning, Severity, codes, compile,
 };
 pub use graph::{ConnectionOptions, EdgeId, Graph, QueuePolicy};
 pub use operator::{InPort, Operator, OperatorId, OperatorPorts, OutPort};
-pub use plan::{CudaComputeStreamPolicy, ExecutionPlan};
+pub use plan::{
+    CudaComputeStreamPolicy, ExecutionPlan, RateQueueInspectionFormat, render_rate_queue_inspection,
+};
 pub use session::{
-    EmitOptions, ExecutionContext, Input, LifecycleContext, Output, PoolReport, RunReport,
+    EmitOptions, ExecutionContext, Input, LifecycleContext, Output, PoolReport, PortRateView,
+    RateCandidate, RateGeneration, RateGenerationSnapshot, RejectedRateGeneration, RunReport,
     RunSession, SessionOptions,
 };
 pub use spec::{
-    ByteSpanExpr, ByteSpanProjector, DType, TensorBounds, TensorInputSpec, TensorOutputSpec,
-    TensorOutputStorage, TensorRepresentation, input_max_byte_span, parameter_contiguous_byte_span,
-    parameter_memory_kind, parameter_memory_kind_exact, parameter_projected_byte_span,
-    tensor_bounds, tensor_byte_span,
+    ByteSpanExpr, ByteSpanProjector, DType, InputMode, MissingPolicy, Rate, RateExpr, RateRatio,
+    TensorBounds, TensorInputSpec, TensorOutputSpec, TensorOutputStorage, TensorRepresentation,
+    Trigger, automatic_queue_depth, input_max_byte_span, parameter_contiguous_byte_span,
+    parameter_count, parameter_memory_kind, parameter_memory_kind_exact,
+    parameter_projected_byte_span, parameter_rate, tensor_bounds, tensor_byte_span,
 };
 pub use tensor::{
     CommittedTensor, CudaStream, DeviceWriteGuard, HostWriteGuard, Tensor, TensorLoanRequest,
@@ -70,9 +74,10 @@ pub mod __private {
     pub use crate::operator::{InPort, OperatorId, OperatorPorts, OutPort};
     pub use crate::session::{Input, Output, PortBinder};
     pub use crate::spec::{
-        ByteSpanExpr, ByteSpanProjector, DType, InputName, MemoryKindDerivation, OperatorSpec,
-        ParamDependency, PortDirection, PortPayload, PortSpec, TensorBounds, TensorInputSpec,
-        TensorOutputSpec, TensorOutputStorage, TensorRepresentation,
+        ByteSpanExpr, ByteSpanProjector, DType, InputMode, InputName, MemoryKindDerivation,
+        MissingPolicy, OperatorSpec, ParamDependency, ParameterCount, PortDirection, PortPayload,
+        PortSpec, PortTemporalSpec, Rate, RateExpr, RateRatio, TensorBounds, TensorInputSpec,
+        TensorOutputSpec, TensorOutputStorage, TensorRepresentation, Trigger,
     };
     pub use crate::tensor::{IsTensor, Tensor};
     pub use holo_macros::param_ref;
@@ -93,9 +98,11 @@ pub mod __private {
     pub mod bytespan_prelude {
         pub use crate::MemoryKind;
         pub use crate::MemoryKind::{CudaDevice, CudaManaged, Host, PinnedHost};
+        pub use crate::spec::{Rate, RateRatio};
         pub use crate::spec::{
-            input_max_byte_span, parameter_contiguous_byte_span, parameter_memory_kind,
-            parameter_memory_kind_exact, parameter_projected_byte_span, tensor_byte_span,
+            input_max_byte_span, parameter_contiguous_byte_span, parameter_count,
+            parameter_memory_kind, parameter_memory_kind_exact, parameter_projected_byte_span,
+            parameter_rate, tensor_byte_span,
         };
         pub use holo_macros::{memory_kind_map, param_ref};
     }

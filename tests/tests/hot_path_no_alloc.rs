@@ -1,13 +1,15 @@
 //! Zero heap allocations per frame in steady state, on every thread of a running session,
 //! checked with a counting global allocator: an in-partition chain and a cross-partition
 //! fork, each moving host tensors from a runtime pool through `allocate_tensor` →
-//! `write_host_and_commit` → `emit` → `receive` → drop.
+//! `write_host_and_commit` → `emit` → `receive` → drop; and a clock-driven window
+//! pipeline (a clock source with a nominal rate → a clock-triggered window consumer with
+//! retained history and `reuse_last`, reading `ctx.rate` on every activation).
 //!
 //! One test function per binary: the allocator counts process-wide, so nothing else may
 //! run while it measures.
 #![allow(
     clippy::many_single_char_names,
-    reason = "test fixtures: short names for graph handles"
+    reason = "graph-building tests name port handles by one letter"
 )]
 
 mod common;
@@ -18,8 +20,60 @@ use std::time::{Duration, Instant};
 
 use common::{ByteSink, ByteSource, Forward};
 use holo_runtime::{
-    CompileOptions, ConnectionOptions, Graph, ParamSet, RunSession, SessionOptions, compile,
+    CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
+    Input, Operator, Output, ParamSet, Result, RunSession, SessionOptions, Tensor,
+    TensorLoanRequest, compile, operator,
 };
+use std::sync::Arc;
+
+/// A clock-driven source with a declared nominal rate.
+#[operator(trigger = clock(hz = 20000))]
+struct ClockSource {
+    #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = 64,
+        nominal_rate = Rate::hz(20000))]
+    frames: Output<Tensor>,
+}
+
+impl Operator for ClockSource {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        assert!(ctx.rate(&self.frames).rate.is_some());
+        let loan = match self.frames.allocate_tensor(TensorLoanRequest {
+            shape: &[64],
+            dtype: DType::U8,
+        }) {
+            Ok(l) => l,
+            Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let committed = loan.write_host_and_commit(|b| b.fill(7))?;
+        match self.frames.emit(committed, EmitOptions::default()) {
+            Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
+            other => other,
+        }
+    }
+}
+
+/// A clock-triggered window consumer with history.
+#[operator(trigger = clock(hz = 5000))]
+struct WindowSink {
+    #[input(window, history = 3, missing = reuse_last)]
+    frames: Input<Tensor>,
+    received: Arc<AtomicU64>,
+}
+
+impl Operator for WindowSink {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let _ = ctx.rate(&self.frames);
+        let mut n = 0;
+        while self.frames.receive().is_some() {
+            n += 1;
+        }
+        let (a, b) = self.frames.history();
+        assert!(a.len() + b.len() <= 3);
+        self.received.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+}
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 
@@ -130,4 +184,34 @@ fn steady_state_frames_allocate_nothing() {
     );
     let fork = allocations_per_5000_frames(g, &[&l_stats.received, &r_stats.received]);
     assert_eq!(fork, 0, "allocations over 5,000 cross-partition frames");
+
+    // Clock and window: the contract schedules both ends.
+    let mut g = Graph::new();
+    let received = Arc::new(AtomicU64::new(0));
+    let clock_src = g
+        .add_operator(
+            "clock_src",
+            ClockSource {
+                frames: Output::default(),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    let window = g
+        .add_operator(
+            "window",
+            WindowSink {
+                frames: Input::default(),
+                received: Arc::clone(&received),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    g.add_flow(
+        clock_src.frames,
+        window.frames,
+        ConnectionOptions::default(),
+    );
+    let clocked = allocations_per_5000_frames(g, &[&received]);
+    assert_eq!(clocked, 0, "allocations over 5,000 clock/window frames");
 }

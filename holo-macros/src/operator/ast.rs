@@ -20,7 +20,20 @@ pub(crate) struct Operator<'a> {
     /// `params = Type`; `None` means `NoParams`.
     pub(crate) params: Option<Type>,
     pub(crate) krate: Option<syn::Path>,
+    pub(crate) trigger: Option<Keyed<TriggerArg>>,
     pub(crate) fields: Vec<OpField<'a>>,
+}
+
+/// `trigger = ...` as written.
+pub(crate) enum TriggerArg {
+    AllInputs,
+    AnyInput,
+    /// `on_arrival(field)`.
+    OnArrival(Ident),
+    /// `clock(hz = N)`.
+    ClockHz(u64),
+    /// `clock(rate = expr)`.
+    ClockRate(Expr),
 }
 
 /// One named field: a port, or plain state.
@@ -101,6 +114,18 @@ pub(crate) struct PortAttr {
     pub(crate) memory_kind: Option<Keyed<Expr>>,
     pub(crate) max_loans: Option<Keyed<u64>>,
     pub(crate) optional: Option<Span>,
+    /// `window` (min 1) or `window = N`.
+    pub(crate) window: Option<Keyed<u64>>,
+    pub(crate) latest: Option<Span>,
+    pub(crate) history: Option<Keyed<u64>>,
+    /// `history = <expression>` (a `parameter_count(...)`).
+    pub(crate) history_expr: Option<Keyed<Expr>>,
+    pub(crate) missing: Option<Keyed<Symbol>>,
+    pub(crate) expected_rate: Option<Keyed<Expr>>,
+    pub(crate) nominal_rate: Option<Keyed<Expr>>,
+    /// `follows(input_field, ratio)`.
+    pub(crate) follows: Option<Keyed<(Ident, Expr)>>,
+    pub(crate) burst: Option<Keyed<u64>>,
 }
 
 impl PortAttr {
@@ -120,6 +145,15 @@ impl PortAttr {
             memory_kind: None,
             max_loans: None,
             optional: None,
+            window: None,
+            latest: None,
+            history: None,
+            history_expr: None,
+            missing: None,
+            expected_rate: None,
+            nominal_rate: None,
+            follows: None,
+            burst: None,
         }
     }
 
@@ -157,12 +191,14 @@ pub(crate) fn is_port_attr(attr: &Attribute) -> bool {
 pub(crate) struct ContainerArgs {
     pub(crate) params: Option<Type>,
     pub(crate) krate: Option<syn::Path>,
+    pub(crate) trigger: Option<Keyed<TriggerArg>>,
 }
 
 impl ContainerArgs {
     pub(crate) fn from_tokens(cx: &Ctxt, args: TokenStream) -> Self {
         let mut params: Option<Type> = None;
         let mut krate: Option<syn::Path> = None;
+        let mut trigger: Option<Keyed<TriggerArg>> = None;
         let parser = syn::meta::parser(|meta| {
             if meta.path == symbol::PARAMS {
                 if !meta.input.peek(Token![=]) {
@@ -177,6 +213,14 @@ impl ContainerArgs {
                     cx.error_spanned_by(&meta.path, "duplicate `#[operator(params)]` key");
                 } else {
                     params = Some(ty);
+                }
+            } else if meta.path == symbol::TRIGGER {
+                let span = meta.path.span();
+                let parsed = parse_trigger(cx, &meta)?;
+                if trigger.is_some() {
+                    cx.error_at(span, "duplicate `#[operator(trigger)]` key");
+                } else if let Some((value_span, t)) = parsed {
+                    trigger = Some(Keyed::new(span, value_span, t));
                 }
             } else if meta.path == symbol::CRATE {
                 let path = crate_path(cx, &meta, "operator")?;
@@ -193,8 +237,112 @@ impl ContainerArgs {
         if let Err(err) = parser.parse2(args) {
             cx.syn_error(err);
         }
-        Self { params, krate }
+        Self {
+            params,
+            krate,
+            trigger,
+        }
     }
+}
+
+const TRIGGER_EXAMPLE: &str = "`trigger = on_arrival(frames)`, `trigger = clock(hz = 60)`, `trigger = clock(rate = parameter_rate(param_ref!(Params::fps)))`, `trigger = any_input` or `trigger = all_inputs`";
+
+/// `trigger = all_inputs | any_input | on_arrival(field) | clock(hz = N) | clock(rate = expr)`.
+fn parse_trigger(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<(Span, TriggerArg)>> {
+    if !meta.input.peek(Token![=]) {
+        cx.error_spanned_by(
+            &meta.path,
+            format!("`#[operator(trigger)]` needs a value, like {TRIGGER_EXAMPLE}"),
+        );
+        return skip_value(meta).map(|()| None);
+    }
+    let expr: Expr = meta.value()?.parse()?;
+    let span = expr.span();
+    let (word, args) = match &expr {
+        Expr::Path(p) if p.qself.is_none() => (p.path.get_ident().cloned(), None),
+        Expr::Call(c) => match &*c.func {
+            Expr::Path(p) if p.qself.is_none() => (p.path.get_ident().cloned(), Some(&c.args)),
+            _ => (None, None),
+        },
+        _ => (None, None),
+    };
+    let Some(word) = word else {
+        cx.error_spanned_by(
+            &expr,
+            format!("`#[operator(trigger)]` needs one of {TRIGGER_EXAMPLE}"),
+        );
+        return Ok(None);
+    };
+    let t = match (word.to_string().as_str(), args) {
+        ("all_inputs", None) => TriggerArg::AllInputs,
+        ("any_input", None) => TriggerArg::AnyInput,
+        ("on_arrival", Some(args)) if args.len() == 1 => match &args[0] {
+            Expr::Path(p) if p.path.get_ident().is_some() => {
+                TriggerArg::OnArrival(p.path.get_ident().cloned().unwrap_or_else(|| word.clone()))
+            }
+            other => {
+                cx.error_spanned_by(
+                    other,
+                    "`on_arrival(...)` names one input field, like `on_arrival(frames)`",
+                );
+                return Ok(None);
+            }
+        },
+        ("clock", Some(args)) if args.len() == 1 => {
+            let Expr::Assign(a) = &args[0] else {
+                cx.error_spanned_by(
+                    &args[0],
+                    "`clock(...)` takes `hz = N` or `rate = <expression>`",
+                );
+                return Ok(None);
+            };
+            let key = match &*a.left {
+                Expr::Path(p) => p.path.get_ident().cloned(),
+                _ => None,
+            };
+            match key {
+                Some(k) if k == symbol::HZ => {
+                    if let Expr::Lit(ExprLit {
+                        lit: Lit::Int(i), ..
+                    }) = &*a.right
+                        && let Ok(v) = i.base10_parse::<u64>()
+                    {
+                        TriggerArg::ClockHz(v)
+                    } else {
+                        cx.error_spanned_by(&a.right, "`clock(hz = N)` needs a non-negative integer literal, like `clock(hz = 60)`");
+                        return Ok(None);
+                    }
+                }
+                Some(k) if k == symbol::RATE => TriggerArg::ClockRate((*a.right).clone()),
+                _ => {
+                    cx.error_spanned_by(
+                        &a.left,
+                        format!(
+                            "unknown `clock` key, expected one of {}",
+                            symbol::one_of(symbol::CLOCK_KEYS)
+                        ),
+                    );
+                    return Ok(None);
+                }
+            }
+        }
+        (w, _) => {
+            let known = symbol::TRIGGER_WORDS.iter().any(|k| k.0 == w);
+            cx.error_spanned_by(
+                &expr,
+                if known {
+                    format!("malformed trigger `{w}`; write {TRIGGER_EXAMPLE}")
+                } else {
+                    format!(
+                        "unknown trigger `{w}`, expected one of {}",
+                        symbol::one_of(symbol::TRIGGER_WORDS)
+                    )
+                },
+            );
+            return Ok(None);
+        }
+    };
+    Ok(Some((span, t)))
 }
 
 /// Consumes whatever value a key has, so parsing can go on after an error.
@@ -312,6 +460,7 @@ impl<'a> Operator<'a> {
             item,
             params: args.params,
             krate: args.krate,
+            trigger: args.trigger,
             fields,
         })
     }
@@ -402,12 +551,62 @@ fn parse_key(
     span: Span,
     out: &mut PortAttr,
 ) -> syn::Result<()> {
-    if key.0 == symbol::OPTIONAL.0 {
+    if key.0 == symbol::OPTIONAL.0 || key.0 == symbol::LATEST.0 {
         if meta.input.peek(Token![=]) || meta.input.peek(syn::token::Paren) {
-            cx.error_at(span, format!("`#[{word}(optional)]` takes no value"));
+            cx.error_at(span, format!("`#[{word}({key})]` takes no value"));
             return skip_value(meta);
         }
-        set(cx, &mut out.optional, span, word, key, span);
+        let slot = if key.0 == symbol::LATEST.0 {
+            &mut out.latest
+        } else {
+            &mut out.optional
+        };
+        set(cx, slot, span, word, key, span);
+        return Ok(());
+    }
+    if key.0 == symbol::WINDOW.0 && !meta.input.peek(Token![=]) {
+        if meta.input.peek(syn::token::Paren) {
+            cx.error_at(
+                span,
+                format!("`#[{word}(window)]` takes no list; write `window` or `window = 4`"),
+            );
+            return skip_value(meta);
+        }
+        set(
+            cx,
+            &mut out.window,
+            Keyed::new(span, span, 1),
+            word,
+            key,
+            span,
+        );
+        return Ok(());
+    }
+    if key.0 == symbol::FOLLOWS.0 {
+        if !meta.input.peek(syn::token::Paren) {
+            cx.error_at(
+                span,
+                format!(
+                    "`#[{word}(follows)]` needs an input and a ratio, like `{}`",
+                    example(key)
+                ),
+            );
+            return skip_value(meta);
+        }
+        let content;
+        syn::parenthesized!(content in meta.input);
+        let input: Ident = content.parse()?;
+        content.parse::<Token![,]>()?;
+        let ratio: Expr = content.parse()?;
+        let value_span = input.span();
+        set(
+            cx,
+            &mut out.follows,
+            Keyed::new(span, value_span, (input, ratio)),
+            word,
+            key,
+            span,
+        );
         return Ok(());
     }
     if !meta.input.peek(Token![=]) {
@@ -479,11 +678,58 @@ fn parse_key(
                 );
             }
         }
-        "rank" | "max_rank" | "max_loans" => {
+        "missing" => {
+            if let Some(w) = word_value(
+                cx,
+                &expr,
+                word,
+                key,
+                symbol::MISSING_WORDS,
+                "missing-data policy",
+            ) {
+                set(
+                    cx,
+                    &mut out.missing,
+                    Keyed::new(span, value_span, w),
+                    word,
+                    key,
+                    span,
+                );
+            }
+        }
+        "expected_rate" | "nominal_rate" => {
+            let slot = if key.0 == "expected_rate" {
+                &mut out.expected_rate
+            } else {
+                &mut out.nominal_rate
+            };
+            set(
+                cx,
+                slot,
+                Keyed::new(span, value_span, expr),
+                word,
+                key,
+                span,
+            );
+        }
+        "history" if !matches!(expr, Expr::Lit(_)) => {
+            set(
+                cx,
+                &mut out.history_expr,
+                Keyed::new(span, value_span, expr),
+                word,
+                key,
+                span,
+            );
+        }
+        "rank" | "max_rank" | "max_loans" | "history" | "burst" | "window" => {
             if let Some(v) = int_value(cx, &expr, word, key) {
                 let slot = match key.0 {
                     "rank" => &mut out.rank,
                     "max_rank" => &mut out.max_rank,
+                    "history" => &mut out.history,
+                    "burst" => &mut out.burst,
+                    "window" => &mut out.window,
                     _ => &mut out.max_loans,
                 };
                 set(cx, slot, Keyed::new(span, value_span, v), word, key, span);
@@ -529,6 +775,13 @@ fn example(key: Symbol) -> &'static str {
         "bounds" => "bounds = 1 << 20",
         "byte_span" => "byte_span = tensor_byte_span(1 << 20)",
         "memory_kind" => "memory_kind = parameter_memory_kind_exact(param_ref!(Params::storage))",
+        "history" => "history = 4",
+        "burst" => "burst = 2",
+        "window" => "window = 4",
+        "missing" => "missing = reuse_last",
+        "expected_rate" => "expected_rate = Rate::hz(60)",
+        "nominal_rate" => "nominal_rate = Rate::hz(60)",
+        "follows" => "follows(frames, RateRatio::new(1, 4))",
         _ => "max_loans = 2",
     }
 }

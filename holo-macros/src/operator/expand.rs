@@ -136,6 +136,127 @@ fn user_expression(
     }}
 }
 
+/// A rate expression (`Rate`, or `parameter_rate(...)`), converted into `RateExpr<P>`.
+fn rate_expression(
+    p: &TokenStream,
+    params: &TokenStream,
+    expr: &syn::Expr,
+    span: proc_macro2::Span,
+) -> TokenStream {
+    let ty = quote_spanned!(span=> #p::RateExpr<#params>);
+    quote! {{
+        #[allow(unused_imports)]
+        use #p::bytespan_prelude::*;
+        let __holo_rate: #ty = ::core::convert::Into::into(#expr);
+        __holo_rate
+    }}
+}
+
+/// The port's temporal declaration.
+fn temporal_spec(
+    p: &TokenStream,
+    params: &TokenStream,
+    inputs: &[(&Ident, String)],
+    attr: Option<&PortAttr>,
+) -> TokenStream {
+    let mode = match (
+        attr.and_then(|a| a.window.as_ref()),
+        attr.and_then(|a| a.latest),
+    ) {
+        (Some(w), _) => {
+            let min = u32_lit(w.value);
+            quote!(#p::InputMode::Window { min: #min })
+        }
+        (None, Some(_)) => quote!(#p::InputMode::Latest),
+        (None, None) => quote!(#p::InputMode::Queue),
+    };
+    let history = u32_lit(attr.and_then(|a| a.history.as_ref()).map_or(0, |h| h.value));
+    let history_parameter = option(attr.and_then(|a| a.history_expr.as_ref()).map(|e| {
+        let value = &e.value;
+        let ty = quote_spanned!(e.value_span=> #p::ParameterCount<#params>);
+        quote! {{
+            #[allow(unused_imports)]
+            use #p::bytespan_prelude::*;
+            let __holo_count: #ty = #value;
+            __holo_count
+        }}
+    }));
+    let burst = u32_lit(attr.and_then(|a| a.burst.as_ref()).map_or(1, |h| h.value));
+    let missing = if attr
+        .and_then(|a| a.missing.as_ref())
+        .is_some_and(|m| m.value.0 == crate::symbol::REUSE_LAST.0)
+    {
+        quote!(#p::MissingPolicy::ReuseLast)
+    } else {
+        quote!(#p::MissingPolicy::Skip)
+    };
+    let expected = option(
+        attr.and_then(|a| a.expected_rate.as_ref())
+            .map(|e| rate_expression(p, params, &e.value, e.value_span)),
+    );
+    let nominal = option(
+        attr.and_then(|a| a.nominal_rate.as_ref())
+            .map(|e| rate_expression(p, params, &e.value, e.value_span)),
+    );
+    let follows = option(attr.and_then(|a| a.follows.as_ref()).map(|f| {
+        let (input, ratio) = &f.value;
+        let name = inputs
+            .iter()
+            .find(|(i, _)| *i == input)
+            .map_or_else(|| input.to_string(), |(_, n)| n.clone());
+        let ty = quote_spanned!(ratio.span()=> #p::RateRatio);
+        quote! {({
+            #[allow(unused_imports)]
+            use #p::bytespan_prelude::*;
+            let __holo_ratio: #ty = #ratio;
+            (#name, __holo_ratio)
+        })}
+    }));
+    quote! {
+        #p::PortTemporalSpec {
+            mode: #mode,
+            history: #history,
+            history_parameter: #history_parameter,
+            missing: #missing,
+            expected_rate: #expected,
+            nominal_rate: #nominal,
+            follows: #follows,
+            burst: #burst,
+        }
+    }
+}
+
+fn trigger_spec(
+    p: &TokenStream,
+    params: &TokenStream,
+    inputs: &[(&Ident, String)],
+    op: &Operator<'_>,
+) -> TokenStream {
+    use super::ast::TriggerArg;
+    let Some(t) = &op.trigger else {
+        return quote!(#p::Trigger::AllInputs);
+    };
+    match &t.value {
+        TriggerArg::AllInputs => quote!(#p::Trigger::AllInputs),
+        TriggerArg::AnyInput => quote!(#p::Trigger::AnyInput),
+        TriggerArg::OnArrival(input) => {
+            let name = inputs
+                .iter()
+                .find(|(i, _)| *i == input)
+                .map_or_else(|| input.to_string(), |(_, n)| n.clone());
+            quote!(#p::Trigger::OnArrival(#name))
+        }
+        TriggerArg::ClockHz(hz) => {
+            let hz = Literal::u64_suffixed(*hz);
+            quote!(#p::Trigger::Clock(#p::RateExpr::Fixed(#p::Rate::hz(#hz))))
+        }
+        TriggerArg::ClockRate(e) => {
+            let r = rate_expression(p, params, e, t.value_span);
+            quote!(#p::Trigger::Clock(#r))
+        }
+    }
+}
+
 fn tensor_output_payload(
     p: &TokenStream,
     params: &TokenStream,
@@ -233,6 +354,7 @@ fn port_spec(
         Direction::Output => quote!(#p::PortDirection::Output),
     };
     let optional = attr.is_some_and(|a| a.optional.is_some());
+    let temporal = temporal_spec(p, params, inputs, attr);
     Some(quote! {
         #p::PortSpec {
             name: #name,
@@ -240,6 +362,7 @@ fn port_spec(
             payload: #payload,
             payload_type: #payload_type,
             optional: #optional,
+            temporal: #temporal,
         }
     })
 }
@@ -311,6 +434,7 @@ pub(crate) fn operator(op: &Operator<'_>) -> TokenStream {
         .iter()
         .filter_map(|f| port_spec(&p, &params, &inputs, f));
     let assertions = payload_assertions(&p, op);
+    let trigger = trigger_spec(&p, &params, &inputs, op);
     let ports_and_bind = ports_and_bind(&p, &item, &fields);
     quote! {
         #item
@@ -329,6 +453,7 @@ pub(crate) fn operator(op: &Operator<'_>) -> TokenStream {
                     #p::OperatorSpec {
                         type_name: #type_name,
                         ports: #p::Vec::from([#(#specs),*]),
+                        trigger: #trigger,
                     }
                 }
                 #ports_and_bind

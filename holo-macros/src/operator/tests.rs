@@ -273,7 +273,7 @@ fn container_and_shape_mistakes() {
         quote!(
             struct Op {}
         ),
-        "unknown `#[operator]` key `colour`, expected one of `params` or `crate`",
+        "unknown `#[operator]` key `colour`, expected one of `params`, `trigger` or `crate`",
     );
     assert_one_error(
         quote!(params),

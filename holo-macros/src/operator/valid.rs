@@ -25,6 +25,68 @@ pub(crate) fn check(cx: &Ctxt, op: &Operator<'_>) {
         check_field(cx, field);
     }
     check_port_names(cx, op);
+    check_temporal(cx, op);
+}
+
+/// The field named `ident`, if it is an input port.
+fn is_input_field(op: &Operator<'_>, ident: &syn::Ident) -> bool {
+    op.fields.iter().any(|f| {
+        f.ident == ident
+            && f.port
+                .as_ref()
+                .is_some_and(|p| p.direction == Direction::Input)
+    })
+}
+
+fn check_temporal(cx: &Ctxt, op: &Operator<'_>) {
+    if let Some(t) = &op.trigger
+        && let super::ast::TriggerArg::OnArrival(input) = &t.value
+        && !is_input_field(op, input)
+    {
+        cx.error_spanned_by(
+            input,
+            format!("`on_arrival({input})` names no input field of this operator; name an `Input<…>` field"),
+        );
+    }
+    for field in &op.fields {
+        let Some(attr) = &field.attr else { continue };
+        if let Some(f) = &attr.follows
+            && !is_input_field(op, &f.value.0)
+        {
+            cx.error_spanned_by(
+                &f.value.0,
+                format!(
+                    "`follows({}, …)` names no input field of this operator; an output's rate follows an input of the same operator",
+                    f.value.0
+                ),
+            );
+        }
+        if let (Some(_), Some(follows)) = (&attr.nominal_rate, &attr.follows) {
+            cx.error_at(
+                follows.key,
+                "`#[output(nominal_rate)]` and `#[output(follows)]` both set the output's rate; keep one",
+            );
+        }
+        if let (Some(latest), Some(_)) = (&attr.latest, &attr.window) {
+            cx.error_at(
+                *latest,
+                "`#[input(latest)]` and `#[input(window)]` exclude each other: an input sees the latest sample or a window",
+            );
+        }
+        for (key, v) in [(symbol::BURST, &attr.burst), (symbol::WINDOW, &attr.window)] {
+            if let Some(v) = v
+                && v.value == 0
+            {
+                cx.error_at(
+                    v.value_span,
+                    format!(
+                        "`#[{}({key} = 0)]` admits no entry; it is at least 1",
+                        attr.direction.word()
+                    ),
+                );
+            }
+        }
+    }
 }
 
 fn check_field(cx: &Ctxt, field: &OpField<'_>) {
@@ -82,6 +144,20 @@ fn check_key_applies(
         );
         return false;
     }
+    if attr.direction == Direction::Output && key_is(symbol::INPUT_ONLY_KEYS) {
+        cx.error_at(
+            span,
+            format!(
+                "`#[output({key})]` is an input key; `#[output]` accepts {}",
+                if tensor {
+                    symbol::one_of(symbol::OUTPUT_KEYS)
+                } else {
+                    symbol::one_of(symbol::MESSAGE_OUTPUT_KEYS)
+                }
+            ),
+        );
+        return false;
+    }
     if attr.direction == Direction::Input && key_is(symbol::OUTPUT_ONLY_KEYS) {
         cx.error_at(
             span,
@@ -96,16 +172,17 @@ fn check_key_applies(
         );
         return false;
     }
-    if !tensor && !key_is(symbol::MESSAGE_INPUT_KEYS) {
+    let message_keys = match attr.direction {
+        Direction::Input => symbol::MESSAGE_INPUT_KEYS,
+        Direction::Output => symbol::MESSAGE_OUTPUT_KEYS,
+    };
+    if !tensor && !key_is(message_keys) {
         cx.error_at(
             span,
             format!(
                 "`#[{word}({key})]` applies only to `Tensor` ports; `{}` is a message port, which accepts only {}",
                 field.ident,
-                match attr.direction {
-                    Direction::Input => symbol::one_of(symbol::MESSAGE_INPUT_KEYS),
-                    Direction::Output => format!("`{}`", symbol::NAME),
-                }
+                symbol::one_of(message_keys)
             ),
         );
         return false;

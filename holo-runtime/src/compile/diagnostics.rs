@@ -197,4 +197,21 @@ pub mod codes {
     pub const PLACEMENT_UNKNOWN_BINDING: &str = "PLACEMENT_UNKNOWN_BINDING";
     /// A slot count or aggregate byte count overflowed.
     pub const POOL_CAPACITY_OVERFLOW: &str = "POOL_CAPACITY_OVERFLOW";
+    /// An explicit queue depth below the edge's semantic hard floor.
+    pub const RATE_QUEUE_DEPTH_BELOW_HARD_FLOOR: &str = "RATE_QUEUE_DEPTH_BELOW_HARD_FLOOR";
+    /// (Warning.) An explicit queue depth at or above the hard floor but below the nominal
+    /// recommendation: it is kept.
+    pub const RATE_QUEUE_DEPTH_BELOW_RECOMMENDATION: &str = "RATE_QUEUE_DEPTH_BELOW_RECOMMENDATION";
+    /// A window input fed at a declared rate whose consumer's contract proves no finite
+    /// accumulation horizon, with no explicit depth.
+    pub const RATE_HORIZON_MISSING: &str = "RATE_HORIZON_MISSING";
+    /// The profile requires bounded arrival evidence and an edge has only nominal rates.
+    pub const RATE_NOMINAL_ONLY_EVIDENCE: &str = "RATE_NOMINAL_ONLY_EVIDENCE";
+    /// A rate or ratio that is zero, negative or has a zero denominator.
+    pub const RATE_INVALID: &str = "RATE_INVALID";
+    /// Checked rational rate arithmetic overflowed (or an entry count exceeds `u32`).
+    pub const RATE_ARITHMETIC_OVERFLOW: &str = "RATE_ARITHMETIC_OVERFLOW";
+    /// A rate reads a sensitive parameter, or one that is neither compile-time nor
+    /// recompile-required.
+    pub const RATE_UNREADABLE_PARAMETER: &str = "RATE_UNREADABLE_PARAMETER";
 }

@@ -9,6 +9,7 @@ mod diagnostics;
 mod partition;
 mod placement;
 mod pools;
+mod queues;
 
 use std::collections::BTreeMap;
 
@@ -65,6 +66,37 @@ impl DeploymentBinding {
     }
 }
 
+/// What evidence of arrivals a compile profile requires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ArrivalEvidence {
+    /// Nominal rate metadata may size queues (the default).
+    #[default]
+    Nominal,
+    /// Bounded arrival evidence is required: an edge sized from nominal-only metadata is
+    /// rejected with `RATE_NOMINAL_ONLY_EVIDENCE`, because a larger queue does not prove
+    /// a maximum arrival process.
+    Bounded,
+}
+
+/// The compile-wide automatic queue-sizing policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AutomaticQueueSizing {
+    /// The headroom over nominal arrivals (default 2/1). It changes only the soft
+    /// recommendation: it is not a jitter envelope, a burst bound or a safety guarantee.
+    pub headroom_ratio: crate::spec::RateRatio,
+    /// The arrival evidence the profile requires.
+    pub arrival_evidence: ArrivalEvidence,
+}
+
+impl Default for AutomaticQueueSizing {
+    fn default() -> Self {
+        Self {
+            headroom_ratio: crate::spec::RateRatio::new(2, 1),
+            arrival_evidence: ArrivalEvidence::Nominal,
+        }
+    }
+}
+
 /// Options of one compile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompileOptions {
@@ -74,8 +106,12 @@ pub struct CompileOptions {
     pub cuda_execution: CudaExecutionOptions,
     /// Device placement.
     pub deployment: DeploymentBinding,
-    /// The depth of an edge with no explicit depth (default 1).
+    /// The depth of an edge with no explicit depth whose rate or horizon is not proven
+    /// (default 1; raised to the edge's hard floor).
     pub default_queue_depth: u32,
+    /// Automatic, rate-aware sizing of edges with no explicit depth and a proven finite
+    /// horizon.
+    pub automatic_queue_sizing: AutomaticQueueSizing,
     /// Release streams each CUDA pool slot may register (default 8).
     pub max_fanout_release_streams: u32,
 }
@@ -87,6 +123,7 @@ impl Default for CompileOptions {
             cuda_execution: CudaExecutionOptions::default(),
             deployment: DeploymentBinding::default(),
             default_queue_depth: 1,
+            automatic_queue_sizing: AutomaticQueueSizing::default(),
             max_fanout_release_streams: 8,
         }
     }
@@ -122,7 +159,7 @@ impl Work<'_> {
 /// Compiles a graph into an immutable plan, or returns every diagnostic found.
 #[allow(
     clippy::needless_pass_by_value,
-    reason = "the seed's signature: compile(graph, CompileOptions); the options are frozen into the plan"
+    reason = "the seed's `compile(graph, std::move(options))`: the options are the plan's"
 )]
 pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, Diagnostics> {
     let mut work = Work {
@@ -147,8 +184,10 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
     let partitions = partition::partition(&mut work);
     let resolved = pools::resolve_tensors(&mut work);
     let placed = placement::place(&mut work, &resolved, &partitions);
-    let edges = edge_records(&mut work, &placed);
-    let (allocations, derivations) = pools::allocations(&mut work, &resolved, &placed, &edges);
+    let sized = queues::size_queues(&mut work);
+    let edges = edge_records(&mut work, &placed, &sized);
+    let (allocations, derivations, dependencies, providers, pool_floors) =
+        pools::allocations(&mut work, &resolved, &placed, &edges, &sized);
     if !work.diagnostics.is_empty() {
         return Err(Diagnostics {
             items: work.diagnostics,
@@ -177,6 +216,30 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
             }
         })
         .collect();
+    let triggers = graph
+        .operators
+        .iter()
+        .enumerate()
+        .map(|(i, op)| {
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
+            let clock = sized.clocks.get(&i);
+            crate::plan::TriggerRecord {
+                operator: i,
+                trigger: op.trigger.name().to_owned(),
+                input: match &op.trigger {
+                    crate::spec::Trigger::OnArrival(x) => Some((*x).to_owned()),
+                    _ => None,
+                },
+                clock_hz: clock.map(crate::spec::rates::exact_ratio),
+                clock_exact: clock.copied(),
+                clock_period_ns: clock.and_then(|c| {
+                    let ns =
+                        (c.recip() * num_rational::Ratio::from_integer(1_000_000_000i128)).ceil();
+                    u64::try_from(*ns.numer()).ok()
+                }),
+            }
+        })
+        .collect();
     let mut plan = ExecutionPlan {
         schema: crate::plan::PLAN_JSON_SCHEMA,
         fingerprint: fingerprint(graph),
@@ -188,6 +251,25 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         edges,
         tensor_allocations: allocations,
         tensor_byte_span_derivations: derivations,
+        rates: crate::plan::RatePlan {
+            automatic_queue_sizing_headroom_ratio: options
+                .automatic_queue_sizing
+                .headroom_ratio
+                .to_string(),
+            arrival_evidence: match options.automatic_queue_sizing.arrival_evidence {
+                ArrivalEvidence::Nominal => "nominal",
+                ArrivalEvidence::Bounded => "bounded",
+            }
+            .to_owned(),
+            port_rates: sized.port_rates,
+            accumulation_horizons: sized.horizons,
+            hard_floor_contributors: sized.contributors.into_iter().chain(pool_floors).collect(),
+            queue_sizing_recipes: sized.recipes,
+            operator_triggers: triggers,
+            headroom: options.automatic_queue_sizing.headroom_ratio.ratio(),
+            pool_capacity_dependencies: dependencies,
+            provider_allocation_plans: providers,
+        },
         warnings: work.warnings,
     };
     plan.warnings
@@ -195,29 +277,18 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
     Ok(plan)
 }
 
-fn edge_records(work: &mut Work<'_>, placed: &placement::Placed) -> Vec<EdgeRecord> {
+fn edge_records(
+    work: &mut Work<'_>,
+    placed: &placement::Placed,
+    sized: &queues::Sized,
+) -> Vec<EdgeRecord> {
     let graph = work.graph;
     let mut out = Vec::with_capacity(graph.edges.len());
     for (i, e) in graph.edges.iter().enumerate() {
         let id = u32::try_from(i).unwrap_or(u32::MAX);
         let (fo, fp) = (e.from.0.0, e.from.1);
         let (to, tp) = (e.to.0.0, e.to.1);
-        let (depth, source) = match e.options.queue_depth {
-            Some(0) => {
-                work.diagnostics.push(
-                    Diagnostic::error(
-                        codes::QUEUE_DEPTH_ZERO,
-                        "an explicit queue depth of 0 admits nothing",
-                    )
-                    .operator(work.op_name(to))
-                    .port(work.port_name(to, tp))
-                    .hint("give a depth of at least 1, or leave it out"),
-                );
-                (0, "explicit")
-            }
-            Some(d) => (d, "explicit"),
-            None => (work.options.default_queue_depth.max(1), "default"),
-        };
+        let (depth, source) = sized.depth[i];
         out.push(EdgeRecord {
             id,
             from_operator: fo,

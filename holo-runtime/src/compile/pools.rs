@@ -8,8 +8,11 @@ use super::placement::Placed;
 use super::{Diagnostic, Work, codes};
 use crate::graph::{OperatorNode, PortDecl, TensorOutputDecl};
 use crate::plan::{
-    EdgeRecord, SlotCountTerms, TensorAllocationPlanRecord, TensorByteSpanDerivationRecord,
+    EdgeRecord, HardFloorContributorRecord, PoolCapacityDependencyRecord,
+    ProviderAllocationPlanRecord, SlotCountTerms, TensorAllocationPlanRecord,
+    TensorByteSpanDerivationRecord,
 };
+use crate::spec::MissingPolicy;
 use crate::spec::bytespan::{
     ByteSpanNode, ByteSpanOp, MAX_EXPRESSION_DEPENDENCIES, MAX_EXPRESSION_DEPTH,
     MAX_EXPRESSION_NODES, MAX_SHAPE_EXTENTS, ParamDependency, render,
@@ -217,13 +220,11 @@ impl Eval<'_, '_, '_> {
                 if let Some(prev) = self.projectors.insert(id, implementation)
                     && prev != *implementation
                 {
-                    {
-                        return self.fail(
-                            codes::PHYSICAL_TENSOR_BYTE_SPAN_PROJECTOR_ID_CONFLICT,
-                            format!("projector id {id:?} names two different projectors: `{prev}` and `{implementation}`"),
-                            "give each projector its own id; bump `.vN` when a formula changes",
-                        );
-                    }
+                    return self.fail(
+                        codes::PHYSICAL_TENSOR_BYTE_SPAN_PROJECTOR_ID_CONFLICT,
+                        format!("projector id {id:?} names two different projectors: `{prev}` and `{implementation}`"),
+                        "give each projector its own id; bump `.vN` when a formula changes",
+                    );
                 }
                 let mut ok = true;
                 for r in reads {
@@ -507,6 +508,15 @@ fn check_layouts(work: &mut Work<'_>, resolved: &Resolved) {
     }
 }
 
+/// Allocations, derivations, capacity dependencies, provider plans and pool floors.
+pub(crate) type PoolRecords = (
+    Vec<TensorAllocationPlanRecord>,
+    Vec<TensorByteSpanDerivationRecord>,
+    Vec<PoolCapacityDependencyRecord>,
+    Vec<ProviderAllocationPlanRecord>,
+    Vec<HardFloorContributorRecord>,
+);
+
 /// Sizes every runtime pool: slot counts term by term, aggregate bytes, and the
 /// byte-span derivation records.
 pub(crate) fn allocations(
@@ -514,12 +524,13 @@ pub(crate) fn allocations(
     resolved: &Resolved,
     placed: &Placed,
     edges: &[EdgeRecord],
-) -> (
-    Vec<TensorAllocationPlanRecord>,
-    Vec<TensorByteSpanDerivationRecord>,
-) {
+    sized: &super::queues::Sized,
+) -> PoolRecords {
     let mut allocations = Vec::new();
     let mut derivations = Vec::new();
+    let mut dependencies = Vec::new();
+    let mut providers = Vec::new();
+    let mut floors = Vec::new();
     for (&(o, p), out) in resolved {
         if out.storage != TensorOutputStorage::RuntimePool {
             continue;
@@ -534,17 +545,97 @@ pub(crate) fn allocations(
             .get(&(o, p))
             .map(|ids| ids.iter().map(|&i| &edges[i as usize]).collect())
             .unwrap_or_default();
+        // Each consumer retains max(1, history): the entry it computes on is one of its
+        // history entries (alternatives), and a reused last sample replaces the current
+        // one (an exclusive scenario), so none of them is counted twice.
+        let mut holds = 0u32;
+        let mut history = 0u32;
+        let pool_id = format!("{}.{}", work.op_name(o), work.port_name(o, p));
+        let mut items: Vec<(String, String, String, u32)> = Vec::new();
+        let any_reuse = out_edges.iter().any(|e| {
+            let ge = &work.graph.edges[e.id as usize];
+            work.graph.operators[ge.to.0.0 as usize].ports[ge.to.1 as usize]
+                .temporal
+                .missing
+                == MissingPolicy::ReuseLast
+        });
+        let scenarios: &[&str] = if any_reuse {
+            &["data_present", "data_missing"]
+        } else {
+            &["data_present"]
+        };
+        for e in &out_edges {
+            let ge = &work.graph.edges[e.id as usize];
+            let t = &work.graph.operators[ge.to.0.0 as usize].ports[ge.to.1 as usize].temporal;
+            if t.history > 0 {
+                history = history.saturating_add(t.history);
+            } else {
+                holds = holds.saturating_add(1);
+            }
+            for s in scenarios {
+                let g = format!("consumer_retention:e{}", e.id);
+                items.push((
+                    (*s).to_owned(),
+                    format!("queue:e{}", e.id),
+                    "queue_entries".to_owned(),
+                    e.queue_depth,
+                ));
+                let current = if *s == "data_missing" && t.missing == MissingPolicy::ReuseLast {
+                    "reuse_last"
+                } else {
+                    "consumer_hold"
+                };
+                items.push(((*s).to_owned(), g.clone(), current.to_owned(), 1));
+                if t.history > 0 {
+                    items.push(((*s).to_owned(), g, "history".to_owned(), t.history));
+                }
+            }
+        }
+        for s in scenarios {
+            items.push((
+                (*s).to_owned(),
+                "producer_loans".to_owned(),
+                "producer_loans".to_owned(),
+                out.max_loans,
+            ));
+            items.push((
+                (*s).to_owned(),
+                "retirement".to_owned(),
+                "retirement".to_owned(),
+                1,
+            ));
+        }
         let terms = SlotCountTerms {
             queue_entries: out_edges
                 .iter()
                 .map(|e| e.queue_depth)
                 .fold(0u32, u32::saturating_add),
-            consumer_holds: u32::try_from(out_edges.len()).unwrap_or(u32::MAX),
+            consumer_holds: holds,
             producer_loans: out.max_loans,
             retirement: 1,
-            history: 0,
+            history,
         };
-        let Some(slot_count) = terms.total() else {
+        let composed = crate::plan::rates::compose(
+            items
+                .iter()
+                .map(|(s, g, _, n)| (s.as_str(), g.as_str(), *n)),
+        );
+        floors.extend(
+            items
+                .into_iter()
+                .map(
+                    |(scenario, group, contributor, entries)| HardFloorContributorRecord {
+                        scope: "pool".to_owned(),
+                        edge: None,
+                        pool: Some(pool_id.clone()),
+                        scenario,
+                        group,
+                        contributor,
+                        entries,
+                    },
+                ),
+        );
+        let Some(slot_count) = terms.total().filter(|t| composed == Some(*t)) else {
             work.diagnostics.push(
                 Diagnostic::error(codes::POOL_CAPACITY_OVERFLOW, "the slot count overflows")
                     .operator(&op_name)
@@ -580,7 +671,7 @@ pub(crate) fn allocations(
             max_rank: out.max_rank,
             per_slot_bytes: bytes,
             slot_count,
-            slot_terms: terms,
+            slot_terms: terms.clone(),
             aggregate_bytes: aggregate,
             release_stream_capacity: if kind.is_cuda() || placed.output_device.contains_key(&(o, p))
             {
@@ -588,6 +679,37 @@ pub(crate) fn allocations(
             } else {
                 0
             },
+        });
+        let retention = holds.saturating_add(history);
+        let admitted_queue = out_edges.iter().try_fold(0u32, |acc, e| {
+            sized.admitted_depth[e.id as usize].and_then(|d| acc.checked_add(d))
+        });
+        let admitted_entries = admitted_queue.and_then(|q| {
+            q.checked_add(retention)?
+                .checked_add(out.max_loans)?
+                .checked_add(1)
+        });
+        dependencies.push(PoolCapacityDependencyRecord {
+            pool: pool.clone(),
+            per_slot_bytes: bytes,
+            edges: out_edges.iter().map(|e| e.id).collect(),
+            active_queue_entries: terms.queue_entries,
+            consumer_retention: retention,
+            producer_loans: out.max_loans,
+            retirement: 1,
+            active_entries: slot_count,
+            active_logical_payload_bytes: aggregate,
+            admitted_queue_entries: admitted_queue,
+            admitted_entries,
+            admitted_logical_payload_bytes: admitted_entries
+                .and_then(|n| bytes.checked_mul(u64::from(n))),
+        });
+        providers.push(ProviderAllocationPlanRecord {
+            pool: pool.clone(),
+            provider: kind.wire_name().to_owned(),
+            logical_entries: slot_count,
+            logical_payload_bytes: aggregate,
+            physical_reserved_bytes: None,
         });
         derivations.push(TensorByteSpanDerivationRecord {
             pool,
@@ -598,5 +720,5 @@ pub(crate) fn allocations(
             aggregate_bytes: Some(aggregate),
         });
     }
-    (allocations, derivations)
+    (allocations, derivations, dependencies, providers, floors)
 }

@@ -1,4 +1,4 @@
-//! The execution plan: immutable, inspectable data produced by [`compile`](crate::compile()).
+//! The execution plan: immutable, inspectable data produced by [`compile`](fn@crate::compile).
 //!
 //! Everything that can be decided before running is decided in `compile` and recorded
 //! here: partitions, streams, placements, tensor allocations with every term of their
@@ -6,7 +6,18 @@
 //! Renderings: [`ExecutionPlan::render_human`], [`ExecutionPlan::json`] (canonical,
 //! deterministic) and [`ExecutionPlan::dot`] (Graphviz).
 
+pub mod inspect;
+pub mod rates;
 mod render;
+
+pub use inspect::{
+    RATE_QUEUE_INSPECTION_SCHEMA, RateQueueInspectionFormat, render_rate_queue_inspection,
+};
+
+pub use rates::{
+    AccumulationHorizonRecord, HardFloorContributorRecord, PoolCapacityDependencyRecord,
+    PortRateRecord, ProviderAllocationPlanRecord, QueueSizingRecipeRecord, RatePlan, TriggerRecord,
+};
 
 use serde::Serialize;
 
@@ -15,7 +26,7 @@ use crate::compile::Diagnostic;
 
 #[allow(
     clippy::trivially_copy_pass_by_ref,
-    reason = "serde's serialize_with passes a reference"
+    reason = "serde's `serialize_with` passes a reference"
 )]
 fn serialize_memory_kind<S: serde::Serializer>(kind: &MemoryKind, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(kind.wire_name())
@@ -128,11 +139,15 @@ pub struct EdgeRecord {
 /// `slot_count = queue_entries + consumer_holds + producer_loans + retirement + history`:
 /// - `queue_entries`: the sum of the final depths of every edge the output feeds (each
 ///   queued entry may be a distinct slot);
-/// - `consumer_holds`: one per consumer that keeps no retained history (the entry it is
-///   computing on, already dequeued);
+/// - `consumer_holds` + `history`: each consumer retains `max(1, history)` entries — the
+///   entry it computes on is one of its retained history entries, so the two are
+///   alternatives, not a sum. `consumer_holds` counts the consumers with no history (one
+///   entry each); `history` sums the declared `history = N` of the others;
 /// - `producer_loans`: the loans the producer may hold at once (`max_loans`, default 1);
-/// - `retirement`: one entry that may still be on its way back to the free list;
-/// - `history`: the retained-history entries every consumer declares.
+/// - `retirement`: one entry that may still be on its way back to the free list.
+///
+/// With one consumer of history 4, an 8-deep edge, one loan and one retirement entry:
+/// 8 + 4 + 1 + 1 = 14.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct SlotCountTerms {
     /// Sum of queue depths of the output's edges.
@@ -220,6 +235,8 @@ pub struct ExecutionPlan {
     pub(crate) edges: Vec<EdgeRecord>,
     pub(crate) tensor_allocations: Vec<TensorAllocationPlanRecord>,
     pub(crate) tensor_byte_span_derivations: Vec<TensorByteSpanDerivationRecord>,
+    #[serde(flatten)]
+    pub(crate) rates: RatePlan,
     pub(crate) warnings: Vec<Diagnostic>,
 }
 
@@ -247,6 +264,52 @@ impl ExecutionPlan {
     /// How each pool's per-slot bytes were derived.
     pub fn tensor_byte_span_derivations(&self) -> &[TensorByteSpanDerivationRecord] {
         &self.tensor_byte_span_derivations
+    }
+    /// Every port's declared and resolved rate.
+    pub fn port_rates(&self) -> &[PortRateRecord] {
+        &self.rates.port_rates
+    }
+    /// Every edge's accumulation horizon.
+    pub fn accumulation_horizons(&self) -> &[AccumulationHorizonRecord] {
+        &self.rates.accumulation_horizons
+    }
+    /// Every contributor to every edge's and pool's hard floor.
+    pub fn hard_floor_contributors(&self) -> &[HardFloorContributorRecord] {
+        &self.rates.hard_floor_contributors
+    }
+    /// Every edge's queue-sizing recipe.
+    pub fn queue_sizing_recipes(&self) -> &[QueueSizingRecipeRecord] {
+        &self.rates.queue_sizing_recipes
+    }
+    /// How every pool's logical entries depend on its edges, active and admitted.
+    pub fn pool_capacity_dependencies(&self) -> &[PoolCapacityDependencyRecord] {
+        &self.rates.pool_capacity_dependencies
+    }
+    /// What every pool's provider is asked for; physical reservation stays `None` where
+    /// it is not known.
+    pub fn provider_allocation_plans(&self) -> &[ProviderAllocationPlanRecord] {
+        &self.rates.provider_allocation_plans
+    }
+    pub(crate) fn headroom(&self) -> Option<num_rational::Ratio<i128>> {
+        self.rates.headroom
+    }
+    /// Every operator's trigger, as the session schedules it.
+    pub fn operator_triggers(&self) -> &[TriggerRecord] {
+        &self.rates.operator_triggers
+    }
+    /// The recipe of edge `edge`.
+    pub fn queue_sizing_recipe(&self, edge: u32) -> Option<&QueueSizingRecipeRecord> {
+        self.rates
+            .queue_sizing_recipes
+            .iter()
+            .find(|r| r.edge == edge)
+    }
+    /// The capacity dependency of pool `<operator>.<port>`.
+    pub fn pool_capacity_dependency(&self, pool: &str) -> Option<&PoolCapacityDependencyRecord> {
+        self.rates
+            .pool_capacity_dependencies
+            .iter()
+            .find(|r| r.pool == pool)
     }
     /// Warnings of the compile (for example an explicit depth below the recommendation).
     pub fn warnings(&self) -> &[Diagnostic] {

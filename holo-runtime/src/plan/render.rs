@@ -81,6 +81,24 @@ impl ExecutionPlan {
                     None => String::new(),
                 }
             );
+            if let Some(r) = self.queue_sizing_recipe(e.id)
+                && let (Some(rate), Some(h), Some(a), Some(rec)) = (
+                    &r.rate_hz,
+                    &r.horizon_seconds,
+                    r.nominal_arrivals,
+                    r.recommendation,
+                )
+            {
+                let _ = writeln!(
+                    out,
+                    "    rate {rate} Hz ({}) × horizon {h} s → {a} arrivals × {} → {rec}; hard floor {}; admitted ceiling {}",
+                    r.rate_source,
+                    r.headroom_ratio,
+                    r.hard_floor,
+                    r.admitted_ceiling
+                        .map_or("unavailable".to_owned(), |c| c.to_string())
+                );
+            }
         }
         let _ = writeln!(out, "tensor pools:");
         for a in &self.tensor_allocations {

@@ -56,6 +56,8 @@ pub(crate) struct ActivationState {
     activation_ns: AtomicU64,
     capture_ns: AtomicU64,
     received: AtomicBool,
+    /// Activations begun so far (for once-per-activation input behaviour).
+    sequence: AtomicU64,
     /// An error raised inside a port call that cannot return one (a failed host wait in
     /// `receive`); the scheduler fails the session with it after the activation.
     error: std::sync::Mutex<Option<crate::Error>>,
@@ -73,9 +75,15 @@ impl ActivationState {
             activation_ns: AtomicU64::new(UNSET),
             capture_ns: AtomicU64::new(NO_CAPTURE),
             received: AtomicBool::new(false),
+            sequence: AtomicU64::new(0),
             error: std::sync::Mutex::new(None),
             failed: AtomicBool::new(false),
         }
+    }
+
+    /// Activations begun so far.
+    pub(crate) fn sequence(&self) -> u64 {
+        self.sequence.load(Ordering::Relaxed)
     }
 
     pub(crate) fn fail(&self, e: crate::Error) {
@@ -111,6 +119,9 @@ impl ActivationState {
         self.activation_ns.store(UNSET, Ordering::Relaxed);
         self.capture_ns.store(NO_CAPTURE, Ordering::Relaxed);
         self.received.store(false, Ordering::Relaxed);
+        // Only the operator's partition thread writes it: no read-modify-write needed.
+        self.sequence
+            .store(self.sequence.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
     pub(crate) fn observe_capture(&self, ns: u64) {
@@ -161,6 +172,7 @@ pub struct ExecutionContext<'a> {
     pub(crate) activation: &'a ActivationState,
     pub(crate) activation_index: u64,
     pub(crate) stop: &'a AtomicBool,
+    pub(crate) rates: super::rates::OperatorRates<'a>,
     pub(crate) stream: Option<crate::device::StreamHandle>,
     pub(crate) device: Option<&'a std::sync::Arc<dyn crate::device::DeviceBackend>>,
 }
@@ -189,6 +201,12 @@ impl ExecutionContext<'_> {
             NO_CAPTURE => None,
             ns => Some(self.activation.instant(ns)),
         }
+    }
+
+    /// The rate of one of this operator's ports (`ctx.rate(&self.frames)`) in the
+    /// session's published rate generation: O(1) and allocation-free.
+    pub fn rate(&self, port: &impl super::rates::RatePort) -> super::rates::PortRateView {
+        self.rates.view(port.rate_port_index())
     }
 
     /// The operator's runtime-owned compute stream, valid for submissions during this
@@ -223,9 +241,15 @@ impl ExecutionContext<'_> {
 /// What `start()` and `stop()` see.
 pub struct LifecycleContext<'a> {
     pub(crate) operator: &'a str,
+    pub(crate) rates: super::rates::OperatorRates<'a>,
 }
 
 impl LifecycleContext<'_> {
+    /// The rate of one of this operator's ports in the published rate generation.
+    pub fn rate(&self, port: &impl super::rates::RatePort) -> super::rates::PortRateView {
+        self.rates.view(port.rate_port_index())
+    }
+
     /// The operator's name in the graph.
     pub fn operator_name(&self) -> &str {
         self.operator

@@ -13,6 +13,7 @@ pub(crate) mod context;
 pub(crate) mod erased;
 pub(crate) mod ports;
 pub(crate) mod queue;
+pub(crate) mod rates;
 mod run;
 mod stats;
 mod streams;
@@ -24,6 +25,10 @@ use std::time::{Duration, Instant};
 
 pub use context::{ExecutionContext, LifecycleContext};
 pub use ports::{EmitOptions, Input, Output, PortBinder};
+pub use rates::{
+    GenerationPortRate, PortRateView, RateCandidate, RateGeneration, RateGenerationSnapshot,
+    RatePort, RejectedRateGeneration, generation_codes,
+};
 
 use crate::graph::Graph;
 use crate::plan::ExecutionPlan;
@@ -123,6 +128,7 @@ pub struct RunSession {
     retirer: Arc<crate::tensor::retire::Retirer>,
     retire_thread: Option<JoinHandle<()>>,
     started: Instant,
+    plan: ExecutionPlan,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -142,7 +148,35 @@ impl RunSession {
         plan: &ExecutionPlan,
         options: SessionOptions,
     ) -> Result<RunSession> {
-        run::start(graph, plan, options)
+        run::start(graph, plan, options, None)
+    }
+
+    /// Like [`start`](Self::start), with `candidate` as the first rate generation instead
+    /// of the plan's compiled rates. A rejected candidate does not stop the session: it
+    /// runs on the plan's compiled rates, nothing is published, and
+    /// [`capture_rate_generations`](Self::capture_rate_generations) reports the rejection.
+    pub fn start_with_rates(
+        graph: Graph,
+        plan: &ExecutionPlan,
+        options: SessionOptions,
+        candidate: RateCandidate,
+    ) -> Result<RunSession> {
+        run::start(graph, plan, options, Some(candidate))
+    }
+
+    /// Owning evidence of the published rate generation and the latest rejected
+    /// candidate, each independently absent.
+    pub fn capture_rate_generations(&self) -> RateGenerationSnapshot {
+        self.shared.rates.snapshot()
+    }
+
+    /// Proposes new active nominal rates within the plan's admitted domain. Published when
+    /// every rate is valid, admitted, and every rate-sized edge's arrivals still fit its
+    /// compiled depth (nothing is resized); otherwise recorded as the latest rejection and
+    /// returned as `InvalidArgument` naming the stable code. Returns the published
+    /// generation's number.
+    pub fn propose_rates(&self, candidate: &RateCandidate) -> Result<u64> {
+        self.shared.rates.propose(&self.plan, candidate)
     }
 
     /// Asks every partition to stop after the activation in progress.

@@ -1,6 +1,7 @@
 //! Port fields of operators: [`Input`] and [`Output`], bound by the session at start.
 
 use std::any::Any;
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -10,7 +11,7 @@ use super::context::ActivationState;
 use super::queue::{EdgeQueue, Sample};
 use crate::device::StreamHandle;
 use crate::graph::QueuePolicy;
-use crate::spec::TensorInputSpec;
+use crate::spec::{InputMode, MissingPolicy, TensorInputSpec};
 use crate::tensor::pool::Pool;
 use crate::tensor::{Tensor, TensorLoanRequest, TensorOutputLoan};
 use crate::{Error, ErrorCode, Result};
@@ -32,6 +33,17 @@ pub struct Input<T> {
 struct InputBinding<T> {
     queue: Option<Arc<EdgeQueue<T>>>,
     activation: Arc<ActivationState>,
+    /// The port's index in its operator (for `ctx.rate`).
+    port: u32,
+    mode: InputMode,
+    missing: MissingPolicy,
+    /// Retained entries, newest last; capacity fixed at bind time (never grows).
+    history: VecDeque<T>,
+    history_cap: usize,
+    /// The last sample, kept for `missing = reuse_last`.
+    last: Option<T>,
+    /// The activation in which `last` was last reused.
+    reused_in: u64,
     /// The consumer has no planned stream and the flow may carry stream-written
     /// tensors: wait on the host for readiness before handing one over.
     host_wait: bool,
@@ -55,17 +67,34 @@ impl<T> fmt::Debug for Input<T> {
     }
 }
 
-impl<T: Send + 'static> Input<T> {
-    /// Takes the oldest queued entry, or `None` when the queue is empty or the input is
-    /// unconnected. A received `Tensor` is read-only.
+impl<T: Clone + Send + 'static> Input<T> {
+    /// Takes the next entry as the input's temporal contract says: the oldest queued
+    /// entry (one per call; a `window` input drains its window this way), or for a
+    /// `latest` input the newest (older ones are dropped). When nothing is queued, a
+    /// `missing = reuse_last` input returns its last sample once per activation; otherwise
+    /// `None` (also when unconnected). A received `Tensor` is read-only.
     ///
     /// A stream-less consumer (a host-only partition) of a stream-written tensor gets it
     /// only after a host wait for its readiness — the runtime's one blocking call of its
     /// own. If that wait fails, the entry is dropped, `None` is returned and the session
     /// stops with the error after this activation.
     pub fn receive(&mut self) -> Option<T> {
-        let b = self.binding.as_ref()?;
-        let s = b.queue.as_ref()?.pop()?;
+        let b = self.binding.as_mut()?;
+        let q = b.queue.as_ref()?;
+        let mut popped = q.pop();
+        if b.mode == InputMode::Latest {
+            while let Some(newer) = q.pop() {
+                popped = Some(newer);
+            }
+        }
+        let Some(s) = popped else {
+            let seq = b.activation.sequence();
+            if b.missing == MissingPolicy::ReuseLast && b.reused_in != seq {
+                b.reused_in = seq;
+                return b.last.clone();
+            }
+            return None;
+        };
         b.activation.observe_capture(s.capture_ns);
         if b.host_wait
             && let Some(t) = (&s.value as &dyn Any).downcast_ref::<Tensor>()
@@ -74,7 +103,30 @@ impl<T: Send + 'static> Input<T> {
             b.activation.fail(e);
             return None;
         }
+        if b.history_cap > 0 {
+            if b.history.len() == b.history_cap {
+                b.history.pop_front();
+            }
+            b.history.push_back(s.value.clone());
+        }
+        if b.missing == MissingPolicy::ReuseLast {
+            b.last = Some(s.value.clone());
+        }
         Some(s.value)
+    }
+
+    /// The retained history (`#[input(history = N)]`): up to the last N received
+    /// entries, including the one received most recently, oldest first — the first slice
+    /// then the second (a ring buffer's two halves). Allocation-free.
+    pub fn history(&self) -> (&[T], &[T]) {
+        self.binding
+            .as_ref()
+            .map_or((&[], &[]), |b| b.history.as_slices())
+    }
+
+    /// The port's index in its operator, once bound (for `ExecutionContext::rate`).
+    pub(crate) fn port_index(&self) -> Option<u32> {
+        self.binding.as_ref().map(|b| b.port)
     }
 
     /// Takes every queued entry and returns the newest (the older ones are dropped).
@@ -117,6 +169,7 @@ pub(crate) struct EdgeContract {
 }
 
 struct OutputBinding<T> {
+    port: u32,
     location: &'static str,
     edges: Box<[Arc<EdgeQueue<T>>]>,
     /// Per edge, its contract; empty when no edge needs device work on emit.
@@ -228,6 +281,11 @@ impl<T: Clone + Send + 'static> Output<T> {
     pub fn is_connected(&self) -> bool {
         self.binding.as_ref().is_some_and(|b| !b.edges.is_empty())
     }
+
+    /// The port's index in its operator, once bound (for `ExecutionContext::rate`).
+    pub(crate) fn port_index(&self) -> Option<u32> {
+        self.binding.as_ref().map(|b| b.port)
+    }
 }
 
 impl Output<Tensor> {
@@ -260,6 +318,8 @@ pub struct PortBinder<'a> {
     pub(crate) locations: &'a [&'static str],
     pub(crate) pools: &'a [Option<Arc<Pool>>],
     pub(crate) requirements: &'a [Vec<(TensorInputSpec, &'static str)>],
+    /// The operator's declared ports (their temporal contracts).
+    pub(crate) ports: &'a [crate::graph::NodePort],
     /// Per port, the contract of each of its edges (same order as `edges`).
     pub(crate) contracts: &'a [Vec<EdgeContract>],
     /// The operator's planned stream.
@@ -288,13 +348,31 @@ impl PortBinder<'_> {
     }
 
     /// Binds input port `port`.
-    pub fn bind_input<T: Send + 'static>(&mut self, port: u32, input: &mut Input<T>) -> Result<()> {
+    pub fn bind_input<T: Clone + Send + 'static>(
+        &mut self,
+        port: u32,
+        input: &mut Input<T>,
+    ) -> Result<()> {
         let queue = self.typed::<T>(port)?.into_iter().next();
+        let (mode, missing, history) = self
+            .ports
+            .get(port as usize)
+            .map_or((InputMode::Queue, MissingPolicy::Skip, 0), |p| {
+                (p.temporal.mode, p.temporal.missing, p.temporal.history)
+            });
+        let history_cap = history as usize;
         let host_wait = self.stream.is_none() && queue.is_some();
         input.binding = Some(InputBinding {
             queue,
             activation: Arc::clone(self.activation),
             host_wait,
+            port,
+            mode,
+            missing,
+            history: VecDeque::with_capacity(history_cap),
+            history_cap,
+            last: None,
+            reused_in: u64::MAX,
         });
         Ok(())
     }
@@ -316,6 +394,7 @@ impl PortBinder<'_> {
             .iter()
             .any(|c| !c.fused && c.consumer_stream.is_some());
         output.binding = Some(OutputBinding {
+            port,
             contracts: if needs_device_work {
                 contracts.into()
             } else {

@@ -113,6 +113,8 @@ pub(crate) trait ErasedEdge: Send + Sync {
     fn counters(&self) -> &EdgeCounters;
     /// Drops every queued entry (teardown).
     fn clear(&self);
+    /// Drops the oldest queued entry (an activation skipped by `missing = skip`).
+    fn drop_one(&self);
 }
 
 impl<T: Send + 'static> ErasedEdge for EdgeQueue<T> {
@@ -124,6 +126,9 @@ impl<T: Send + 'static> ErasedEdge for EdgeQueue<T> {
     }
     fn policy(&self) -> QueuePolicy {
         self.policy
+    }
+    fn drop_one(&self) {
+        drop(self.pop());
     }
     fn counters(&self) -> &EdgeCounters {
         &self.counters

@@ -11,6 +11,7 @@ use super::context::{ActivationState, ExecutionContext, LifecycleContext, NO_CAP
 use super::erased::OperatorBox;
 use super::ports::{EdgeContract, PortBinder};
 use super::queue::{ErasedEdge, PartitionSignal};
+use super::rates::{OperatorRates, RateCandidate, RateTable};
 use super::stats::LatencyHistogram;
 use super::streams::Streams;
 use super::{RunSession, SessionOptions};
@@ -45,6 +46,7 @@ pub(crate) struct Shared {
     error: Mutex<Option<Error>>,
     pub(crate) latency: LatencyHistogram,
     pub(crate) signals: Vec<Arc<CachePadded<PartitionSignal>>>,
+    pub(crate) rates: RateTable,
 }
 
 impl Shared {
@@ -110,22 +112,112 @@ pub(crate) struct OpRuntime {
     /// The last activation consumed nothing: wait for a new push before running again,
     /// instead of spinning on entries the operator chose to leave queued.
     stalled_at: Option<u64>,
+    /// The temporal contract's trigger: the only scheduling authority.
+    schedule: Schedule,
+    /// Required inputs with `missing = skip` (other than an `on_arrival` trigger input):
+    /// when one is empty at a tick or arrival, the activation is skipped.
+    skip_inputs: Vec<Arc<dyn ErasedEdge>>,
+    /// The operator's first slot in the session's rate table.
+    rate_offset: usize,
+    /// Activations skipped by `missing = skip`.
+    pub(crate) skipped: u64,
+}
+
+/// How the scheduler decides an activation, from the operator's trigger.
+pub(crate) enum Schedule {
+    /// Every required input has data (a source: every blocking output has room).
+    AllInputs,
+    /// Any connected input has data.
+    AnyInput,
+    /// The named input has a new arrival.
+    OnArrival(Arc<dyn ErasedEdge>),
+    /// A clock: fires when `next_ns` (session clock) is reached.
+    Clock { period_ns: u64, next_ns: u64 },
+}
+
+/// What the scheduler does with an operator now.
+#[derive(PartialEq, Eq)]
+enum Decision {
+    Wait,
+    Run,
+    /// The trigger fired but a `missing = skip` input has no data.
+    Skip,
 }
 
 impl OpRuntime {
-    fn ready(&self) -> bool {
+    fn decide(&self) -> Decision {
         if self.done {
-            return false;
+            return Decision::Wait;
         }
-        if self.is_source {
-            return self.block_outputs.iter().all(|e| !e.is_full());
-        }
-        let ready = if self.required_inputs.is_empty() {
-            self.optional_inputs.iter().any(|e| e.len() > 0)
-        } else {
-            self.required_inputs.iter().all(|e| e.len() > 0)
+        let fired = match &self.schedule {
+            Schedule::Clock { next_ns, .. } => {
+                return if self.activation.now_ns() < *next_ns {
+                    Decision::Wait
+                } else if self.skip_inputs.iter().any(|e| e.len() == 0) {
+                    Decision::Skip
+                } else {
+                    Decision::Run
+                };
+            }
+            Schedule::AllInputs if self.is_source => {
+                return if self.block_outputs.iter().all(|e| !e.is_full()) {
+                    Decision::Run
+                } else {
+                    Decision::Wait
+                };
+            }
+            Schedule::AllInputs => {
+                if self.required_inputs.is_empty() {
+                    self.optional_inputs.iter().any(|e| e.len() > 0)
+                } else {
+                    self.required_inputs.iter().all(|e| e.len() > 0)
+                }
+            }
+            Schedule::AnyInput => self
+                .required_inputs
+                .iter()
+                .chain(&self.optional_inputs)
+                .any(|e| e.len() > 0),
+            Schedule::OnArrival(e) => e.len() > 0,
         };
-        ready && self.stalled_at.is_none_or(|p| p != self.pushed())
+        if !fired || self.stalled_at.is_some_and(|p| p == self.pushed()) {
+            return Decision::Wait;
+        }
+        if matches!(self.schedule, Schedule::OnArrival(_))
+            && self.skip_inputs.iter().any(|e| e.len() == 0)
+        {
+            return Decision::Skip;
+        }
+        Decision::Run
+    }
+
+    /// The trigger fired but the activation is skipped: consume the trigger.
+    fn skip(&mut self) {
+        self.skipped += 1;
+        match &mut self.schedule {
+            Schedule::OnArrival(e) => e.drop_one(),
+            Schedule::Clock { .. } => self.advance_clock(),
+            Schedule::AllInputs | Schedule::AnyInput => {}
+        }
+    }
+
+    fn advance_clock(&mut self) {
+        let now = self.activation.now_ns();
+        if let Schedule::Clock { period_ns, next_ns } = &mut self.schedule {
+            *next_ns = next_ns.saturating_add(*period_ns);
+            // Behind by more than a period: resume from now rather than firing a burst.
+            if next_ns.saturating_add(*period_ns) <= now {
+                *next_ns = now;
+            }
+        }
+    }
+
+    /// The next clock deadline, for parking.
+    fn deadline_ns(&self) -> Option<u64> {
+        match self.schedule {
+            Schedule::Clock { next_ns, .. } if !self.done => Some(next_ns),
+            _ => None,
+        }
     }
 
     /// Entries pushed into this operator's inputs so far.
@@ -161,6 +253,10 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime) {
         activation: &op.activation,
         activation_index: op.activations,
         stop: &shared.stop,
+        rates: OperatorRates {
+            table: &shared.rates,
+            offset: op.rate_offset,
+        },
         stream: op.stream,
         device: op.device.as_ref(),
     };
@@ -168,7 +264,9 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime) {
     if let Some(e) = op.activation.take_failure() {
         result = Ok(Err(e));
     }
-    if !op.is_source {
+    if matches!(op.schedule, Schedule::Clock { .. }) {
+        op.advance_clock();
+    } else if !op.is_source {
         // Nothing received: run again only after a new push, instead of spinning on
         // entries the operator chose to leave queued. (Entries pushed during this
         // activation may be counted here; the scheduler then waits for one more push or
@@ -222,11 +320,18 @@ fn partition_loop(
         signal.scanning.store(true, Ordering::Release);
         let mut ran = false;
         for op in &mut ops {
-            if op.ready() {
-                ran = true;
-                run_compute(shared, signal, op);
-                if shared.stop.load(Ordering::Acquire) {
-                    break;
+            match op.decide() {
+                Decision::Wait => {}
+                Decision::Skip => {
+                    ran = true;
+                    op.skip();
+                }
+                Decision::Run => {
+                    ran = true;
+                    run_compute(shared, signal, op);
+                    if shared.stop.load(Ordering::Acquire) {
+                        break;
+                    }
                 }
             }
         }
@@ -244,8 +349,16 @@ fn partition_loop(
             idle_step += 1;
         } else {
             signal.scanning.store(false, Ordering::Release);
-            // Woken by a push into an input, a pop from an output, or stop.
-            std::thread::park_timeout(Duration::from_millis(50));
+            // Woken by a push into an input, a pop from an output, or stop — or by the
+            // earliest clock deadline of the partition's clock-triggered operators.
+            let mut timeout = Duration::from_millis(50);
+            if let Some(d) = ops.iter().filter_map(OpRuntime::deadline_ns).min() {
+                let now = ops[0].activation.now_ns();
+                timeout = timeout.min(Duration::from_nanos(d.saturating_sub(now)));
+            }
+            if !timeout.is_zero() {
+                std::thread::park_timeout(timeout);
+            }
             idle_step = 0;
         }
     }
@@ -258,7 +371,13 @@ pub(crate) fn stop_operator(shared: &Shared, op: &mut OpRuntime) {
         return;
     }
     op.started = false;
-    let mut ctx = LifecycleContext { operator: &op.name };
+    let mut ctx = LifecycleContext {
+        operator: &op.name,
+        rates: OperatorRates {
+            table: &shared.rates,
+            offset: op.rate_offset,
+        },
+    };
     match catch_unwind(AssertUnwindSafe(|| op.op.stop(&mut ctx))) {
         Ok(Ok(())) => {}
         Ok(Err(e)) => shared.fail(locate(e, &op.name)),
@@ -280,6 +399,7 @@ pub(crate) fn start(
     mut graph: Graph,
     plan: &ExecutionPlan,
     options: SessionOptions,
+    candidate: Option<RateCandidate>,
 ) -> Result<RunSession> {
     if plan.fingerprint() != crate::compile::fingerprint(&graph) {
         return Err(Error::new(
@@ -422,6 +542,9 @@ pub(crate) fn start(
         }
     }
 
+    let ports_per_op: Vec<usize> = graph.operators.iter().map(|o| o.ports.len()).collect();
+    let rates = RateTable::new(plan, &ports_per_op);
+    let rate_offsets = rates.offsets.clone();
     // The stream contract of every edge: the consumer's planned stream, and fusion where
     // the plan proved it and both ends really got the same stream here.
     let mut contracts_of: Vec<Vec<Vec<EdgeContract>>> = graph
@@ -469,6 +592,7 @@ pub(crate) fn start(
             locations: &locations,
             pools: &port_pools,
             requirements: &requirements,
+            ports: &node.ports,
             contracts: &contracts_of[i],
             stream: streams.of_operator(plan, i),
         };
@@ -485,6 +609,45 @@ pub(crate) fn start(
             .map(|(_, e)| Arc::clone(e))
             .collect();
         let is_source = connected_inputs.is_empty();
+        let trigger = plan.operator_triggers().get(i);
+        let edge_of = |name: &str| {
+            connected_inputs
+                .iter()
+                .find(|(p, _)| node.ports[*p].name == name)
+                .map(|(_, e)| Arc::clone(e))
+        };
+        let (schedule, trigger_input) = match trigger.map(|t| (t.trigger.as_str(), t)) {
+            Some(("clock", t)) => (
+                Schedule::Clock {
+                    period_ns: t.clock_period_ns.unwrap_or(u64::MAX).max(1),
+                    next_ns: 0,
+                },
+                None,
+            ),
+            Some(("on_arrival", t)) => {
+                let name = t.input.clone().unwrap_or_default();
+                match edge_of(&name) {
+                    Some(e) => (Schedule::OnArrival(e), Some(name)),
+                    None => (Schedule::AnyInput, None),
+                }
+            }
+            Some(("any_input", _)) => (Schedule::AnyInput, None),
+            _ => (Schedule::AllInputs, None),
+        };
+        let skip_inputs = if matches!(schedule, Schedule::Clock { .. } | Schedule::OnArrival(_)) {
+            connected_inputs
+                .iter()
+                .filter(|(p, _)| {
+                    let port = &node.ports[*p];
+                    !port.optional
+                        && port.temporal.missing == crate::spec::MissingPolicy::Skip
+                        && trigger_input.as_deref() != Some(port.name)
+                })
+                .map(|(_, e)| Arc::clone(e))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let has_inputs = node
             .ports
             .iter()
@@ -515,6 +678,10 @@ pub(crate) fn start(
             done: is_source && options.max_source_activations == Some(0),
             started: false,
             stalled_at: None,
+            schedule,
+            skip_inputs,
+            rate_offset: rate_offsets[i],
+            skipped: 0,
         });
     }
     let sources = runtimes.iter().filter(|o| o.is_source && !o.done).count();
@@ -528,14 +695,25 @@ pub(crate) fn start(
         error: Mutex::new(None),
         latency: LatencyHistogram::new(),
         signals: signals.clone(),
+        rates,
     });
+    // The first rate generation: the plan's compiled rates, or the caller's candidate.
+    // A rejected first candidate leaves nothing published; the session still runs on the
+    // plan's compiled nominal rates, and the rejection is kept as evidence.
+    let _ = shared.rates.propose(plan, &candidate.unwrap_or_default());
 
     // 4. Every operator's start, in partition order; the first failure stops the
     //    started ones and fails the session before any compute.
     for p in plan.partitions() {
         for &o in &p.operators {
             let rt = &mut runtimes[o as usize];
-            let mut ctx = LifecycleContext { operator: &rt.name };
+            let mut ctx = LifecycleContext {
+                operator: &rt.name,
+                rates: OperatorRates {
+                    table: &shared.rates,
+                    offset: rt.rate_offset,
+                },
+            };
             let r = catch_unwind(AssertUnwindSafe(|| rt.op.start(&mut ctx)));
             let err = match r {
                 Ok(Ok(())) => {
@@ -623,5 +801,6 @@ pub(crate) fn start(
         retirer,
         retire_thread,
         started: Instant::now(),
+        plan: plan.clone(),
     })
 }

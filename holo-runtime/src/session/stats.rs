@@ -21,6 +21,10 @@ impl LatencyHistogram {
         }
     }
 
+    #[allow(
+        clippy::manual_ilog2,
+        reason = "the bucket math reads as the bit position"
+    )]
     fn index(ns: u64) -> usize {
         if ns < SUB as u64 {
             return usize::try_from(ns).unwrap_or(0);
@@ -31,6 +35,10 @@ impl LatencyHistogram {
     }
 
     /// The smallest value of bucket `i` (its lower edge).
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "i < BUCKETS, so i / SUB fits u32"
+    )]
     fn lower(i: usize) -> u64 {
         if i < SUB {
             return i as u64;

@@ -193,7 +193,13 @@ pub trait ShapeParam: 'static {
     fn extents(&self) -> Vec<u64>;
 }
 
-macro_rules! shape_param {
+#[allow(
+    clippy::cast_lossless,
+    reason = "`usize` has no `From` into `u64`; every extent type widens"
+)]
+mod shape_params {
+    use super::ShapeParam;
+    macro_rules! shape_param {
     ($($t:ty),*) => {$(
         impl<const N: usize> ShapeParam for [$t; N] {
             fn extents(&self) -> Vec<u64> {
@@ -207,7 +213,8 @@ macro_rules! shape_param {
         }
     )*};
 }
-shape_param!(u64, u32, usize);
+    shape_param!(u64, u32, usize);
+}
 
 /// The contiguous byte span of a shape parameter: the product of its extents times the
 /// output's dtype size. The shape's length must equal the output's exact rank.

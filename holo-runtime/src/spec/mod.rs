@@ -5,6 +5,7 @@ pub mod bytespan;
 pub mod dtype;
 pub mod memkind;
 pub mod ports;
+pub mod rates;
 
 pub use bytespan::{
     ByteSpanExpr, ByteSpanProjector, InputName, ParamDependency, ShapeParam, input_max_byte_span,
@@ -15,4 +16,8 @@ pub use memkind::{MemoryKindDerivation, parameter_memory_kind, parameter_memory_
 pub use ports::{
     OperatorSpec, PortDirection, PortPayload, PortSpec, TensorInputSpec, TensorOutputSpec,
     TensorOutputStorage,
+};
+pub use rates::{
+    InputMode, MissingPolicy, ParameterCount, PortTemporalSpec, QueueSizing, Rate, RateExpr,
+    RateRatio, Trigger, automatic_queue_depth, parameter_count, parameter_rate,
 };

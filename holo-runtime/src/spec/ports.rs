@@ -104,6 +104,8 @@ pub struct PortSpec<P> {
     pub payload_type: &'static str,
     /// An input that may stay unconnected.
     pub optional: bool,
+    /// Rates and what the port sees per activation (its part of the temporal contract).
+    pub temporal: crate::spec::rates::PortTemporalSpec<P>,
 }
 
 /// Everything an operator declares, lowered by `#[operator]`.
@@ -113,4 +115,6 @@ pub struct OperatorSpec<P> {
     pub type_name: &'static str,
     /// The ports in declaration order (inputs and outputs interleaved as declared).
     pub ports: Vec<PortSpec<P>>,
+    /// When `compute()` fires (the temporal contract's trigger).
+    pub trigger: crate::spec::rates::Trigger<P>,
 }

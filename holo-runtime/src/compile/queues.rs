@@ -1,0 +1,596 @@
+//! Rates → horizons → hard floors → recipes → depths: the queue-sizing pass, run before
+//! pool sizing. Every number is exact rational arithmetic, checked.
+
+use std::collections::BTreeMap;
+
+use num_rational::Ratio;
+
+use super::{Diagnostic, Work, codes};
+use crate::graph::NodePort;
+use crate::plan::rates::compose;
+use crate::plan::{
+    AccumulationHorizonRecord, HardFloorContributorRecord, PortRateRecord, QueueSizingRecipeRecord,
+};
+use crate::spec::rates::{ceil_entries, exact_ratio, mul};
+use crate::spec::{InputMode, PortDirection, Rate, RateExpr, Trigger};
+
+type Q = Ratio<i128>;
+
+/// A port's resolved rate.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PortRate {
+    pub(crate) source: &'static str,
+    pub(crate) active: Option<Q>,
+    pub(crate) admitted: Option<Q>,
+}
+
+/// What the pass hands to pools and the plan.
+pub(crate) struct Sized {
+    /// Per edge: final depth and its source.
+    pub(crate) depth: Vec<(u32, &'static str)>,
+    /// Per edge: the depth over the admitted domain (`None`: unbounded).
+    pub(crate) admitted_depth: Vec<Option<u32>>,
+    pub(crate) port_rates: Vec<PortRateRecord>,
+    pub(crate) horizons: Vec<AccumulationHorizonRecord>,
+    pub(crate) contributors: Vec<HardFloorContributorRecord>,
+    pub(crate) recipes: Vec<QueueSizingRecipeRecord>,
+    /// Per operator and port: the resolved rate (for the session's rate tables).
+    pub(crate) rates: BTreeMap<(u32, u32), PortRate>,
+    /// Per operator: the clock rate of a clock trigger.
+    pub(crate) clocks: BTreeMap<u32, Q>,
+}
+
+fn hz(q: Option<&Q>) -> Option<String> {
+    q.map(exact_ratio)
+}
+
+struct Pass<'w, 'g> {
+    work: &'w mut Work<'g>,
+}
+
+impl Pass<'_, '_> {
+    fn op_name(&self, op: u32) -> String {
+        self.work.op_name(op).to_owned()
+    }
+
+    fn report(&mut self, code: &'static str, op: u32, port: Option<&str>, msg: String, hint: &str) {
+        let mut d = Diagnostic::error(code, msg)
+            .operator(&self.op_name(op))
+            .hint(hint);
+        if let Some(p) = port {
+            d = d.port(p);
+        }
+        self.work.diagnostics.push(d);
+    }
+
+    /// Resolves a declared rate: its active value and admitted maximum, validated.
+    fn resolve(
+        &mut self,
+        op: u32,
+        port: &str,
+        expr: &RateExpr<()>,
+        what: &str,
+    ) -> Option<(Q, Option<Q>, Option<String>)> {
+        if let Some(dep) = expr.dependency()
+            && !dep.descriptor.is_compile_readable()
+        {
+            let mut d = Diagnostic::error(
+                codes::RATE_UNREADABLE_PARAMETER,
+                format!("the compiler may not read the parameter of this {what}: it is sensitive, or neither `compile_time` nor `recompile_required`"),
+            )
+            .operator(&self.op_name(op))
+            .port(port)
+            .field(&dep.path)
+            .hint("mark the rate's field `#[param(recompile_required)]` and never derive a rate from a sensitive field");
+            if port.is_empty() {
+                d.port = None;
+            }
+            self.work.diagnostics.push(d);
+            return None;
+        }
+        let params = self.work.graph.operators[op as usize].params.as_ref();
+        let (active, admitted, parameter) = expr.resolve(params);
+        let Some(a) = active.ratio() else {
+            let mut d = Diagnostic::error(
+                codes::RATE_INVALID,
+                format!("the {what} {active} is not a positive rate"),
+            )
+            .operator(&self.op_name(op))
+            .hint("a rate is positive and finite: `Rate::hz(60)`, `Rate::new(1, 4)`");
+            if !port.is_empty() {
+                d = d.port(port);
+            }
+            if let Some(p) = &parameter {
+                d = d.field(p);
+            }
+            self.work.diagnostics.push(d);
+            return None;
+        };
+        let admitted = admitted.and_then(Rate::ratio).map(|m| m.max(a));
+        Some((a, admitted, parameter))
+    }
+}
+
+/// A human "port" label for a diagnostic without a port (an operator's clock).
+const NO_PORT: &str = "";
+
+pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
+    let graph = work.graph;
+    let options = work.options.automatic_queue_sizing;
+    let headroom = options.headroom_ratio.ratio();
+    if headroom.is_none() {
+        work.diagnostics.push(
+            Diagnostic::error(
+                codes::RATE_INVALID,
+                format!(
+                    "the automatic queue-sizing headroom ratio {} is not positive",
+                    options.headroom_ratio
+                ),
+            )
+            .hint("use a positive ratio, like `RateRatio::new(2, 1)` (the default)"),
+        );
+    }
+    let mut pass = Pass { work };
+    let mut rates: BTreeMap<(u32, u32), PortRate> = BTreeMap::new();
+    let mut records = Vec::new();
+    let mut clocks = BTreeMap::new();
+    let topo = pass.work.topo.clone();
+    for &o in &topo {
+        let node = &graph.operators[o as usize];
+        if let Trigger::Clock(expr) = &node.trigger
+            && let Some((a, _, _)) = pass.resolve(o, NO_PORT, expr, "clock rate")
+        {
+            clocks.insert(o, a);
+        }
+        // Inputs first: an output may follow one.
+        for dir in [PortDirection::Input, PortDirection::Output] {
+            for (p, port) in node.ports.iter().enumerate() {
+                if port.direction != dir {
+                    continue;
+                }
+                let p = u32::try_from(p).unwrap_or(u32::MAX);
+                let (rate, parameter, follows) = match dir {
+                    PortDirection::Input => (input_rate(&mut pass, &rates, o, p, port), None, None),
+                    PortDirection::Output => output_rate(&mut pass, &rates, o, port),
+                };
+                let expected = port.temporal.expected_rate.as_ref().and_then(|e| {
+                    let params = graph.operators[o as usize].params.as_ref();
+                    e.resolve(params).0.ratio()
+                });
+                records.push(PortRateRecord {
+                    operator: o,
+                    operator_name: node.name.clone(),
+                    port: port.name.to_owned(),
+                    direction: match dir {
+                        PortDirection::Input => "input",
+                        PortDirection::Output => "output",
+                    }
+                    .to_owned(),
+                    source: rate.source.to_owned(),
+                    active_hz: hz(rate.active.as_ref()),
+                    admitted_max_hz: hz(rate.admitted.as_ref()),
+                    parameter,
+                    follows,
+                    expected_rate_hz: hz(expected.as_ref()),
+                    active: rate.active,
+                    admitted: rate.admitted,
+                    port_index: p,
+                    follows_exact: port
+                        .temporal
+                        .follows
+                        .and_then(|(i, r)| Some((i.to_owned(), r.ratio()?))),
+                });
+                rates.insert((o, p), rate);
+            }
+        }
+    }
+    records.sort_by_key(|r| (r.operator, r.port.clone()));
+
+    let mut out = Sized {
+        depth: Vec::with_capacity(graph.edges.len()),
+        admitted_depth: Vec::with_capacity(graph.edges.len()),
+        port_rates: records,
+        horizons: Vec::new(),
+        contributors: Vec::new(),
+        recipes: Vec::new(),
+        rates: BTreeMap::new(),
+        clocks: BTreeMap::new(),
+    };
+    for (i, e) in graph.edges.iter().enumerate() {
+        let id = u32::try_from(i).unwrap_or(u32::MAX);
+        size_edge(&mut pass, &rates, &clocks, headroom, id, e, &mut out);
+    }
+    out.rates = rates;
+    out.clocks = clocks;
+    out
+}
+
+fn input_rate(
+    pass: &mut Pass<'_, '_>,
+    rates: &BTreeMap<(u32, u32), PortRate>,
+    op: u32,
+    index: u32,
+    port: &NodePort,
+) -> PortRate {
+    let incoming = pass
+        .work
+        .incoming
+        .get(&(op, index))
+        .cloned()
+        .unwrap_or_default();
+    let graph = pass.work.graph;
+    let expected = |pass: &mut Pass<'_, '_>| {
+        let declared = port.temporal.expected_rate.as_ref()?;
+        let (active, admitted, _) = pass.resolve(op, port.name, declared, "expected rate")?;
+        Some(PortRate {
+            source: "expected_rate",
+            active: Some(active),
+            admitted,
+        })
+    };
+    let Some(&edge) = incoming.first() else {
+        return expected(pass).unwrap_or(PortRate {
+            source: "undeclared",
+            ..PortRate::default()
+        });
+    };
+    let flow = &graph.edges[edge as usize];
+    let producer = &graph.operators[flow.from.0.0 as usize].ports[flow.from.1 as usize];
+    if producer.temporal.declares_rate() {
+        // A connected upstream output is authoritative.
+        return match rates.get(&(flow.from.0.0, flow.from.1)) {
+            Some(r) if r.active.is_some() => PortRate {
+                source: "upstream",
+                ..r.clone()
+            },
+            _ => PortRate {
+                source: "unresolved",
+                ..PortRate::default()
+            },
+        };
+    }
+    // Upstream rate metadata is positively absent: the weaker fallback may apply.
+    expected(pass).unwrap_or(PortRate {
+        source: "undeclared",
+        ..PortRate::default()
+    })
+}
+
+fn output_rate(
+    pass: &mut Pass<'_, '_>,
+    rates: &BTreeMap<(u32, u32), PortRate>,
+    o: u32,
+    port: &NodePort,
+) -> (PortRate, Option<String>, Option<String>) {
+    let t = &port.temporal;
+    if let Some(expr) = &t.nominal_rate {
+        return match pass.resolve(o, port.name, expr, "nominal rate") {
+            Some((a, m, param)) => (
+                PortRate {
+                    source: "nominal_rate",
+                    active: Some(a),
+                    admitted: m,
+                },
+                param,
+                None,
+            ),
+            None => (
+                PortRate {
+                    source: "unresolved",
+                    ..PortRate::default()
+                },
+                None,
+                None,
+            ),
+        };
+    }
+    let Some((input, ratio)) = t.follows else {
+        return (
+            PortRate {
+                source: "undeclared",
+                ..PortRate::default()
+            },
+            None,
+            None,
+        );
+    };
+    let label = Some(format!("{input} × {ratio}"));
+    let unresolved = PortRate {
+        source: "unresolved",
+        ..PortRate::default()
+    };
+    let Some(r) = ratio.ratio() else {
+        pass.report(
+            codes::RATE_INVALID,
+            o,
+            Some(port.name),
+            format!("`follows({input}, {ratio})`: the ratio is not positive"),
+            "use a positive ratio, like `RateRatio::new(1, 4)`",
+        );
+        return (unresolved, None, label);
+    };
+    let node = &pass.work.graph.operators[o as usize];
+    let Some(ip) = node
+        .ports
+        .iter()
+        .position(|p| p.name == input && p.direction == PortDirection::Input)
+    else {
+        return (unresolved, None, label);
+    };
+    let ip = u32::try_from(ip).unwrap_or(u32::MAX);
+    let Some(from) = rates.get(&(o, ip)).cloned() else {
+        return (unresolved, None, label);
+    };
+    let Some(a) = from.active else {
+        return (unresolved, None, label);
+    };
+    let active = mul(&a, &r);
+    let admitted = from.admitted.map(|m| mul(&m, &r));
+    match (active, admitted) {
+        (Some(active), admitted) if !matches!(admitted, Some(None)) => (
+            PortRate {
+                source: "follows",
+                active: Some(active),
+                admitted: admitted.flatten(),
+            },
+            None,
+            label,
+        ),
+        _ => {
+            pass.report(
+                codes::RATE_ARITHMETIC_OVERFLOW,
+                o,
+                Some(port.name),
+                format!("`follows({input}, {ratio})`: the derived rate overflows exact 128-bit arithmetic"),
+                "reduce the rates or the ratio",
+            );
+            (unresolved, None, label)
+        }
+    }
+}
+
+/// The horizon of an edge's input under its consumer's trigger.
+fn horizon(
+    rates: &BTreeMap<(u32, u32), PortRate>,
+    clocks: &BTreeMap<u32, Q>,
+    work: &Work<'_>,
+    to: u32,
+) -> (Option<Q>, String) {
+    let node = &work.graph.operators[to as usize];
+    match &node.trigger {
+        Trigger::Clock(_) => match clocks.get(&to) {
+            Some(c) => (
+                Some(c.recip()),
+                format!("clock at {} Hz: one activation per period", exact_ratio(c)),
+            ),
+            None => (None, "the clock rate is invalid".to_owned()),
+        },
+        Trigger::OnArrival(x) => {
+            let xp = node
+                .ports
+                .iter()
+                .position(|p| p.name == *x && p.direction == PortDirection::Input)
+                .and_then(|p| u32::try_from(p).ok());
+            match xp.and_then(|p| rates.get(&(to, p))).and_then(|r| r.active) {
+                Some(r) => (
+                    Some(r.recip()),
+                    format!(
+                        "on_arrival({x}) at {} Hz: one activation per arrival",
+                        exact_ratio(&r)
+                    ),
+                ),
+                None => (
+                    None,
+                    format!("on_arrival({x}): the trigger input's rate is not declared"),
+                ),
+            }
+        }
+        t => (
+            None,
+            format!(
+                "{}: the contract bounds no interval between activations",
+                t.name()
+            ),
+        ),
+    }
+}
+
+fn size_edge(
+    pass: &mut Pass<'_, '_>,
+    rates: &BTreeMap<(u32, u32), PortRate>,
+    clocks: &BTreeMap<u32, Q>,
+    headroom: Option<Q>,
+    id: u32,
+    e: &crate::graph::EdgeNode,
+    out: &mut Sized,
+) {
+    let graph = pass.work.graph;
+    let options = pass.work.options;
+    let (fo, fp) = (e.from.0.0, e.from.1);
+    let (to, tp) = (e.to.0.0, e.to.1);
+    let consumer = &graph.operators[to as usize];
+    let in_port = &consumer.ports[tp as usize];
+    let out_port = &graph.operators[fo as usize].ports[fp as usize];
+    let port_name = in_port.name;
+    let (h, reason) = horizon(rates, clocks, pass.work, to);
+    out.horizons.push(AccumulationHorizonRecord {
+        edge: id,
+        operator: consumer.name.clone(),
+        port: port_name.to_owned(),
+        trigger: consumer.trigger.name().to_owned(),
+        mode: in_port.temporal.mode.name().to_owned(),
+        horizon_seconds: hz(h.as_ref()),
+        reason,
+    });
+
+    // The edge's hard floor: one scenario, one group of alternatives (every contributor
+    // counts entries queued on this edge at once).
+    let mut floor_items: Vec<(&'static str, u32)> = vec![
+        ("minimum_queue", 1),
+        ("producer_burst", out_port.temporal.burst.max(1)),
+    ];
+    match in_port.temporal.mode {
+        InputMode::Latest => floor_items.push(("selector_retention", 1)),
+        InputMode::Window { min } => floor_items.push(("window_retention", min.max(1))),
+        InputMode::Queue => {}
+    }
+    for (c, n) in &floor_items {
+        out.contributors.push(HardFloorContributorRecord {
+            scope: "edge".to_owned(),
+            edge: Some(id),
+            pool: None,
+            scenario: "steady".to_owned(),
+            group: "queued_entries".to_owned(),
+            contributor: (*c).to_owned(),
+            entries: *n,
+        });
+    }
+    let floor = compose(
+        floor_items
+            .iter()
+            .map(|(_, n)| ("steady", "queued_entries", *n)),
+    )
+    .unwrap_or(1);
+
+    let rate = rates.get(&(to, tp)).cloned().unwrap_or_default();
+    let mut recipe = QueueSizingRecipeRecord {
+        edge: id,
+        rate_source: rate.source.to_owned(),
+        rate_hz: hz(rate.active.as_ref()),
+        horizon_seconds: hz(h.as_ref()),
+        headroom_ratio: options.automatic_queue_sizing.headroom_ratio.to_string(),
+        nominal_arrivals: None,
+        recommendation: None,
+        hard_floor: floor,
+        automatic_depth: None,
+        admitted_max_hz: hz(rate.admitted.as_ref()),
+        admitted_ceiling: None,
+        explicit_depth: e.options.queue_depth,
+        queue_depth: 0,
+        depth_source: String::new(),
+    };
+    let rate_aware = rate.active.is_some() && h.is_some() && headroom.is_some();
+    let overflow = |pass: &mut Pass<'_, '_>| {
+        pass.report(
+            codes::RATE_ARITHMETIC_OVERFLOW,
+            to,
+            Some(port_name),
+            "the rate × horizon × headroom arithmetic overflows (or exceeds a u32 entry count)"
+                .to_owned(),
+            "reduce the rates, the horizon or the headroom ratio",
+        );
+    };
+    if rate_aware {
+        let (Some(r), Some(h), Some(hr)) = (rate.active, h, headroom) else {
+            return;
+        };
+        let sized = mul(&r, &h).and_then(|x| ceil_entries(&x)).and_then(|a| {
+            Some((
+                a,
+                ceil_entries(&mul(&Q::from_integer(i128::from(a)), &hr)?)?,
+            ))
+        });
+        match sized {
+            Some((arrivals, rec)) => {
+                recipe.nominal_arrivals = Some(arrivals);
+                recipe.recommendation = Some(rec);
+                recipe.automatic_depth = Some(floor.max(rec));
+            }
+            None => overflow(pass),
+        }
+        if let Some(m) = rate.admitted {
+            match mul(&m, &h)
+                .and_then(|x| ceil_entries(&x))
+                .and_then(|a| ceil_entries(&mul(&Q::from_integer(i128::from(a)), &hr)?))
+            {
+                Some(c) => recipe.admitted_ceiling = Some(floor.max(c)),
+                // Reported once per edge: the active arithmetic already overflowed.
+                None if recipe.recommendation.is_none() => {}
+                None => overflow(pass),
+            }
+        }
+        if options.automatic_queue_sizing.arrival_evidence == super::ArrivalEvidence::Bounded {
+            pass.report(
+                codes::RATE_NOMINAL_ONLY_EVIDENCE,
+                to,
+                Some(port_name),
+                format!(
+                    "the edge from {}.{} is sized from nominal rate metadata only ({}), but the compile profile requires bounded arrival evidence",
+                    graph.operators[fo as usize].name, out_port.name, rate.source
+                ),
+                "a larger queue does not prove a maximum arrival process: declare bounded arrival evidence, or compile with `ArrivalEvidence::Nominal`",
+            );
+        }
+    } else if rate.active.is_some()
+        && h.is_none()
+        && matches!(in_port.temporal.mode, InputMode::Window { .. })
+        && e.options.queue_depth.is_none()
+    {
+        pass.report(
+            codes::RATE_HORIZON_MISSING,
+            to,
+            Some(port_name),
+            format!(
+                "the window input is fed at {} Hz but its consumer's `{}` trigger proves no finite accumulation horizon, so no queue depth covers the window",
+                hz(rate.active.as_ref()).unwrap_or_default(),
+                consumer.trigger.name()
+            ),
+            "give the consumer a `trigger = clock(...)` or `trigger = on_arrival(...)` on an input with a declared rate, or give the edge an explicit `queue_depth`",
+        );
+    }
+
+    let (depth, source) = match e.options.queue_depth {
+        Some(0) => {
+            pass.report(
+                codes::QUEUE_DEPTH_ZERO,
+                to,
+                Some(port_name),
+                "an explicit queue depth of 0 admits nothing".to_owned(),
+                "give a depth of at least 1, or leave it out",
+            );
+            (0, "explicit")
+        }
+        Some(d) => {
+            if d < floor {
+                pass.report(
+                    codes::RATE_QUEUE_DEPTH_BELOW_HARD_FLOOR,
+                    to,
+                    Some(port_name),
+                    format!("the explicit queue depth {d} is below the edge's semantic hard floor {floor}"),
+                    "an explicit depth is exact authority, so it must cover the hard floor (see `hard_floor_contributors()`); raise it, or leave it out for automatic sizing",
+                );
+            } else if let Some(rec) = recipe.recommendation
+                && d < rec
+            {
+                pass.work.warnings.push(
+                    Diagnostic::warning(
+                        codes::RATE_QUEUE_DEPTH_BELOW_RECOMMENDATION,
+                        format!(
+                            "the explicit queue depth {d} is kept, but it is below the nominal recommendation {rec} ({} nominal arrivals × headroom {})",
+                            recipe.nominal_arrivals.unwrap_or(0),
+                            recipe.headroom_ratio
+                        ),
+                    )
+                    .operator(&consumer.name)
+                    .port(port_name)
+                    .hint("explicit depth is exact authority; leave it out to size automatically"),
+                );
+            }
+            (d, "explicit")
+        }
+        None => match recipe.automatic_depth {
+            Some(a) => (a, "automatic"),
+            None => (options.default_queue_depth.max(1).max(floor), "default"),
+        },
+    };
+    recipe.queue_depth = depth;
+    source.clone_into(&mut recipe.depth_source);
+    let admitted = if source == "automatic" {
+        recipe.admitted_ceiling
+    } else {
+        Some(depth)
+    };
+    out.depth.push((depth, source));
+    out.admitted_depth.push(admitted);
+    out.recipes.push(recipe);
+}
