@@ -4,6 +4,7 @@
 //!
 //! Scenarios (256-byte `cuda_device` frames; "fill" = `cuMemsetD8Async`, a consumer's
 //! work = a 256-byte device-to-device copy on its own stream):
+//! Copies are `cuMemcpyAsync` on both sides (the backend's call).
 //! - **fenced hop**: producer on S1 → consumer on S2 (two partitions). Raw: fill S1,
 //!   record E on S1, wait S2 on E, copy on S2, record R on S2, poll R before reusing the
 //!   slot. Target ≤ 1.15× raw.
@@ -279,7 +280,7 @@ impl Raw {
             // SAFETY: two live, disjoint allocations of BYTES; context current.
             assert_eq!(
                 unsafe {
-                    cudarc::driver::sys::cuMemcpyDtoDAsync_v2(
+                    cudarc::driver::sys::cuMemcpyAsync(
                         dst.raw(),
                         src.raw(),
                         BYTES,
