@@ -280,12 +280,7 @@ impl Raw {
             // SAFETY: two live, disjoint allocations of BYTES; context current.
             assert_eq!(
                 unsafe {
-                    cudarc::driver::sys::cuMemcpyAsync(
-                        dst.raw(),
-                        src.raw(),
-                        BYTES,
-                        ptr(s.raw()),
-                    )
+                    cudarc::driver::sys::cuMemcpyAsync(dst.raw(), src.raw(), BYTES, ptr(s.raw()))
                 },
                 cudarc::driver::sys::CUresult::CUDA_SUCCESS
             );

@@ -4,7 +4,6 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::context::ActivationState;
@@ -166,6 +165,10 @@ pub(crate) struct EdgeContract {
     /// The plan proved the edge fused and the session re-validated it (both ends on this
     /// same stream, sole successor): no wait, no release registration.
     pub(crate) fused: bool,
+    /// The consumer has no stream and the edge may carry stream-written tensors (a
+    /// device pool or a pass-through output in a session with a device): host wait on
+    /// receive.
+    pub(crate) host_wait: bool,
 }
 
 struct OutputBinding<T> {
@@ -252,7 +255,7 @@ impl<T: Clone + Send + 'static> Output<T> {
         if b.any_block {
             for e in &b.edges {
                 if e.policy == QueuePolicy::Block && e.is_full() {
-                    e.counters.backpressured.fetch_add(1, Ordering::Relaxed);
+                    super::queue::bump(&e.counters.backpressured);
                     return Err(Error::new(
                         ErrorCode::Backpressured,
                         "a consumer's queue is full; nothing was published",
@@ -361,7 +364,12 @@ impl PortBinder<'_> {
                 (p.temporal.mode, p.temporal.missing, p.temporal.history)
             });
         let history_cap = history as usize;
-        let host_wait = self.stream.is_none() && queue.is_some();
+        let host_wait = queue.is_some()
+            && self
+                .contracts
+                .get(port as usize)
+                .and_then(|c| c.first())
+                .is_some_and(|c| c.host_wait);
         input.binding = Some(InputBinding {
             queue,
             activation: Arc::clone(self.activation),

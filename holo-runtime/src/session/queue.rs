@@ -32,6 +32,12 @@ impl PartitionSignal {
     }
 }
 
+/// Adds one to a counter only one thread writes (an edge has one producer and one
+/// consumer): a load and a store, no read-modify-write on the hot path.
+pub(crate) fn bump(counter: &AtomicU64) {
+    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
 /// One queued entry: the value and its capture time (nanoseconds since the session's
 /// epoch; `u64::MAX` when unknown).
 pub(crate) struct Sample<T> {
@@ -70,16 +76,16 @@ impl<T> EdgeQueue<T> {
     /// Pushes an entry. The caller (the edge's only producer) checked for room under
     /// `Block`; under `DropOldest` the oldest entry is evicted and dropped.
     pub(crate) fn push(&self, sample: Sample<T>) {
-        self.counters.pushed.fetch_add(1, Ordering::Relaxed);
+        bump(&self.counters.pushed);
         match self.policy {
             QueuePolicy::Block => {
                 if self.queue.push(sample).is_err() {
-                    self.counters.backpressured.fetch_add(1, Ordering::Relaxed);
+                    bump(&self.counters.backpressured);
                 }
             }
             QueuePolicy::DropOldest => {
                 if let Some(old) = self.queue.force_push(sample) {
-                    self.counters.evicted.fetch_add(1, Ordering::Relaxed);
+                    bump(&self.counters.evicted);
                     drop(old);
                 }
             }
@@ -92,7 +98,7 @@ impl<T> EdgeQueue<T> {
     pub(crate) fn pop(&self) -> Option<Sample<T>> {
         let s = self.queue.pop();
         if s.is_some() {
-            self.counters.delivered.fetch_add(1, Ordering::Relaxed);
+            bump(&self.counters.delivered);
             if self.cross_partition {
                 self.producer.wake();
             }

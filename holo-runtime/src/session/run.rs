@@ -560,9 +560,16 @@ pub(crate) fn start(
         let fused = rec.fusion.as_ref().is_some_and(|f| {
             producer.is_some() && producer == consumer && streams.handle(f.stream) == producer
         });
+        // A host-memory pool is never stream-written: its consumers need no host wait.
+        let host_pool = matches!(&graph.operators[fo].ports[fp].decl,
+            PortDecl::TensorOutput(d) if d.storage == TensorOutputStorage::RuntimePool)
+            && pool_of
+                .get(&(fo, fp))
+                .is_some_and(|&k| pools[k].device().is_none());
         let c = EdgeContract {
             consumer_stream: consumer,
             fused,
+            host_wait: consumer.is_none() && device.is_some() && !host_pool,
         };
         contracts_of[fo][fp].push(c);
         contracts_of[to][tp].push(c);

@@ -87,7 +87,6 @@ fn meta_for(shape: &[u64], dtype: DType) -> Option<TensorMeta> {
 pub struct TensorOutputLoan {
     pool: Arc<Pool>,
     slot: u32,
-    meta: TensorMeta,
     /// The producing operator's planned stream (`None` in a host-only partition).
     planned: Option<StreamHandle>,
     /// The stream the plan proved this output's sole edge fused on.
@@ -132,10 +131,12 @@ impl TensorOutputLoan {
             .at(pool.location));
         }
         let slot = pool.borrow_slot()?;
+        // SAFETY: the slot was just borrowed: this loan has exclusive write authority over
+        // it until commit publishes it. Writing the metadata now keeps the loan small.
+        unsafe { pool.set_meta(slot, meta) };
         Ok(Self {
             pool: Arc::clone(pool),
             slot,
-            meta,
             planned,
             fused,
         })
@@ -184,12 +185,12 @@ impl TensorOutputLoan {
 
     /// The requested shape.
     pub fn shape(&self) -> &[u64] {
-        self.meta.shape()
+        self.pool.meta(self.slot).shape()
     }
 
     /// The requested byte size (`product(shape) × dtype size`).
     pub fn byte_size(&self) -> usize {
-        self.meta.byte_size
+        self.pool.meta(self.slot).byte_size
     }
 
     /// Starts the host write phase. Needs host-accessible memory (`host`, `pinned`,
@@ -253,7 +254,7 @@ impl DeviceWriteGuard {
 
     /// The requested byte size.
     pub fn byte_size(&self) -> usize {
-        self.loan.meta.byte_size
+        self.loan.byte_size()
     }
 
     /// The stream the writes go on.
@@ -274,8 +275,6 @@ impl DeviceWriteGuard {
     /// same stream, records nothing.
     pub fn commit(self) -> Result<CommittedTensor> {
         let loan = self.loan;
-        // SAFETY: the loan is exclusive until it is turned into a Tensor below.
-        unsafe { loan.pool.set_meta(loan.slot, loan.meta) };
         let elide = loan.fused == Some(self.stream);
         loan.pool.commit_on_stream(loan.slot, self.stream, elide)?;
         Ok(CommittedTensor(loan.into_tensor()))
@@ -310,21 +309,18 @@ impl HostWriteGuard {
         let ptr = self.loan.pool.slot_ptr(self.loan.slot);
         // SAFETY: the guard owns the slot's loan, so nobody else reads or writes these
         // bytes until commit publishes them; `byte_size <= per_slot_bytes`.
-        unsafe { std::slice::from_raw_parts_mut(ptr, self.loan.meta.byte_size) }
+        unsafe { std::slice::from_raw_parts_mut(ptr, self.loan.byte_size()) }
     }
 
     /// The requested byte size.
     pub fn byte_size(&self) -> usize {
-        self.loan.meta.byte_size
+        self.loan.byte_size()
     }
 
     /// Ends the write phase. For a host write this records nothing: the bytes are
     /// complete now.
     pub fn commit(self) -> Result<CommittedTensor> {
-        let loan = self.loan;
-        // SAFETY: the loan is exclusive until it is turned into a Tensor below.
-        unsafe { loan.pool.set_meta(loan.slot, loan.meta) };
-        Ok(CommittedTensor(loan.into_tensor()))
+        Ok(CommittedTensor(self.loan.into_tensor()))
     }
 }
 
