@@ -1,0 +1,180 @@
+//! Diagnostics that `#[operator]` makes unreachable (rustc rejects the same mistakes), but
+//! that `compile` still enforces for an operator whose `OperatorPorts` is written by hand
+//! (a generator, a binding from another language): a runtime pool with no bound, one with
+//! no memory kind, a parameter-contiguous span with no dtype, and a flow between two
+//! ports of the wrong directions.
+
+use holo_runtime::__private::{
+    OperatorId, OperatorSpec, PortBinder, PortDirection, PortPayload, PortSpec, TensorInputSpec,
+    TensorOutputSpec, TensorOutputStorage, TensorRepresentation,
+};
+use holo_runtime::spec::rates::{PortTemporalSpec, Trigger};
+use holo_runtime::{
+    CompileOptions, ConnectionOptions, ExecutionContext, Graph, InPort, MemoryKind, NoParams,
+    Operator, OperatorPorts, OutPort, ParamSchema, ParamSet, Result, Tensor, codes, compile,
+    param_ref, parameter_contiguous_byte_span,
+};
+
+#[derive(Clone, Debug, ParamSchema)]
+#[param(schema = "test.HandParams", version = 1)]
+struct HandParams {
+    #[param(recompile_required, default = [2, 2])]
+    shape: [u64; 2],
+}
+
+/// What the hand-written operator declares.
+#[derive(Clone, Copy)]
+enum Flavor {
+    NoBound,
+    NoMemoryKind,
+    NoDtype,
+    Ports,
+}
+
+struct Hand<const F: u8>;
+
+const fn flavor(f: u8) -> Flavor {
+    match f {
+        0 => Flavor::NoBound,
+        1 => Flavor::NoMemoryKind,
+        2 => Flavor::NoDtype,
+        _ => Flavor::Ports,
+    }
+}
+
+#[derive(Clone, Copy)]
+struct HandPorts {
+    out: OutPort<Tensor>,
+    input: InPort<Tensor>,
+}
+
+impl<const F: u8> OperatorPorts for Hand<F> {
+    type Params = HandParams;
+    type Ports = HandPorts;
+
+    fn operator_spec() -> OperatorSpec<HandParams> {
+        let representation = TensorRepresentation {
+            memory_kind: Some(MemoryKind::Host),
+            dtype: Some(holo_runtime::DType::U8),
+            rank: Some(2),
+        };
+        let out = match flavor(F) {
+            Flavor::NoBound => TensorOutputSpec {
+                representation,
+                storage: TensorOutputStorage::RuntimePool,
+                ..TensorOutputSpec::default()
+            },
+            Flavor::NoMemoryKind => TensorOutputSpec {
+                representation: TensorRepresentation {
+                    memory_kind: None,
+                    ..representation
+                },
+                bounds: Some(holo_runtime::tensor_bounds(64)),
+                storage: TensorOutputStorage::RuntimePool,
+                ..TensorOutputSpec::default()
+            },
+            Flavor::NoDtype => TensorOutputSpec {
+                representation: TensorRepresentation {
+                    dtype: None,
+                    ..representation
+                },
+                storage: TensorOutputStorage::RuntimePool,
+                byte_span: Some(parameter_contiguous_byte_span(param_ref!(
+                    HandParams::shape
+                ))),
+                ..TensorOutputSpec::default()
+            },
+            Flavor::Ports => TensorOutputSpec::default(),
+        };
+        OperatorSpec {
+            type_name: "Hand",
+            ports: vec![
+                PortSpec {
+                    name: "out",
+                    direction: PortDirection::Output,
+                    payload: PortPayload::Tensor(out),
+                    payload_type: "Tensor",
+                    optional: false,
+                    temporal: PortTemporalSpec::default(),
+                },
+                PortSpec {
+                    name: "input",
+                    direction: PortDirection::Input,
+                    payload: PortPayload::TensorInput(TensorInputSpec::default()),
+                    payload_type: "Tensor",
+                    optional: true,
+                    temporal: PortTemporalSpec::default(),
+                },
+            ],
+            trigger: Trigger::AllInputs,
+        }
+    }
+
+    fn __ports(id: OperatorId) -> HandPorts {
+        HandPorts {
+            out: OutPort::__new(id, 0),
+            input: InPort::__new(id, 1),
+        }
+    }
+
+    fn __bind(&mut self, binder: &mut PortBinder<'_>) -> Result<()> {
+        let _ = binder;
+        Ok(())
+    }
+}
+
+impl<const F: u8> Operator for Hand<F> {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn only<const F: u8>() -> holo_runtime::Diagnostic {
+    let mut g = Graph::new();
+    g.add_operator("hand", Hand::<F>, ParamSet::defaults().unwrap())
+        .unwrap();
+    let d = compile(&g, CompileOptions::default()).unwrap_err();
+    assert_eq!(d.items.len(), 1, "{d}");
+    d.items[0].clone()
+}
+
+#[test]
+fn a_runtime_pool_without_a_bound() {
+    let d = only::<0>();
+    assert_eq!(
+        (d.code, d.port.as_deref()),
+        (codes::PHYSICAL_TENSOR_UNBOUNDED_POOL, Some("out"))
+    );
+}
+
+#[test]
+fn a_runtime_pool_without_a_memory_kind() {
+    let d = only::<1>();
+    assert_eq!(d.code, codes::PHYSICAL_TENSOR_MEMORY_KIND_MISSING);
+}
+
+#[test]
+fn a_parameter_contiguous_span_without_a_dtype() {
+    let d = only::<2>();
+    assert_eq!(d.code, codes::PHYSICAL_TENSOR_BYTE_SPAN_DTYPE_MISSING);
+}
+
+#[test]
+fn a_flow_between_ports_of_the_wrong_directions() {
+    let mut g = Graph::new();
+    let a = g
+        .add_operator("a", Hand::<3>, ParamSet::defaults().unwrap())
+        .unwrap();
+    let b = g
+        .add_operator("b", Hand::<3>, ParamSet::defaults().unwrap())
+        .unwrap();
+    // Handles forged from the other direction's indices: input 1 of `a` as an output.
+    g.add_flow(
+        OutPort::<Tensor>::__new(a.input.operator(), 1),
+        InPort::<Tensor>::__new(b.out.operator(), 0),
+        ConnectionOptions::default(),
+    );
+    let d = compile(&g, CompileOptions::default()).unwrap_err();
+    assert_eq!(d.codes(), vec![codes::GRAPH_INVALID_FLOW], "{d}");
+    let _ = NoParams::default();
+}
