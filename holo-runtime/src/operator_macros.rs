@@ -18,6 +18,7 @@
 /// | key | meaning |
 /// |---|---|
 /// | `params = Type` | the operator's `#[derive(ParamSchema)]` type (default: [`NoParams`](crate::NoParams)) |
+/// | `trigger = …` | when `compute()` fires — the temporal contract, the only scheduling authority: `all_inputs` (the default: every required input has data; a source runs whenever its outputs have room), `any_input`, `on_arrival(input)`, `clock(hz = N)` or `clock(rate = EXPR)` (a [`Rate`](crate::spec::rates::Rate), e.g. `parameter_rate(param_ref!(P::fps))`) |
 /// | `crate = "path"` | the crate root generated code names (default `::holo_runtime`) |
 ///
 /// # Tensor outputs: `#[output(...)]`
@@ -34,6 +35,9 @@
 /// | `bounds = EXPR` | a literal per-slot byte bound (a `u64` expression); zero rejects every loan |
 /// | `byte_span = EXPR` | a per-slot byte span resolved when the plan is compiled (below) |
 /// | `max_loans = N` | loans the producer may hold at once (default 1) |
+/// | `nominal_rate = EXPR` | the output's declared rate (`Rate::hz(60)`, `parameter_rate(…)`) |
+/// | `follows(input, RATIO)` | the output's rate derived from an input of this operator (`RateRatio::new(1, 4)`); never triggers anything |
+/// | `burst = N` | entries one activation may emit at once (a hard-floor contributor) |
 ///
 /// A `runtime_pool` needs a finite bound (`bounds` or `byte_span`) and a memory kind
 /// (`memory` or `memory_kind`); `bounds` and `byte_span` exclude each other, as do
@@ -58,8 +62,17 @@
 /// | `name = "port"` | the port's name |
 /// | `memory`, `dtype`, `rank` | exact requirements: a producer that does not meet them is `PHYSICAL_TENSOR_LAYOUT_MISMATCH` at compile time (declared producers) or `ProtocolError` on emit (pass-through values) |
 /// | `optional` | the input may stay unconnected |
+/// | `latest` / `window` / `window = N` | what one activation sees: the newest sample, or every sample since the last activation (N: the samples the window must hold) |
+/// | `history = N` / `history = parameter_count(param_ref!(P::n))` | retained history entries ([`Input::history`](crate::Input::history)); they count in the producer's pool |
+/// | `missing = skip \| reuse_last` | what happens when the input has no new data at an activation |
+/// | `expected_rate = EXPR` | a weaker fallback rate, used only when the producer declares none |
 ///
-/// Message ports take only `name` (and `optional` on inputs).
+/// Rate keys (`nominal_rate`, `follows`, `burst`, `expected_rate`, and the temporal keys
+/// on inputs) apply to message ports too. Automatic queue depths, hard floors and the
+/// admitted ceilings come from them when the plan is compiled: see
+/// [`spec::rates`](crate::spec::rates) and `CompileOptions::automatic_queue_sizing`.
+///
+/// Message ports take `name` (and `optional` on inputs) plus the rate and temporal keys.
 ///
 /// A `pub` operator needs a `pub` params type (it appears in `OperatorPorts::Params`).
 ///
