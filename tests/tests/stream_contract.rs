@@ -165,6 +165,7 @@ fn checker(
 }
 
 struct Run {
+    plan: holo_runtime::ExecutionPlan,
     stats: Arc<Stats>,
     counts: Arc<Mutex<Vec<(u32, TensorReadiness)>>>,
     calls: CounterSnapshot,
@@ -219,6 +220,7 @@ fn run(
     let result = session.join();
     let calls = device.counters().snapshot() - before;
     Run {
+        plan,
         stats,
         counts,
         calls,
@@ -380,61 +382,23 @@ fn the_release_stream_past_the_cap_is_rejected() {
 }
 
 /// A linear chain in one partition: src → check, proven and fused on one stream.
-fn fused_run(
-    device: &Arc<dyn DeviceBackend>,
-    check: Check,
-    frames: u64,
-) -> (Run, holo_runtime::ExecutionPlan) {
-    let stats = Arc::new(Stats::default());
-    let counts = Arc::new(Mutex::new(Vec::new()));
-    let mut g = Graph::new();
-    let src = DevSource {
-        frames: Output::default(),
-        k: 0,
-        delay: Duration::ZERO,
-        stats: Arc::clone(&stats),
-    };
-    let s = g
-        .add_operator("src", src, ParamSet::defaults().unwrap())
-        .unwrap();
-    let c = g
-        .add_operator(
-            "check",
-            checker(check, &stats, &counts),
-            ParamSet::defaults().unwrap(),
-        )
-        .unwrap();
-    g.add_flow(s.frames, c.frames, ConnectionOptions::default());
-    let mut options = CompileOptions::default();
-    options
-        .deployment
-        .bind_tensor_output_device("src", "frames", device.ordinal());
-    let plan = compile(&g, options).unwrap();
-    let before = device.counters().snapshot();
-    let session = RunSession::start(
-        g,
-        &plan,
-        SessionOptions::frames(frames).on_device(Arc::clone(device)),
-    )
-    .unwrap();
-    let _ = session.wait_idle(Duration::from_mins(1));
-    let result = session.join();
-    let calls = device.counters().snapshot() - before;
-    (
-        Run {
-            stats,
-            counts,
-            calls,
-            result,
-        },
-        plan,
+fn fused_run(device: &Arc<dyn DeviceBackend>, check: Check, frames: u64) -> Run {
+    run(
+        device,
+        1,
+        check,
+        frames,
+        Duration::ZERO,
+        ConnectionOptions::default(),
+        CompileOptions::default(),
     )
 }
 
 #[test]
 fn a_proven_linear_edge_records_no_event_and_waits_on_nothing() {
     for device in test_backends() {
-        let (r, plan) = fused_run(&device, Check::Drop, 50);
+        let r = fused_run(&device, Check::Drop, 50);
+        let plan = &r.plan;
         assert_eq!(plan.partitions().len(), 1);
         let fusion = plan.edges()[0]
             .fusion
@@ -476,7 +440,7 @@ fn a_proven_linear_edge_records_no_event_and_waits_on_nothing() {
 #[test]
 fn host_access_on_a_fused_edge_records_the_event_lazily() {
     for device in test_backends() {
-        let (r, _) = fused_run(&device, Check::HostSync, 20);
+        let r = fused_run(&device, Check::HostSync, 20);
         r.result
             .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
         let emitted = r.stats.emitted.load(Ordering::Relaxed);

@@ -589,25 +589,21 @@ impl Tensor {
     ) -> Result<()> {
         let stream = stream.into();
         let n = self.byte_size();
-        match &self.inner {
-            TensorInner::Pooled { pool, slot } if pool.device().is_some() => {
-                self.synchronize_for_consumer_stream(stream)?;
-                let Some(d) = pool.device() else {
-                    return Ok(());
-                };
-                let _ = slot;
-                // SAFETY: the caller keeps `dst` valid until the stream ran the copy; the
-                // registered release stream keeps the source slot from reuse until then.
-                unsafe {
-                    d.backend
-                        .copy_to_host_async(dst, self.device_ptr(), n, stream)
-                }
-            }
-            _ => {
-                // SAFETY: the caller's contract; host bytes are complete.
-                unsafe { std::ptr::copy_nonoverlapping(self.data()?.as_ptr(), dst, n) };
-                Ok(())
-            }
+        let device = match &self.inner {
+            TensorInner::Pooled { pool, .. } => pool.device(),
+            TensorInner::Owned(_) => None,
+        };
+        let Some(d) = device else {
+            // SAFETY: the caller's contract; host bytes are complete.
+            unsafe { std::ptr::copy_nonoverlapping(self.data()?.as_ptr(), dst, n) };
+            return Ok(());
+        };
+        self.synchronize_for_consumer_stream(stream)?;
+        // SAFETY: the caller keeps `dst` valid until the stream ran the copy; the
+        // registered release stream keeps the source slot from reuse until then.
+        unsafe {
+            d.backend
+                .copy_to_host_async(dst, self.device_ptr(), n, stream)
         }
     }
 
