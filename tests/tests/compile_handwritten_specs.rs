@@ -178,3 +178,104 @@ fn a_flow_between_ports_of_the_wrong_directions() {
     assert_eq!(d.codes(), vec![codes::GRAPH_INVALID_FLOW], "{d}");
     let _ = NoParams::default();
 }
+
+/// A hand-written schema whose `MemoryKind` field declares no `enum_values` domain (the
+/// derive refuses that; a hand-written schema can still say it).
+#[derive(Clone, Debug)]
+struct OpenKindParams {
+    kind: MemoryKind,
+}
+
+fn open_kind_schema() -> &'static holo_runtime::params::SchemaDescriptor {
+    static SCHEMA: std::sync::OnceLock<holo_runtime::params::SchemaDescriptor> =
+        std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let mut field = holo_runtime::params::FieldDescriptor::new(
+            "kind",
+            "kind",
+            <MemoryKind as holo_runtime::ParamValue>::type_descriptor(),
+        );
+        field.recompile_required = true;
+        holo_runtime::params::SchemaDescriptor {
+            id: "test.OpenKindParams",
+            version: 1,
+            rust_name: "OpenKindParams",
+            fields: vec![field],
+        }
+    })
+}
+
+impl holo_runtime::ParamValue for OpenKindParams {
+    fn type_descriptor() -> holo_runtime::params::TypeDescriptor {
+        holo_runtime::params::TypeDescriptor::Struct(open_kind_schema)
+    }
+    fn decode(
+        value: &holo_runtime::params::Value,
+        field: &holo_runtime::params::FieldDescriptor,
+        path: &holo_runtime::params::FieldPath,
+    ) -> Result<Self> {
+        holo_runtime::__private::decode_struct(value, field, path)
+    }
+    fn encode(&self) -> holo_runtime::params::Value {
+        holo_runtime::params::Value::Table(<Self as ParamSchema>::encode_table(self, false))
+    }
+}
+
+impl ParamSchema for OpenKindParams {
+    fn schema() -> &'static holo_runtime::params::SchemaDescriptor {
+        open_kind_schema()
+    }
+    fn decode_table(
+        _table: &std::collections::BTreeMap<String, holo_runtime::params::Value>,
+        _path: &holo_runtime::params::FieldPath,
+    ) -> Result<Self> {
+        Ok(OpenKindParams {
+            kind: MemoryKind::Host,
+        })
+    }
+    fn encode_table(
+        &self,
+        _redact: bool,
+    ) -> std::collections::BTreeMap<String, holo_runtime::params::Value> {
+        std::collections::BTreeMap::from([(
+            "kind".to_owned(),
+            holo_runtime::ParamValue::encode(&self.kind),
+        )])
+    }
+}
+
+#[holo_runtime::operator(params = OpenKindParams)]
+struct OpenKind {
+    #[output(storage = runtime_pool, dtype = u8, rank = 1, bounds = 64,
+             memory_kind = parameter_memory_kind_exact(holo_runtime::params::ParamRef::__new(&["kind"], |p: &OpenKindParams| &p.kind)))]
+    out: holo_runtime::Output<Tensor>,
+}
+
+impl Operator for OpenKind {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_direct_memory_kind_parameter_without_a_domain() {
+    let mut g = Graph::new();
+    let params = ParamSet::from_values(OpenKindParams {
+        kind: MemoryKind::Host,
+    });
+    g.add_operator(
+        "open",
+        OpenKind {
+            out: holo_runtime::Output::default(),
+        },
+        params,
+    )
+    .unwrap();
+    let d = compile(&g, CompileOptions::default()).unwrap_err();
+    assert_eq!(
+        d.codes(),
+        vec![codes::PHYSICAL_TENSOR_MEMORY_KIND_DOMAIN],
+        "{d}"
+    );
+    assert_eq!(d.items[0].field_path.as_deref(), Some("kind"));
+}

@@ -393,7 +393,11 @@ pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
                     .hint("give `bounds = N` or a `byte_span = ...` expression"),
                 );
             }
-            if decl.storage == TensorOutputStorage::RuntimePool && out.memory_kind.is_none() {
+            // A derivation that failed already reported why; don't report it twice.
+            if decl.storage == TensorOutputStorage::RuntimePool
+                && out.memory_kind.is_none()
+                && decl.memory_kind.is_none()
+            {
                 work.diagnostics.push(
                     Diagnostic::error(
                         codes::PHYSICAL_TENSOR_MEMORY_KIND_MISSING,
