@@ -82,6 +82,8 @@ fn narrowed(item: &ItemFn, param: &Ident, reads: &[ReadPath]) -> TokenStream {
     let body = &item.block;
     quote! {
         #(#attrs)*
+        // The `Result` return is the projector contract, even for a formula that cannot fail.
+        #[allow(clippy::unnecessary_wraps)]
         #vis #sig {
             #(#structs)*
             // The body sees only the declared reads: any other field is not on the view.
