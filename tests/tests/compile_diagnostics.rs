@@ -844,3 +844,93 @@ fn zero_bounds_compile_with_a_warning_and_reject_every_allocation() {
     assert_eq!(plan.warnings()[0].severity, Severity::Warning);
     assert_eq!(DType::U8.size_bytes(), 1);
 }
+
+#[derive(Clone, Debug, ParamSchema)]
+#[param(schema = "test.WideParams", version = 1)]
+struct WideParams {
+    #[param(recompile_required, default = [1, 1, 1, 1, 1, 1, 1, 1, 1])]
+    nine: [u64; 9],
+    #[param(recompile_required, default = [1])]
+    a: [u64; 1],
+    #[param(recompile_required, default = [1])]
+    b: [u64; 1],
+    #[param(recompile_required, default = [1])]
+    c: [u64; 1],
+    #[param(recompile_required, default = [1])]
+    d: [u64; 1],
+    #[param(recompile_required, default = [1])]
+    e: [u64; 1],
+    #[param(recompile_required, default = [1])]
+    f: [u64; 1],
+    #[param(recompile_required, default = [1])]
+    g: [u64; 1],
+    #[param(recompile_required, default = [1])]
+    h: [u64; 1],
+    #[param(recompile_required, default = [1])]
+    i: [u64; 1],
+}
+
+#[operator(params = WideParams)]
+struct NineExtents {
+    #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 8,
+             byte_span = parameter_contiguous_byte_span(param_ref!(WideParams::nine)))]
+    out: Output<Tensor>,
+}
+impl Operator for NineExtents {
+    fn compute(&mut self, _: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[operator(params = WideParams)]
+struct NineDependencies {
+    #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1,
+             byte_span = parameter_contiguous_byte_span(param_ref!(WideParams::a))
+                 .maximum_with(parameter_contiguous_byte_span(param_ref!(WideParams::b)))
+                 .maximum_with(parameter_contiguous_byte_span(param_ref!(WideParams::c)))
+                 .maximum_with(parameter_contiguous_byte_span(param_ref!(WideParams::d)))
+                 .maximum_with(parameter_contiguous_byte_span(param_ref!(WideParams::e)))
+                 .maximum_with(parameter_contiguous_byte_span(param_ref!(WideParams::f)))
+                 .maximum_with(parameter_contiguous_byte_span(param_ref!(WideParams::g)))
+                 .maximum_with(parameter_contiguous_byte_span(param_ref!(WideParams::h)))
+                 .maximum_with(parameter_contiguous_byte_span(param_ref!(WideParams::i))))]
+    out: Output<Tensor>,
+}
+impl Operator for NineDependencies {
+    fn compute(&mut self, _: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_shape_of_nine_extents_and_an_expression_of_nine_dependencies() {
+    let mut g = Graph::new();
+    g.add_operator(
+        "wide",
+        NineExtents {
+            out: Output::default(),
+        },
+        ParamSet::defaults().unwrap(),
+    )
+    .unwrap();
+    let d = only(&rejected(&g), codes::PHYSICAL_TENSOR_BYTE_SPAN_LIMIT);
+    assert_eq!(
+        d.message,
+        "the shape nine has 9 extents; at most 8 are admitted"
+    );
+
+    let mut g = Graph::new();
+    g.add_operator(
+        "many",
+        NineDependencies {
+            out: Output::default(),
+        },
+        ParamSet::defaults().unwrap(),
+    )
+    .unwrap();
+    let d = only(&rejected(&g), codes::PHYSICAL_TENSOR_BYTE_SPAN_LIMIT);
+    assert_eq!(
+        d.message,
+        "the byte-span expression has 17 nodes, depth 9 and 9 dependencies; at most 32 nodes, depth 16 and 8 dependencies are admitted"
+    );
+}
