@@ -28,6 +28,7 @@ impl SessionClock {
     }
 
     /// Nanoseconds since the session's epoch, now.
+    #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
         u64::try_from(
             self.clock
@@ -82,6 +83,7 @@ impl ActivationState {
     }
 
     /// Activations begun so far.
+    #[inline]
     pub(crate) fn sequence(&self) -> u64 {
         self.sequence.load(Ordering::Relaxed)
     }
@@ -97,6 +99,7 @@ impl ActivationState {
         self.failed.store(true, Ordering::Release);
     }
 
+    #[inline]
     pub(crate) fn take_failure(&self) -> Option<crate::Error> {
         if !self.failed.load(Ordering::Acquire) {
             return None;
@@ -111,10 +114,12 @@ impl ActivationState {
         self.clock.ns_since_epoch(t)
     }
 
+    #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
         self.clock.now_ns()
     }
 
+    #[inline]
     pub(crate) fn begin(&self) {
         self.activation_ns.store(UNSET, Ordering::Relaxed);
         self.capture_ns.store(NO_CAPTURE, Ordering::Relaxed);
@@ -124,6 +129,7 @@ impl ActivationState {
             .store(self.sequence.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
+    #[inline]
     pub(crate) fn observe_capture(&self, ns: u64) {
         self.received.store(true, Ordering::Relaxed);
         if ns < self.capture_ns.load(Ordering::Relaxed) {
@@ -132,11 +138,13 @@ impl ActivationState {
     }
 
     /// Whether an input received anything in this activation.
+    #[inline]
     pub(crate) fn received(&self) -> bool {
         self.received.load(Ordering::Relaxed)
     }
 
     /// The activation time, taken the first time it is asked for in this activation.
+    #[inline]
     pub(crate) fn activation_ns(&self) -> u64 {
         match self.activation_ns.load(Ordering::Relaxed) {
             UNSET => {
@@ -149,10 +157,12 @@ impl ActivationState {
     }
 
     /// The earliest capture time received in this activation, if any.
+    #[inline]
     pub(crate) fn received_capture_ns(&self) -> u64 {
         self.capture_ns.load(Ordering::Relaxed)
     }
 
+    #[inline]
     pub(crate) fn default_capture_ns(&self) -> u64 {
         match self.capture_ns.load(Ordering::Relaxed) {
             NO_CAPTURE => self.activation_ns(),

@@ -36,6 +36,7 @@ use crate::tensor::pool::Pool;
 use crate::{Error, ErrorCode, Result};
 use queue::ErasedEdge;
 use run::{OpRuntime, Shared};
+use stats::LatencyHistogram;
 
 /// Options of one session.
 #[derive(Clone, Default)]
@@ -300,12 +301,13 @@ impl RunSession {
         if let Some(e) = leak {
             return Err(e);
         }
+        let latency = LatencyHistogram::merged(self.shared.signals.iter().map(|s| &s.latency));
         Ok(RunReport {
             frames,
             drops,
             activations,
-            latency_p50: self.shared.latency.quantile(0.50),
-            latency_p99: self.shared.latency.quantile(0.99),
+            latency_p50: latency.quantile(0.50),
+            latency_p99: latency.quantile(0.99),
             pools,
             elapsed,
         })

@@ -1,23 +1,38 @@
 //! Edge queues: one bounded, preallocated queue per flow.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 
+use super::stats::LatencyHistogram;
 use crate::graph::QueuePolicy;
 
 /// One partition's shared state: its thread (to wake it), whether it is scanning its
 /// operators, and how many activations it ran. Padded to its own cache line: the hot path
-/// touches only its own partition's line.
-#[derive(Default)]
+/// touches only its own partition's line. It also holds the latency histogram its sinks
+/// record into (only this partition's thread writes it).
 pub(crate) struct PartitionSignal {
     thread: OnceLock<Thread>,
     pub(crate) scanning: AtomicBool,
     pub(crate) progress: AtomicU64,
+    pub(crate) latency: LatencyHistogram,
+}
+
+impl Default for PartitionSignal {
+    fn default() -> Self {
+        Self {
+            thread: OnceLock::new(),
+            scanning: AtomicBool::new(false),
+            progress: AtomicU64::new(0),
+            latency: LatencyHistogram::new(),
+        }
+    }
 }
 
 impl PartitionSignal {
@@ -34,6 +49,7 @@ impl PartitionSignal {
 
 /// Adds one to a counter only one thread writes (an edge has one producer and one
 /// consumer): a load and a store, no read-modify-write on the hot path.
+#[inline]
 pub(crate) fn bump(counter: &AtomicU64) {
     counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
@@ -58,8 +74,153 @@ pub(crate) struct EdgeCounters {
     pub(crate) pushed: AtomicU64,
 }
 
+/// The storage of one edge's entries.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per edge, inside its Arc: boxing the shared queue would add a pointer chase to every cross-partition push and pop"
+)]
+enum Ring<T> {
+    /// Producer and consumer on different threads: a lock-free MPMC queue.
+    Shared(ArrayQueue<Sample<T>>),
+    /// Producer and consumer in one partition: never used by two threads at once, so a
+    /// ring with plain index updates (no compare-and-swap) suffices.
+    Local(LocalRing<T>),
+}
+
+impl<T> Ring<T> {
+    #[inline]
+    fn push(&self, s: Sample<T>) -> Result<(), Sample<T>> {
+        match self {
+            Ring::Shared(q) => q.push(s),
+            Ring::Local(r) => r.push(s),
+        }
+    }
+
+    #[inline]
+    fn force_push(&self, s: Sample<T>) -> Option<Sample<T>> {
+        match self {
+            Ring::Shared(q) => q.force_push(s),
+            Ring::Local(r) => {
+                let old = if r.is_full() { r.pop() } else { None };
+                // Room was just made: this cannot be refused.
+                let _ = r.push(s);
+                old
+            }
+        }
+    }
+
+    #[inline]
+    fn pop(&self) -> Option<Sample<T>> {
+        match self {
+            Ring::Shared(q) => q.pop(),
+            Ring::Local(r) => r.pop(),
+        }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        match self {
+            Ring::Shared(q) => q.len(),
+            Ring::Local(r) => r.len(),
+        }
+    }
+
+    #[inline]
+    fn is_full(&self) -> bool {
+        match self {
+            Ring::Shared(q) => q.is_full(),
+            Ring::Local(r) => r.is_full(),
+        }
+    }
+}
+
+/// A bounded ring for an edge whose producer and consumer share a partition thread.
+///
+/// `head` counts pops and `tail` pushes; at most `cap` entries are queued, and entry `i`
+/// lives in `buf[i & mask]` (the buffer is `cap` rounded up to a power of two, so the
+/// index is a mask, not a division). Pushes, pops
+/// and the final drop happen on one thread at a time: the partition thread while it runs,
+/// and before it starts (an operator's `start`) or after it is joined (`stop`, teardown),
+/// with thread spawn and join ordering those phases. Other threads only read the two
+/// counters (`len`, e.g. `RunSession::wait_idle`), which are atomics.
+struct LocalRing<T> {
+    buf: Box<[UnsafeCell<MaybeUninit<Sample<T>>>]>,
+    cap: usize,
+    mask: usize,
+    head: AtomicUsize,
+    tail: AtomicUsize,
+}
+
+// SAFETY: the slots are touched only by push/pop, which never run on two threads at once
+// (see the type's documentation: one partition thread, phases ordered by spawn/join);
+// concurrent readers see only the atomic counters. Entries move between threads only as
+// `T: Send` values.
+unsafe impl<T: Send> Sync for LocalRing<T> {}
+// SAFETY: as above; the ring owns its entries, which are `Send`.
+unsafe impl<T: Send> Send for LocalRing<T> {}
+
+impl<T> LocalRing<T> {
+    fn new(cap: usize) -> Self {
+        let size = cap.next_power_of_two();
+        Self {
+            buf: (0..size)
+                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+                .collect(),
+            cap,
+            mask: size - 1,
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
+        }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        // Read from another thread, `head` may be newer than `tail`: never negative.
+        let tail = self.tail.load(Ordering::Relaxed);
+        tail.saturating_sub(self.head.load(Ordering::Relaxed))
+    }
+
+    #[inline]
+    fn is_full(&self) -> bool {
+        self.len() >= self.cap
+    }
+
+    #[inline]
+    fn push(&self, s: Sample<T>) -> Result<(), Sample<T>> {
+        let tail = self.tail.load(Ordering::Relaxed);
+        if tail - self.head.load(Ordering::Relaxed) >= self.cap {
+            return Err(s);
+        }
+        // SAFETY: the slot at `tail` is vacant (fewer than `cap` <= `buf.len()` entries are
+        // queued, in distinct slots) and no other thread touches the slots now (the type's
+        // single-thread contract).
+        unsafe { (*self.buf[tail & self.mask].get()).write(s) };
+        self.tail.store(tail + 1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    #[inline]
+    fn pop(&self) -> Option<Sample<T>> {
+        let head = self.head.load(Ordering::Relaxed);
+        if head == self.tail.load(Ordering::Relaxed) {
+            return None;
+        }
+        // SAFETY: the slot at `head` holds an initialized entry (head < tail), moved out
+        // exactly once as `head` advances past it; single-thread contract as in `push`.
+        let s = unsafe { (*self.buf[head & self.mask].get()).assume_init_read() };
+        self.head.store(head + 1, Ordering::Relaxed);
+        Some(s)
+    }
+}
+
+impl<T> Drop for LocalRing<T> {
+    fn drop(&mut self) {
+        while self.pop().is_some() {}
+    }
+}
+
 pub(crate) struct EdgeQueue<T> {
-    queue: ArrayQueue<Sample<T>>,
+    queue: Ring<T>,
     pub(crate) policy: QueuePolicy,
     pub(crate) counters: EdgeCounters,
     consumer: Arc<CachePadded<PartitionSignal>>,
@@ -69,12 +230,14 @@ pub(crate) struct EdgeQueue<T> {
 }
 
 impl<T> EdgeQueue<T> {
+    #[inline]
     pub(crate) fn is_full(&self) -> bool {
         self.queue.is_full()
     }
 
     /// Pushes an entry. The caller (the edge's only producer) checked for room under
     /// `Block`; under `DropOldest` the oldest entry is evicted and dropped.
+    #[inline]
     pub(crate) fn push(&self, sample: Sample<T>) {
         bump(&self.counters.pushed);
         match self.policy {
@@ -95,6 +258,7 @@ impl<T> EdgeQueue<T> {
         }
     }
 
+    #[inline]
     pub(crate) fn pop(&self) -> Option<Sample<T>> {
         let s = self.queue.pop();
         if s.is_some() {
@@ -164,11 +328,16 @@ fn make_edge<T: Send + 'static>(
     consumer: Arc<CachePadded<PartitionSignal>>,
     producer: Arc<CachePadded<PartitionSignal>>,
 ) -> NewEdge {
+    let cross_partition = !Arc::ptr_eq(&consumer, &producer);
     let q = Arc::new(EdgeQueue::<T> {
-        queue: ArrayQueue::new(depth.max(1)),
+        queue: if cross_partition {
+            Ring::Shared(ArrayQueue::new(depth.max(1)))
+        } else {
+            Ring::Local(LocalRing::new(depth.max(1)))
+        },
         policy,
         counters: EdgeCounters::default(),
-        cross_partition: !Arc::ptr_eq(&consumer, &producer),
+        cross_partition,
         consumer,
         producer,
     });
@@ -180,4 +349,55 @@ fn make_edge<T: Send + 'static>(
 
 pub(crate) fn edge_factory<T: Send + 'static>() -> EdgeFactory {
     make_edge::<T>
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: Arc<u32>) -> Sample<Arc<u32>> {
+        Sample {
+            value: v,
+            capture_ns: 0,
+        }
+    }
+
+    #[test]
+    fn local_ring_is_bounded_fifo_evicts_oldest_and_drops_what_it_holds() {
+        let live = Arc::new(0u32);
+        // Depth 3 rounds the buffer up to 4 slots; the bound stays 3.
+        let r = Ring::Local(LocalRing::new(3));
+        for i in 0..3 {
+            assert!(r.push(s(Arc::new(i))).is_ok());
+        }
+        assert!(r.is_full());
+        assert!(
+            r.push(s(Arc::new(9))).is_err(),
+            "a full ring refuses a push"
+        );
+        assert_eq!(r.pop().map(|x| *x.value), Some(0));
+        assert!(r.push(s(Arc::new(3))).is_ok());
+        let old = r.force_push(s(Arc::new(4)));
+        assert_eq!(
+            old.map(|x| *x.value),
+            Some(1),
+            "drop-oldest evicts the oldest"
+        );
+        assert_eq!(r.len(), 3);
+        let got: Vec<u32> = std::iter::from_fn(|| r.pop().map(|x| *x.value)).collect();
+        assert_eq!(got, [2, 3, 4]);
+        assert!(r.pop().is_none());
+        for _ in 0..10 {
+            assert!(r.push(s(Arc::clone(&live))).is_ok());
+            assert!(r.pop().is_some());
+        }
+        assert!(r.push(s(Arc::clone(&live))).is_ok());
+        assert!(r.push(s(Arc::clone(&live))).is_ok());
+        drop(r);
+        assert_eq!(
+            Arc::strong_count(&live),
+            1,
+            "dropping the ring drops its entries"
+        );
+    }
 }

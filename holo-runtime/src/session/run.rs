@@ -12,7 +12,6 @@ use super::erased::OperatorBox;
 use super::ports::{EdgeContract, PortBinder};
 use super::queue::{ErasedEdge, PartitionSignal};
 use super::rates::{OperatorRates, RateCandidate, RateTable};
-use super::stats::LatencyHistogram;
 use super::streams::Streams;
 use super::{RunSession, SessionOptions};
 use crate::device::{DeviceBackend, StreamHandle};
@@ -44,7 +43,6 @@ pub(crate) struct Shared {
     pub(crate) stop: AtomicBool,
     sources_pending: AtomicUsize,
     error: Mutex<Option<Error>>,
-    pub(crate) latency: LatencyHistogram,
     pub(crate) signals: Vec<Arc<CachePadded<PartitionSignal>>>,
     pub(crate) rates: RateTable,
 }
@@ -282,7 +280,7 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime) {
         let c = op.activation.received_capture_ns();
         if c != NO_CAPTURE {
             let end = op.activation.now_ns();
-            shared.latency.record(end.saturating_sub(c));
+            signal.latency.record(end.saturating_sub(c));
         }
     }
     if op.is_source && op.max_activations == Some(op.activations) {
@@ -700,7 +698,6 @@ pub(crate) fn start(
             usize::MAX
         }),
         error: Mutex::new(None),
-        latency: LatencyHistogram::new(),
         signals: signals.clone(),
         rates,
     });

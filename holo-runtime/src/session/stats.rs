@@ -1,4 +1,6 @@
-//! Allocation-free latency recording: a fixed log-linear histogram of atomics.
+//! Allocation-free latency recording: a fixed log-linear histogram of atomics, one per
+//! partition (each written only by its partition's thread), merged when the summary is
+//! read.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -48,9 +50,24 @@ impl LatencyHistogram {
         (1u64 << log) | (sub << (log - SUB_BITS))
     }
 
+    /// Records one latency. Only the owning partition's thread records into a histogram,
+    /// so each counter is a load and a store (no read-modify-write on the hot path).
+    #[inline]
     pub(crate) fn record(&self, ns: u64) {
-        self.buckets[Self::index(ns).min(BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
+        super::queue::bump(&self.buckets[Self::index(ns).min(BUCKETS - 1)]);
+        super::queue::bump(&self.count);
+    }
+
+    /// The sum of several histograms (each partition's), for the run summary.
+    pub(crate) fn merged<'a>(parts: impl IntoIterator<Item = &'a LatencyHistogram>) -> Self {
+        let out = Self::new();
+        for p in parts {
+            for (o, b) in out.buckets.iter().zip(p.buckets.iter()) {
+                o.fetch_add(b.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            out.count.fetch_add(p.count(), Ordering::Relaxed);
+        }
+        out
     }
 
     pub(crate) fn count(&self) -> u64 {

@@ -62,6 +62,7 @@ pub struct TensorLoanRequest<'a> {
     pub dtype: DType,
 }
 
+#[inline]
 fn meta_for(shape: &[u64], dtype: DType) -> Option<TensorMeta> {
     if shape.len() > MAX_TENSOR_RANK as usize {
         return None;
@@ -94,6 +95,7 @@ pub struct TensorOutputLoan {
 }
 
 impl TensorOutputLoan {
+    #[inline]
     pub(crate) fn new(
         pool: &Arc<Pool>,
         request: TensorLoanRequest<'_>,
@@ -189,12 +191,14 @@ impl TensorOutputLoan {
     }
 
     /// The requested byte size (`product(shape) × dtype size`).
+    #[inline]
     pub fn byte_size(&self) -> usize {
         self.pool.meta(self.slot).byte_size
     }
 
     /// Starts the host write phase. Needs host-accessible memory (`host`, `pinned`,
     /// `cuda_managed`); a `cuda_device` slot is written on the compute stream instead.
+    #[inline]
     pub fn write_host(self) -> Result<HostWriteGuard> {
         if !self.pool.kind.is_host_accessible() {
             return Err(Error::new(
@@ -216,6 +220,7 @@ impl TensorOutputLoan {
 }
 
 impl Drop for TensorOutputLoan {
+    #[inline]
     fn drop(&mut self) {
         self.pool.release(self.slot);
     }
@@ -223,6 +228,7 @@ impl Drop for TensorOutputLoan {
 
 impl TensorOutputLoan {
     /// Turns the loan into a committed tensor without running its Drop.
+    #[inline]
     fn into_tensor(self) -> Tensor {
         let loan = std::mem::ManuallyDrop::new(self);
         // SAFETY: the loan is not used again and its Drop is suppressed; its reference
@@ -305,6 +311,7 @@ impl HostWriteGuard {
     }
 
     /// The slot's bytes, exactly `byte_size()` long.
+    #[inline]
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         let ptr = self.loan.pool.slot_ptr(self.loan.slot);
         // SAFETY: the guard owns the slot's loan, so nobody else reads or writes these
@@ -319,6 +326,7 @@ impl HostWriteGuard {
 
     /// Ends the write phase. For a host write this records nothing: the bytes are
     /// complete now.
+    #[inline]
     pub fn commit(self) -> Result<CommittedTensor> {
         Ok(CommittedTensor(self.loan.into_tensor()))
     }
@@ -337,6 +345,7 @@ impl CommittedTensor {
 }
 
 impl From<CommittedTensor> for Tensor {
+    #[inline]
     fn from(c: CommittedTensor) -> Self {
         c.0
     }
@@ -388,6 +397,7 @@ impl Tensor {
         })
     }
 
+    #[inline]
     fn meta(&self) -> &TensorMeta {
         match &self.inner {
             TensorInner::Pooled { pool, slot } => pool.meta(*slot),
@@ -433,6 +443,7 @@ impl Tensor {
     }
 
     /// The bytes, for host-accessible memory (`NotSupported` for `cuda_device`).
+    #[inline]
     pub fn data(&self) -> Result<&[u8]> {
         match &self.inner {
             TensorInner::Pooled { pool, slot } => {
@@ -649,6 +660,7 @@ impl Clone for Tensor {
 }
 
 impl Drop for Tensor {
+    #[inline]
     fn drop(&mut self) {
         if let TensorInner::Pooled { pool, slot } = &self.inner {
             pool.release(*slot);

@@ -250,6 +250,7 @@ impl Pool {
 
     /// Borrows a free slot, or `ResourceExhausted` at once. The slot starts with one
     /// reference (the loan's), no writer, host readiness and no release stream.
+    #[inline]
     pub(crate) fn borrow_slot(&self) -> Result<u32> {
         let Some(slot) = self.free.pop() else {
             self.counters.exhausted.fetch_add(1, Ordering::Relaxed);
@@ -271,6 +272,7 @@ impl Pool {
     }
 
     /// The address of `slot`'s bytes (a host address for host-accessible memory).
+    #[inline]
     pub(crate) fn slot_addr(&self, slot: u32) -> DevicePtr {
         let offset = slot as usize * self.per_slot_bytes;
         match &self.backing {
@@ -281,11 +283,13 @@ impl Pool {
     }
 
     /// The bytes of `slot` as a host pointer (host-accessible kinds only).
+    #[inline]
     pub(crate) fn slot_ptr(&self, slot: u32) -> *mut u8 {
         self.slot_addr(slot).as_host_ptr()
     }
 
     /// The device side, for device-backed pools.
+    #[inline]
     pub(crate) fn device(&self) -> Option<&DeviceBacking> {
         match &self.backing {
             Backing::Device(d) => Some(d),
@@ -297,18 +301,21 @@ impl Pool {
     ///
     /// # Safety
     /// The caller holds the slot's loan (exclusive write authority).
+    #[inline]
     pub(crate) unsafe fn set_meta(&self, slot: u32, meta: TensorMeta) {
         // SAFETY: exclusive per the caller's contract.
         unsafe { *self.slots[slot as usize].meta.get() = meta };
     }
 
     /// The metadata of a committed slot.
+    #[inline]
     pub(crate) fn meta(&self, slot: u32) -> &TensorMeta {
         // SAFETY: read only through a handle of a committed slot, after publication;
         // nobody writes the metadata until the slot is free again.
         unsafe { &*self.slots[slot as usize].meta.get() }
     }
 
+    #[inline]
     pub(crate) fn retain(&self, slot: u32) {
         self.slots[slot as usize]
             .refs
@@ -318,6 +325,7 @@ impl Pool {
     /// Drops one reference. The last one records a release event on every registered
     /// release stream and hands the slot to the retirement worker, or returns it to the
     /// free list at once when none was registered.
+    #[inline]
     pub(crate) fn release(self: &Arc<Self>, slot: u32) {
         let s = &self.slots[slot as usize];
         if s.refs.fetch_sub(1, Ordering::Release) != 1 {
@@ -409,6 +417,7 @@ impl Pool {
     /// The readiness event of a stream-written slot, recording it now on the writer's
     /// stream if fusion elided it (the lazy fallback to the full contract). `None` for
     /// bytes that are complete on the host.
+    #[inline]
     pub(crate) fn readiness_event(
         &self,
         slot: u32,
