@@ -40,13 +40,17 @@ impl Retirer {
         })
     }
 
-    /// Sizes the queue for `capacity` slots and spawns the (parked) worker thread.
+    /// Sizes the queue for `capacity` slots and spawns the (parked) worker thread. Returns
+    /// once the thread runs and has allocated everything it will ever need (its start-up
+    /// allocations must not land in the middle of a steady-state run).
     pub(crate) fn start(self: &Arc<Self>, capacity: usize) -> Result<JoinHandle<()>> {
         let _ = self.queue.set(ArrayQueue::new(capacity.max(1)));
         let me = Arc::clone(self);
+        let ready = Arc::new(std::sync::Barrier::new(2));
+        let worker_ready = Arc::clone(&ready);
         let handle = std::thread::Builder::new()
             .name("holo-retire".to_owned())
-            .spawn(move || me.run(capacity))
+            .spawn(move || me.run(capacity, &worker_ready))
             .map_err(|e| {
                 Error::new(
                     ErrorCode::ResourceExhausted,
@@ -54,6 +58,7 @@ impl Retirer {
                 )
             })?;
         let _ = self.thread.set(handle.thread().clone());
+        ready.wait();
         Ok(handle)
     }
 
@@ -106,11 +111,12 @@ impl Retirer {
         }
     }
 
-    fn run(&self, capacity: usize) {
+    fn run(&self, capacity: usize, ready: &std::sync::Barrier) {
+        let mut pending: Vec<(Arc<Pool>, u32)> = Vec::with_capacity(capacity.max(1));
+        ready.wait();
         let Some(queue) = self.queue.get() else {
             return;
         };
-        let mut pending: Vec<(Arc<Pool>, u32)> = Vec::with_capacity(capacity.max(1));
         let mut idle_polls = 0u32;
         loop {
             while let Some(item) = queue.pop() {

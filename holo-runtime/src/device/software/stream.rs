@@ -114,15 +114,27 @@ impl SoftStream {
         let (sender, receiver) = crossbeam_channel::bounded(QUEUE_DEPTH);
         let progress = Arc::new(Progress::new());
         let worker_progress = Arc::clone(&progress);
+        // The worker makes one blocking wait on the empty queue before anything can be
+        // enqueued: crossbeam allocates its per-thread context and the channel's waker
+        // entry on a thread's first blocking wait (after a short spin, hence 2 ms), and that
+        // must happen here, on the cold path, not in the middle of a steady-state run (the
+        // allocation-free tests found it there on a loaded machine).
+        let warmed = Arc::new(std::sync::Barrier::new(2));
+        let worker_warmed = Arc::clone(&warmed);
         let worker = thread::Builder::new()
             .name(name)
-            .spawn(move || run_worker(&receiver, &worker_progress, completion_delay))
+            .spawn(move || {
+                let _ = receiver.recv_timeout(Duration::from_millis(2));
+                worker_warmed.wait();
+                run_worker(&receiver, &worker_progress, completion_delay);
+            })
             .map_err(|error| {
                 Error::new(
                     ErrorCode::ResourceExhausted,
                     format!("cannot start a software stream worker thread: {error}"),
                 )
             })?;
+        warmed.wait();
         Ok(Self {
             progress,
             submit: Mutex::new(Submit {
