@@ -909,6 +909,21 @@ fn rate_generations_are_owning_and_independently_absent() {
         snap.last_rejected().map(|r| (r.rate_generation, r.code)),
         Some((4, generation_codes::RATE_GENERATION_EXCEEDS_PLAN))
     );
+    // A port with no nominal rate (or none at all) cannot be given one.
+    let err = s
+        .propose_rates(&RateCandidate::new().set("camera", "nope", Rate::hz(30)))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(generation_codes::RATE_GENERATION_UNKNOWN_PORT),
+        "{err}"
+    );
+    assert_eq!(
+        s.capture_rate_generations()
+            .last_rejected()
+            .map(|r| (r.rate_generation, r.code)),
+        Some((5, generation_codes::RATE_GENERATION_UNKNOWN_PORT))
+    );
     s.join().unwrap();
 
     // The first candidate fails before anything is published.
