@@ -345,36 +345,8 @@ fn parse_trigger(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<(S
     Ok(Some((span, t)))
 }
 
-/// Consumes whatever value a key has, so parsing can go on after an error.
-pub(crate) fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
-    if meta.input.peek(Token![=]) {
-        meta.value()?.parse::<Expr>()?;
-    } else if meta.input.peek(syn::token::Paren) {
-        meta.input.parse::<proc_macro2::Group>()?;
-    }
-    Ok(())
-}
-
-/// Reports an unknown key, listing the valid ones, and skips its value.
-pub(crate) fn unknown_key(
-    cx: &Ctxt,
-    meta: &ParseNestedMeta<'_>,
-    attribute: &str,
-    keys: &[Symbol],
-) -> syn::Result<()> {
-    let path = &meta.path;
-    let name = path
-        .get_ident()
-        .map_or_else(|| quote::quote!(#path).to_string(), Ident::to_string);
-    cx.error_spanned_by(
-        path,
-        format!(
-            "unknown {attribute} key `{name}`, expected one of {}",
-            symbol::one_of(keys)
-        ),
-    );
-    skip_value(meta)
-}
+// The attribute helpers every holo macro shares (one definition, in `param::attr`).
+pub(crate) use crate::param::attr::{skip_value, unknown_key};
 
 /// `crate = path` or `crate = "path"`.
 pub(crate) fn crate_path(

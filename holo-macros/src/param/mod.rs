@@ -2,7 +2,7 @@
 //! `attr`) → validate (`valid`) → expand (`expand`), over `proc_macro2` tokens.
 
 mod ast;
-mod attr;
+pub(crate) mod attr;
 mod expand;
 mod param_ref;
 mod valid;
