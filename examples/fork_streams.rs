@@ -164,25 +164,23 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
     let device = deployment.values().device;
     let compile_err =
         |d: holo_runtime::Diagnostics| Error::new(ErrorCode::InvalidArgument, d.to_string());
-    for (title, policy) in [
+    let (policy, other) = if deployment.values().shared_process_device {
         (
-            "PerPartitionDevice (default)",
-            CudaComputeStreamPolicy::PerPartitionDevice,
-        ),
-        (
-            "SharedProcessDevice",
             CudaComputeStreamPolicy::SharedProcessDevice,
-        ),
-    ] {
-        let plan =
-            compile(&graph(fill, a.clone())?, options(device, policy)).map_err(compile_err)?;
-        print_streams(title, &plan);
-    }
-    let policy = if deployment.values().shared_process_device {
-        CudaComputeStreamPolicy::SharedProcessDevice
+            CudaComputeStreamPolicy::PerPartitionDevice,
+        )
     } else {
-        CudaComputeStreamPolicy::PerPartitionDevice
+        (
+            CudaComputeStreamPolicy::PerPartitionDevice,
+            CudaComputeStreamPolicy::SharedProcessDevice,
+        )
     };
+    // The other policy is compiled here only to be shown; the configured one is the plan
+    // the application compiles and runs, printed from there.
+    let alternative =
+        compile(&graph(fill, a.clone())?, options(device, other)).map_err(compile_err)?;
+    print_streams(&format!("{other:?} (not run)"), &alternative);
+    app.on_plan(move |plan| print_streams(&format!("{policy:?} (configured, runs)"), plan));
     Ok((graph(fill, a)?, options(device, policy)))
 }
 
