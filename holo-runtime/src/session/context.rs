@@ -67,7 +67,7 @@ pub(crate) struct ActivationState {
 
 pub(crate) const NO_CAPTURE: u64 = u64::MAX;
 /// The activation time was not asked for yet in this activation.
-const UNSET: u64 = u64::MAX;
+pub(crate) const UNSET: u64 = u64::MAX;
 
 impl ActivationState {
     pub(crate) fn new(clock: SessionClock) -> Self {
@@ -119,9 +119,12 @@ impl ActivationState {
         self.clock.now_ns()
     }
 
+    /// Begins an activation. `at` is its time when the partition already knows it (it went
+    /// straight on from an activation it timed at the end), else `UNSET`: then the clock
+    /// is read the first time the activation asks.
     #[inline]
-    pub(crate) fn begin(&self) {
-        self.activation_ns.store(UNSET, Ordering::Relaxed);
+    pub(crate) fn begin(&self, at: u64) {
+        self.activation_ns.store(at, Ordering::Relaxed);
         self.capture_ns.store(NO_CAPTURE, Ordering::Relaxed);
         self.received.store(false, Ordering::Relaxed);
         // Only the operator's partition thread writes it: no read-modify-write needed.
@@ -193,9 +196,11 @@ impl ExecutionContext<'_> {
         self.operator
     }
 
-    /// The activation's time: read from the clock the first time it is asked for in this
-    /// activation (by this call, or by an emit that carries no capture time and received
-    /// nothing), then fixed for the rest of the activation.
+    /// The activation's time, fixed for the whole activation. When the partition went
+    /// straight on to this activation from one it timed at its end (a sink's, for the
+    /// latency record), it is that reading — the moment the partition was free to begin
+    /// this one. Otherwise the clock is read the first time it is asked for (by this call,
+    /// or by an emit that carries no capture time and received nothing).
     pub fn activation_time(&self) -> Instant {
         self.activation.instant(self.activation.activation_ns())
     }

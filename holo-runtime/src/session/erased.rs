@@ -8,7 +8,9 @@ use crate::operator::Operator;
 pub(crate) trait DynOperator: Send {
     fn bind(&mut self, binder: &mut PortBinder<'_>) -> Result<()>;
     fn start(&mut self, ctx: &mut LifecycleContext<'_>) -> Result<()>;
-    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()>;
+    /// `None` on success. The error comes boxed, so the hot path returns one pointer in a
+    /// register instead of a `Result<(), Error>` through memory.
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Option<Box<crate::Error>>;
     fn stop(&mut self, ctx: &mut LifecycleContext<'_>) -> Result<()>;
 }
 
@@ -19,8 +21,9 @@ impl<O: Operator> DynOperator for O {
     fn start(&mut self, ctx: &mut LifecycleContext<'_>) -> Result<()> {
         Operator::start(self, ctx)
     }
-    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        Operator::compute(self, ctx)
+    #[inline]
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Option<Box<crate::Error>> {
+        Operator::compute(self, ctx).err().map(Box::new)
     }
     fn stop(&mut self, ctx: &mut LifecycleContext<'_>) -> Result<()> {
         Operator::stop(self, ctx)

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::context::{ActivationState, ExecutionContext, LifecycleContext, NO_CAPTURE};
+use super::context::{ActivationState, ExecutionContext, LifecycleContext, NO_CAPTURE, UNSET};
 use super::erased::OperatorBox;
 use super::ports::{EdgeContract, PortBinder};
 use super::queue::{ErasedEdge, PartitionSignal};
@@ -119,6 +119,8 @@ pub(crate) struct OpRuntime {
     rate_offset: usize,
     /// Activations skipped by `missing = skip`.
     pub(crate) skipped: u64,
+    /// The pools of this operator's outputs: its partition thread owns their free lists.
+    pools: Vec<Arc<Pool>>,
 }
 
 /// How the scheduler decides an activation, from the operator's trigger.
@@ -244,8 +246,13 @@ fn locate(e: Error, operator: &str) -> Error {
     e.at(at)
 }
 
-fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime) {
-    op.activation.begin();
+/// Runs one activation. `fresh` is a clock reading taken as the previous activation
+/// ended, with nothing but scheduling since (else `UNSET`): it is this activation's time,
+/// so a source that emits without a capture time does not read the clock again. A sink's
+/// end-of-activation reading becomes the next `fresh`.
+fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime, fresh: &mut u64) {
+    op.activation.begin(*fresh);
+    *fresh = UNSET;
     let mut ctx = ExecutionContext {
         operator: &op.name,
         activation: &op.activation,
@@ -258,10 +265,7 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime) {
         stream: op.stream,
         device: op.device.as_ref(),
     };
-    let mut result = catch_unwind(AssertUnwindSafe(|| op.op.compute(&mut ctx)));
-    if let Some(e) = op.activation.take_failure() {
-        result = Ok(Err(e));
-    }
+    let result = catch_unwind(AssertUnwindSafe(|| op.op.compute(&mut ctx)));
     if matches!(op.schedule, Schedule::Clock { .. }) {
         op.advance_clock();
     } else if !op.is_source {
@@ -281,16 +285,20 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime) {
         if c != NO_CAPTURE {
             let end = op.activation.now_ns();
             signal.latency.record(end.saturating_sub(c));
+            *fresh = end;
         }
     }
     if op.is_source && op.max_activations == Some(op.activations) {
         op.done = true;
         shared.sources_pending.fetch_sub(1, Ordering::AcqRel);
     }
-    match result {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => shared.fail(locate(e, &op.name)),
-        Err(p) => shared.fail(
+    // A port call that could not return its error (a failed host wait in `receive`)
+    // left it on the activation; it wins over what compute returned.
+    match (result, op.activation.take_failure()) {
+        (Ok(None), None) => {}
+        (_, Some(e)) => shared.fail(locate(e, &op.name)),
+        (Ok(Some(e)), None) => shared.fail(locate(*e, &op.name)),
+        (Err(p), None) => shared.fail(
             Error::new(
                 ErrorCode::Internal,
                 format!("compute panicked: {}", panic_message(p.as_ref())),
@@ -313,7 +321,24 @@ fn partition_loop(
     mut ops: Vec<OpRuntime>,
 ) -> Vec<OpRuntime> {
     signal.register();
+    // This thread borrows from its operators' pools: it owns their free lists while it
+    // runs, and gives them back when it leaves (also by unwinding).
+    struct Owned(Vec<Arc<Pool>>);
+    impl Drop for Owned {
+        fn drop(&mut self) {
+            for p in &self.0 {
+                p.give_back_free_list();
+            }
+        }
+    }
+    let owned = Owned(ops.iter().flat_map(|o| o.pools.iter().cloned()).collect());
+    for p in &owned.0 {
+        p.claim_free_list();
+    }
     let mut idle_step = 0;
+    // A clock reading from the end of the last activation, while the partition goes
+    // straight on (`UNSET` once it idles).
+    let mut fresh = UNSET;
     while !shared.stop.load(Ordering::Acquire) {
         signal.scanning.store(true, Ordering::Release);
         let mut ran = false;
@@ -326,7 +351,7 @@ fn partition_loop(
                 }
                 Decision::Run => {
                     ran = true;
-                    run_compute(shared, signal, op);
+                    run_compute(shared, signal, op, &mut fresh);
                     if shared.stop.load(Ordering::Acquire) {
                         break;
                     }
@@ -337,6 +362,7 @@ fn partition_loop(
             idle_step = 0;
             continue;
         }
+        fresh = UNSET;
         if idle_step <= SPIN_STEPS {
             for _ in 0..1u32 << idle_step {
                 std::hint::spin_loop();
@@ -361,6 +387,7 @@ fn partition_loop(
         }
     }
     signal.scanning.store(false, Ordering::Release);
+    drop(owned);
     ops
 }
 
@@ -687,6 +714,7 @@ pub(crate) fn start(
             skip_inputs,
             rate_offset: rate_offsets[i],
             skipped: 0,
+            pools: port_pools.iter().flatten().cloned().collect(),
         });
     }
     let sources = runtimes.iter().filter(|o| o.is_source && !o.done).count();

@@ -10,6 +10,7 @@
 //! clones and [`TensorReadLease`]s keep the slot out of the pool; the last one dropped
 //! returns it.
 
+mod free_list;
 pub(crate) mod pool;
 pub(crate) mod retire;
 
@@ -63,7 +64,7 @@ pub struct TensorLoanRequest<'a> {
 }
 
 #[inline]
-fn meta_for(shape: &[u64], dtype: DType) -> Option<TensorMeta> {
+pub(crate) fn meta_for(shape: &[u64], dtype: DType) -> Option<TensorMeta> {
     if shape.len() > MAX_TENSOR_RANK as usize {
         return None;
     }
@@ -102,40 +103,7 @@ impl TensorOutputLoan {
         planned: Option<StreamHandle>,
         fused: Option<StreamHandle>,
     ) -> Result<Self> {
-        if let Some(declared) = pool.dtype
-            && declared != request.dtype
-        {
-            return Err(Error::new(
-                ErrorCode::InvalidArgument,
-                "the loan's dtype differs from the dtype the output declares",
-            )
-            .at(pool.location));
-        }
-        if request.shape.len() > pool.max_rank as usize {
-            return Err(Error::new(
-                ErrorCode::InvalidArgument,
-                "the loan's rank exceeds the output's max_rank (a zero bound rejects every loan)",
-            )
-            .at(pool.location));
-        }
-        let Some(meta) = meta_for(request.shape, request.dtype) else {
-            return Err(Error::new(
-                ErrorCode::ArithmeticOverflow,
-                "the loan's byte size overflows",
-            )
-            .at(pool.location));
-        };
-        if meta.byte_size > pool.per_slot_bytes {
-            return Err(Error::new(
-                ErrorCode::InvalidArgument,
-                "the loan's byte size exceeds the pool's per-slot bound (a zero bound rejects every loan)",
-            )
-            .at(pool.location));
-        }
-        let slot = pool.borrow_slot()?;
-        // SAFETY: the slot was just borrowed: this loan has exclusive write authority over
-        // it until commit publishes it. Writing the metadata now keeps the loan small.
-        unsafe { pool.set_meta(slot, meta) };
+        let slot = pool.loan(request.shape, request.dtype)?;
         Ok(Self {
             pool: Arc::clone(pool),
             slot,

@@ -17,8 +17,7 @@ use std::cell::UnsafeCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering, fence};
 
-use crossbeam_queue::ArrayQueue;
-
+use super::free_list::FreeList;
 use super::retire::Retirer;
 use crate::device::{AllocKind, DeviceBackend, DevicePtr, EventHandle, StreamHandle};
 use crate::spec::{DType, MAX_TENSOR_RANK};
@@ -123,7 +122,7 @@ pub(crate) struct Pool {
     pub(crate) slot_count: u32,
     backing: Backing,
     slots: Box<[Slot]>,
-    free: ArrayQueue<u32>,
+    free: FreeList,
     pub(crate) counters: PoolCounters,
 }
 
@@ -229,16 +228,14 @@ impl Pool {
                 release_count: AtomicU32::new(0),
             })
             .collect();
-        let free = ArrayQueue::new(spec.slot_count.max(1) as usize);
-        for i in 0..spec.slot_count {
-            let _ = free.push(i);
-        }
+        let free = FreeList::full(spec.slot_count);
         Ok(Pool {
             name: spec.name,
             location: spec.location,
             kind: spec.kind,
             dtype: spec.dtype,
-            max_rank: spec.max_rank,
+            // The slot metadata has room for MAX_TENSOR_RANK extents.
+            max_rank: spec.max_rank.min(MAX_TENSOR_RANK),
             per_slot_bytes: per_slot,
             slot_count: spec.slot_count,
             backing,
@@ -271,6 +268,75 @@ impl Pool {
         Ok(slot)
     }
 
+    /// Borrows a slot for a loan of `shape` × `dtype` and writes the slot's metadata in
+    /// place: the request is checked against the declared dtype, `max_rank` and per-slot
+    /// bound first, and a pool with no free slot gives `ResourceExhausted` at once.
+    #[inline]
+    pub(crate) fn loan(&self, shape: &[u64], dtype: DType) -> Result<u32> {
+        if self.dtype.is_some_and(|d| d != dtype) || shape.len() > self.max_rank as usize {
+            return Err(self.refuse(shape, dtype));
+        }
+        let mut bytes = dtype.size_bytes();
+        for &e in shape {
+            match bytes.checked_mul(e) {
+                Some(b) => bytes = b,
+                None => return Err(self.refuse(shape, dtype)),
+            }
+        }
+        if bytes > self.per_slot_bytes as u64 {
+            return Err(self.refuse(shape, dtype));
+        }
+        let slot = self.borrow_slot()?;
+        // SAFETY: the slot was just borrowed: this loan has exclusive write authority over
+        // its metadata until commit publishes it.
+        let m = unsafe { &mut *self.slots[slot as usize].meta.get() };
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "shape.len() <= max_rank <= MAX_TENSOR_RANK, and bytes <= per_slot_bytes, a usize"
+        )]
+        {
+            m.rank = shape.len() as u8;
+            m.byte_size = bytes as usize;
+        }
+        m.dtype = dtype;
+        for (d, &e) in m.shape.iter_mut().zip(shape) {
+            *d = e;
+        }
+        Ok(slot)
+    }
+
+    /// Why a loan request was refused (off the hot path).
+    #[cold]
+    #[inline(never)]
+    fn refuse(&self, shape: &[u64], dtype: DType) -> Error {
+        let (code, why) = if self.dtype.is_some_and(|d| d != dtype) {
+            (
+                ErrorCode::InvalidArgument,
+                "the loan's dtype differs from the dtype the output declares",
+            )
+        } else if shape.len() > self.max_rank as usize {
+            (
+                ErrorCode::InvalidArgument,
+                "the loan's rank exceeds the output's max_rank (a zero bound rejects every loan)",
+            )
+        } else if shape
+            .iter()
+            .try_fold(dtype.size_bytes(), |b, &e| b.checked_mul(e))
+            .is_none()
+        {
+            (
+                ErrorCode::ArithmeticOverflow,
+                "the loan's byte size overflows",
+            )
+        } else {
+            (
+                ErrorCode::InvalidArgument,
+                "the loan's byte size exceeds the pool's per-slot bound (a zero bound rejects every loan)",
+            )
+        };
+        Error::new(code, why).at(self.location)
+    }
+
     /// The address of `slot`'s bytes (a host address for host-accessible memory).
     #[inline]
     pub(crate) fn slot_addr(&self, slot: u32) -> DevicePtr {
@@ -297,16 +363,6 @@ impl Pool {
         }
     }
 
-    /// Writes the metadata of a slot the caller holds the loan of.
-    ///
-    /// # Safety
-    /// The caller holds the slot's loan (exclusive write authority).
-    #[inline]
-    pub(crate) unsafe fn set_meta(&self, slot: u32, meta: TensorMeta) {
-        // SAFETY: exclusive per the caller's contract.
-        unsafe { *self.slots[slot as usize].meta.get() = meta };
-    }
-
     /// The metadata of a committed slot.
     #[inline]
     pub(crate) fn meta(&self, slot: u32) -> &TensorMeta {
@@ -328,10 +384,16 @@ impl Pool {
     #[inline]
     pub(crate) fn release(self: &Arc<Self>, slot: u32) {
         let s = &self.slots[slot as usize];
-        if s.refs.fetch_sub(1, Ordering::Release) != 1 {
+        // The sole handle (the usual case: one consumer) needs no read-modify-write: no
+        // other handle exists to clone from, so nobody can raise the count meanwhile. The
+        // acquire load orders this after every other handle's release-ordered decrement.
+        if s.refs.load(Ordering::Acquire) == 1 {
+            s.refs.store(0, Ordering::Relaxed);
+        } else if s.refs.fetch_sub(1, Ordering::Release) != 1 {
             return;
+        } else {
+            fence(Ordering::Acquire);
         }
-        fence(Ordering::Acquire);
         let registered = s.release_count.load(Ordering::Relaxed);
         if let (Backing::Device(d), true) = (&self.backing, registered > 0) {
             let base = slot as usize * d.release_capacity as usize;
@@ -350,8 +412,7 @@ impl Pool {
             }
             d.retirer.retire(Arc::clone(self), slot);
         } else {
-            // The free list has room for every slot, so this cannot fail.
-            let _ = self.free.push(slot);
+            self.free.push(slot);
         }
     }
 
@@ -373,7 +434,18 @@ impl Pool {
 
     /// Returns a retired slot to the free list.
     pub(crate) fn return_retired(&self, slot: u32) {
-        let _ = self.free.push(slot);
+        self.free.push(slot);
+    }
+
+    /// Makes the calling thread (the owning operator's partition thread) the free list's
+    /// owner: slots released on it are reused without a compare-and-swap.
+    pub(crate) fn claim_free_list(&self) {
+        self.free.claim();
+    }
+
+    /// The owner thread gives its private free slots back (before it exits).
+    pub(crate) fn give_back_free_list(&self) {
+        self.free.give_back();
     }
 
     /// Slots currently free.

@@ -1,0 +1,196 @@
+//! A pool's free list of slot indices.
+//!
+//! Any thread can return a slot (a consumer dropping the last handle on its own partition
+//! thread, the retirement worker, a thread a tensor escaped to), but only one thread
+//! borrows: the partition thread of the operator that owns the pool. So the list has two
+//! parts:
+//!
+//! - a lock-free queue (`crossbeam_queue::ArrayQueue`) that every thread can push to, and
+//! - a private stack of the **owner thread**, used with plain loads and stores. A slot
+//!   released on the owner thread (producer and consumer in one partition) goes there and
+//!   is borrowed from there first: an in-partition hop takes no compare-and-swap at all.
+//!
+//! The partition thread claims ownership of its operators' pools when it starts and gives
+//! it back (moving its private slots to the shared queue) before it exits, so once the
+//! session joined its threads every free slot is in the shared queue again.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crossbeam_queue::ArrayQueue;
+
+thread_local! {
+    /// Its address identifies the current thread (distinct for every live thread).
+    static TOKEN: u8 = const { 0 };
+}
+
+/// The calling thread's identity: the address of its `TOKEN`. Never 0.
+#[inline]
+fn token() -> usize {
+    TOKEN.with(|t| std::ptr::from_ref(t) as usize)
+}
+
+const NO_OWNER: usize = 0;
+
+pub(crate) struct FreeList {
+    shared: ArrayQueue<u32>,
+    /// The token of the thread that owns `local`, or `NO_OWNER`. Written only by that
+    /// thread (claim and give back), so a thread reads its own token here exactly while it
+    /// is the owner.
+    owner: AtomicUsize,
+    /// The owner's private stack: room for every slot, touched only by the owner.
+    local: Box<[UnsafeCell<u32>]>,
+    /// Entries in `local`: written only by the owner; read by anyone for `len`.
+    local_len: AtomicUsize,
+}
+
+// SAFETY: `local` is read and written only by the thread whose token is in `owner` (see
+// `is_owner`); a thread puts its token there and takes it out itself, and gives the
+// entries back to the shared queue before it takes it out. A thread that starts later
+// with the same token address (a reused thread-local block) is ordered after the old
+// owner's exit by the thread's creation. Everything else is atomic.
+unsafe impl Sync for FreeList {}
+// SAFETY: as above; the list owns only `u32`s.
+unsafe impl Send for FreeList {}
+
+impl FreeList {
+    /// A list holding every slot `0..count`, with no owner.
+    pub(crate) fn full(count: u32) -> FreeList {
+        let shared = ArrayQueue::new(count.max(1) as usize);
+        for i in 0..count {
+            let _ = shared.push(i);
+        }
+        FreeList {
+            shared,
+            owner: AtomicUsize::new(NO_OWNER),
+            local: (0..count).map(|_| UnsafeCell::new(0)).collect(),
+            local_len: AtomicUsize::new(0),
+        }
+    }
+
+    #[inline]
+    fn is_owner(&self) -> bool {
+        self.owner.load(Ordering::Relaxed) == token()
+    }
+
+    /// Takes a free slot: the owner's private ones first.
+    #[inline]
+    pub(crate) fn pop(&self) -> Option<u32> {
+        if self.is_owner() {
+            let n = self.local_len.load(Ordering::Relaxed);
+            if n > 0 {
+                // SAFETY: only the owner touches `local` (the type's contract), and
+                // `n - 1 < local.len()` holds an entry the owner pushed.
+                let slot = unsafe { *self.local[n - 1].get() };
+                self.local_len.store(n - 1, Ordering::Relaxed);
+                return Some(slot);
+            }
+        }
+        self.shared.pop()
+    }
+
+    /// Returns a free slot. Every slot is in the list at most once, so both parts always
+    /// have room.
+    #[inline]
+    pub(crate) fn push(&self, slot: u32) {
+        if self.is_owner() {
+            let n = self.local_len.load(Ordering::Relaxed);
+            if n < self.local.len() {
+                // SAFETY: owner only; `n` is in bounds and vacant.
+                unsafe { *self.local[n].get() = slot };
+                self.local_len.store(n + 1, Ordering::Relaxed);
+                return;
+            }
+        }
+        let _ = self.shared.push(slot);
+    }
+
+    /// Free slots in both parts (exact once the owner is quiet).
+    pub(crate) fn len(&self) -> usize {
+        self.shared.len() + self.local_len.load(Ordering::Relaxed)
+    }
+
+    /// Makes the calling thread the owner, unless another thread is.
+    pub(crate) fn claim(&self) {
+        let _ = self.owner.compare_exchange(
+            NO_OWNER,
+            token(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The owner gives its private slots back to the shared queue and stops being the
+    /// owner. A no-op on any other thread.
+    pub(crate) fn give_back(&self) {
+        if !self.is_owner() {
+            return;
+        }
+        let n = self.local_len.load(Ordering::Relaxed);
+        for i in 0..n {
+            // SAFETY: owner only; `i < n` holds an entry.
+            let _ = self.shared.push(unsafe { *self.local[i].get() });
+        }
+        self.local_len.store(0, Ordering::Relaxed);
+        self.owner.store(NO_OWNER, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_owner_reuses_its_own_returns_and_gives_them_back() {
+        let f = FreeList::full(3);
+        f.claim();
+        let a = f.pop().unwrap();
+        let b = f.pop().unwrap();
+        assert_eq!(f.len(), 1);
+        f.push(a);
+        assert_eq!(f.local_len.load(Ordering::Relaxed), 1, "an owner's return stays private");
+        assert_eq!(f.pop(), Some(a), "the owner borrows its private slot first");
+        f.push(a);
+        f.push(b);
+        assert_eq!(f.len(), 3);
+        // Another thread returns and borrows through the shared queue only.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let c = f.pop().unwrap();
+                assert_ne!(c, a);
+                assert_ne!(c, b);
+                assert_eq!(f.pop(), None, "a non-owner never sees the private slots");
+                f.push(c);
+            });
+        });
+        assert_eq!(f.len(), 3);
+        f.give_back();
+        assert_eq!(f.local_len.load(Ordering::Relaxed), 0);
+        assert_eq!(f.shared.len(), 3, "given back: every slot is shared again");
+        // No owner now: another thread sees them all.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let all: Vec<u32> = std::iter::from_fn(|| f.pop()).collect();
+                assert_eq!(all.len(), 3);
+                for x in all {
+                    f.push(x);
+                }
+            });
+        });
+    }
+
+    #[test]
+    fn only_one_thread_owns_and_give_back_elsewhere_is_a_no_op() {
+        let f = FreeList::full(2);
+        f.claim();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                f.claim();
+                f.give_back();
+            });
+        });
+        assert!(f.is_owner(), "the first claim holds");
+        f.give_back();
+        assert!(!f.is_owner());
+    }
+}
