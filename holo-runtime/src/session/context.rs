@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 #[derive(Clone)]
 pub(crate) struct SessionClock {
     clock: quanta::Clock,
-    epoch_fast: quanta::Instant,
+    /// The raw counter (TSC ticks where quanta found a usable TSC) at the epoch.
+    epoch_raw: u64,
     epoch: Instant,
 }
 
@@ -19,10 +20,10 @@ impl SessionClock {
         // Calibration runs once per process.
         let clock = CLOCK.get_or_init(quanta::Clock::new).clone();
         let epoch = Instant::now();
-        let epoch_fast = clock.now();
+        let epoch_raw = clock.raw();
         Self {
             clock,
-            epoch_fast,
+            epoch_raw,
             epoch,
         }
     }
@@ -30,13 +31,10 @@ impl SessionClock {
     /// Nanoseconds since the session's epoch, now.
     #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
-        u64::try_from(
-            self.clock
-                .now()
-                .saturating_duration_since(self.epoch_fast)
-                .as_nanos(),
-        )
-        .unwrap_or(u64::MAX - 1)
+        // The raw counter scaled by one multiply and shift (no `Duration` round trip).
+        self.clock
+            .delta_as_nanos(self.epoch_raw, self.clock.raw())
+            .min(u64::MAX - 1)
     }
 
     pub(crate) fn ns_since_epoch(&self, t: Instant) -> u64 {

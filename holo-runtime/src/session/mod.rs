@@ -332,3 +332,4 @@ impl Drop for RunSession {
         self.retirer.shutdown();
     }
 }
+#[cfg(test)] mod microtime;

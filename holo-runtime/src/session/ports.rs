@@ -46,6 +46,9 @@ struct InputBinding<T> {
     /// The consumer has no planned stream and the flow may carry stream-written
     /// tensors: wait on the host for readiness before handing one over.
     host_wait: bool,
+    /// A queue or window input with no history, no `reuse_last` and no host wait:
+    /// `receive` is a pop and a capture-time update.
+    plain: bool,
 }
 
 impl<T> Default for Input<T> {
@@ -77,7 +80,21 @@ impl<T: Clone + Send + 'static> Input<T> {
     /// only after a host wait for its readiness — the runtime's one blocking call of its
     /// own. If that wait fails, the entry is dropped, `None` is returned and the session
     /// stops with the error after this activation.
+    #[inline]
     pub fn receive(&mut self) -> Option<T> {
+        let b = self.binding.as_mut()?;
+        let q = b.queue.as_ref()?;
+        if b.plain {
+            let s = q.pop()?;
+            b.activation.observe_capture(s.capture_ns);
+            return Some(s.value);
+        }
+        self.receive_full()
+    }
+
+    /// `receive` for the inputs that keep history, reuse their last sample, take the
+    /// latest or wait on the host.
+    fn receive_full(&mut self) -> Option<T> {
         let b = self.binding.as_mut()?;
         let q = b.queue.as_ref()?;
         let mut popped = q.pop();
@@ -221,6 +238,7 @@ impl<T: Clone + Send + 'static> Output<T> {
     /// operator decides whether to drop, degrade or retry on its next activation. A
     /// drop-oldest queue evicts its oldest entry instead. A tensor that does not meet a
     /// consumer's declared `TensorInputSpec` is refused with `ProtocolError`.
+    #[inline]
     pub fn emit(&mut self, value: impl Into<T>, options: EmitOptions) -> Result<()> {
         let value = value.into();
         let Some(b) = self.binding.as_ref() else {
@@ -296,6 +314,7 @@ impl Output<Tensor> {
     /// when every slot is in use (there is no waiting variant), `InvalidArgument` when the
     /// request exceeds the declared bounds or dtype, `NotSupported` for a pass-through
     /// output (it has no pool).
+    #[inline]
     pub fn allocate_tensor(&mut self, request: TensorLoanRequest<'_>) -> Result<TensorOutputLoan> {
         let Some(b) = self.binding.as_ref() else {
             return Err(Error::new(ErrorCode::InvalidArgument, UNBOUND));
@@ -371,6 +390,10 @@ impl PortBinder<'_> {
                 .and_then(|c| c.first())
                 .is_some_and(|c| c.host_wait);
         input.binding = Some(InputBinding {
+            plain: mode != InputMode::Latest
+                && missing != MissingPolicy::ReuseLast
+                && history_cap == 0
+                && !host_wait,
             queue,
             activation: Arc::clone(self.activation),
             host_wait,

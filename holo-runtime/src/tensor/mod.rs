@@ -180,6 +180,7 @@ impl TensorOutputLoan {
 
     /// Writes the slot on the host with `fill` and commits. The bytes are complete when
     /// this returns, so no readiness fence is recorded.
+    #[inline]
     pub fn write_host_and_commit(self, fill: impl FnOnce(&mut [u8])) -> Result<CommittedTensor> {
         let mut guard = self.write_host()?;
         fill(guard.as_mut_slice());

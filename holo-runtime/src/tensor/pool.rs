@@ -259,9 +259,13 @@ impl Pool {
         };
         let s = &self.slots[slot as usize];
         s.refs.store(1, Ordering::Relaxed);
-        s.writer.store(0, Ordering::Relaxed);
-        s.state.store(readiness::HOST, Ordering::Relaxed);
-        s.release_count.store(0, Ordering::Relaxed);
+        // A host pool's slots are never stream-written and never get a release stream:
+        // their writer, readiness and release count keep their initial values.
+        if let Backing::Device(_) = self.backing {
+            s.writer.store(0, Ordering::Relaxed);
+            s.state.store(readiness::HOST, Ordering::Relaxed);
+            s.release_count.store(0, Ordering::Relaxed);
+        }
         // Only the owning operator's thread borrows from its pool.
         let c = &self.counters.loans;
         c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -394,8 +398,10 @@ impl Pool {
         } else {
             fence(Ordering::Acquire);
         }
-        let registered = s.release_count.load(Ordering::Relaxed);
-        if let (Backing::Device(d), true) = (&self.backing, registered > 0) {
+        if let Backing::Device(d) = &self.backing
+            && let registered = s.release_count.load(Ordering::Relaxed)
+            && registered > 0
+        {
             let base = slot as usize * d.release_capacity as usize;
             for i in 0..registered as usize {
                 let stream =
