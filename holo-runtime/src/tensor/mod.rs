@@ -204,10 +204,8 @@ impl TensorOutputLoan {
         // moves into the Tensor.
         let pool = unsafe { std::ptr::read(&raw const loan.pool) };
         Tensor {
-            inner: TensorInner::Pooled {
-                pool,
-                slot: loan.slot,
-            },
+            pool,
+            slot: loan.slot,
         }
     }
 }
@@ -320,22 +318,17 @@ impl From<CommittedTensor> for Tensor {
     }
 }
 
-struct OwnedTensor {
-    bytes: Box<[u8]>,
-    meta: TensorMeta,
-}
-
-enum TensorInner {
-    Pooled { pool: Arc<Pool>, slot: u32 },
-    Owned(Arc<OwnedTensor>),
-}
-
 /// A committed tensor as consumers see it: read-only.
 ///
 /// Clones are cheap (a reference count) and share the slot; the slot returns to its pool
 /// when the last clone and the last [`TensorReadLease`] are dropped.
+///
+/// A tensor is a pool and a slot index: two words, so an `Option<Tensor>` comes back from
+/// `receive` in registers. A pass-through tensor made by [`Tensor::from_host_vec`] owns a
+/// one-slot pool around its bytes.
 pub struct Tensor {
-    inner: TensorInner,
+    pool: Arc<Pool>,
+    slot: u32,
 }
 
 impl Tensor {
@@ -359,19 +352,14 @@ impl Tensor {
             ));
         }
         Ok(Tensor {
-            inner: TensorInner::Owned(Arc::new(OwnedTensor {
-                bytes: bytes.into_boxed_slice(),
-                meta,
-            })),
+            pool: Arc::new(Pool::wrap_host_bytes(bytes.into_boxed_slice(), meta)),
+            slot: 0,
         })
     }
 
     #[inline]
     fn meta(&self) -> &TensorMeta {
-        match &self.inner {
-            TensorInner::Pooled { pool, slot } => pool.meta(*slot),
-            TensorInner::Owned(o) => &o.meta,
-        }
+        self.pool.meta(self.slot)
     }
 
     /// The extents.
@@ -396,51 +384,52 @@ impl Tensor {
 
     /// Where the bytes live.
     pub fn memory_kind(&self) -> MemoryKind {
-        match &self.inner {
-            TensorInner::Pooled { pool, .. } => pool.kind,
-            TensorInner::Owned(_) => MemoryKind::Host,
-        }
+        self.pool.kind
     }
 
     /// The pool the tensor was borrowed from (`<operator>.<port>`), or `None` for a
     /// pass-through tensor.
     pub fn pool_name(&self) -> Option<&str> {
-        match &self.inner {
-            TensorInner::Pooled { pool, .. } => Some(&pool.name),
-            TensorInner::Owned(_) => None,
-        }
+        (!self.pool.pass_through).then_some(self.pool.name.as_str())
     }
 
-    /// The bytes, for host-accessible memory (`NotSupported` for `cuda_device`).
+    /// The bytes, for host-accessible memory (`NotSupported` for `cuda_device`; a
+    /// `ProtocolError` while stream writes may still be pending).
     #[inline]
     pub fn data(&self) -> Result<&[u8]> {
-        match &self.inner {
-            TensorInner::Pooled { pool, slot } => {
-                if !pool.kind.is_host_accessible() {
-                    return Err(Error::new(
-                        ErrorCode::NotSupported,
-                        "the tensor lives in cuda_device memory: copy it to the host first",
-                    )
-                    .at(pool.location));
-                }
-                if let Some((event, backend)) = pool.readiness_event(*slot)?
-                    && !backend.query_event(event)?
-                {
-                    return Err(Error::new(
-                        ErrorCode::ProtocolError,
-                        "the tensor's stream writes may still be pending: call synchronize_for_host() before reading it on the host",
-                    )
-                    .at(pool.location));
-                }
-                // SAFETY: the slot is committed, its writes are complete (checked above),
-                // and this handle keeps it out of the pool; nobody writes it until the last
-                // handle drops.
-                Ok(unsafe {
-                    std::slice::from_raw_parts(pool.slot_ptr(*slot), pool.meta(*slot).byte_size)
-                })
-            }
-            TensorInner::Owned(o) => Ok(&o.bytes),
+        let pool = &*self.pool;
+        if pool.device().is_some() {
+            self.check_host_readable()?;
         }
+        // SAFETY: the slot is committed, its writes are complete (a host pool's at commit,
+        // a device-backed pool's checked above), and this handle keeps it out of the pool;
+        // nobody writes it until the last handle drops.
+        Ok(unsafe {
+            std::slice::from_raw_parts(pool.slot_ptr(self.slot), pool.meta(self.slot).byte_size)
+        })
+    }
+
+    /// Whether a device-backed slot may be read on the host now (off the host-pool path).
+    #[cold]
+    fn check_host_readable(&self) -> Result<()> {
+        let pool = &*self.pool;
+        if !pool.kind.is_host_accessible() {
+            return Err(Error::new(
+                ErrorCode::NotSupported,
+                "the tensor lives in cuda_device memory: copy it to the host first",
+            )
+            .at(pool.location));
+        }
+        if let Some((event, backend)) = pool.readiness_event(self.slot)?
+            && !backend.query_event(event)?
+        {
+            return Err(Error::new(
+                ErrorCode::ProtocolError,
+                "the tensor's stream writes may still be pending: call synchronize_for_host() before reading it on the host",
+            )
+            .at(pool.location));
+        }
+        Ok(())
     }
 
     /// Always `PermissionDenied`: write authority stayed with the producer's guard and
@@ -450,10 +439,7 @@ impl Tensor {
             ErrorCode::PermissionDenied,
             "a received tensor is read-only: write authority was spent at the producer's commit",
         )
-        .at(match &self.inner {
-            TensorInner::Pooled { pool, .. } => pool.location,
-            TensorInner::Owned(_) => "a pass-through tensor",
-        }))
+        .at(self.pool.location))
     }
 
     /// A read lease: keeps the slot out of the pool until it is dropped, like a clone,
@@ -465,39 +451,28 @@ impl Tensor {
     /// The tensor's address: a `CUdeviceptr` for device memory, the host address
     /// otherwise. A plain accessor: it synchronizes nothing.
     pub fn device_ptr(&self) -> DevicePtr {
-        match &self.inner {
-            TensorInner::Pooled { pool, slot } => pool.slot_addr(*slot),
-            TensorInner::Owned(o) => DevicePtr::from_host_ptr(o.bytes.as_ptr()),
-        }
+        self.pool.slot_addr(self.slot)
     }
 
     /// How the producer's writes are ordered: complete on the host, a recorded
     /// readiness event, or elided by fusion (recorded lazily when something else needs it).
     pub fn readiness(&self) -> TensorReadiness {
-        match &self.inner {
-            TensorInner::Pooled { pool, slot } => match pool.readiness_state(*slot) {
-                readiness::HOST => TensorReadiness::Host,
-                readiness::ELIDED => TensorReadiness::Elided,
-                _ => TensorReadiness::Recorded,
-            },
-            TensorInner::Owned(_) => TensorReadiness::Host,
+        match self.pool.readiness_state(self.slot) {
+            readiness::HOST => TensorReadiness::Host,
+            readiness::ELIDED => TensorReadiness::Elided,
+            _ => TensorReadiness::Recorded,
         }
     }
 
     /// Release streams registered on the tensor's slot (deduplicated).
     pub fn release_stream_count(&self) -> u32 {
-        match &self.inner {
-            TensorInner::Pooled { pool, slot } => pool.release_stream_count(*slot),
-            TensorInner::Owned(_) => 0,
-        }
+        self.pool.release_stream_count(self.slot)
     }
 
     /// Blocks the calling thread until the producer's writes are complete; returns at
     /// once for host-written bytes. One of the three blocking calls of the data path.
     pub fn synchronize_for_host(&self) -> Result<()> {
-        if let TensorInner::Pooled { pool, slot } = &self.inner
-            && let Some((event, backend)) = pool.readiness_event(*slot)?
-        {
+        if let Some((event, backend)) = self.pool.readiness_event(self.slot)? {
             backend.synchronize_event(event)?;
         }
         Ok(())
@@ -508,11 +483,9 @@ impl Tensor {
     /// enqueued on `stream` completes: the hook for a stream the plan did not assign.
     pub fn synchronize_for_consumer_stream(&self, stream: impl Into<StreamHandle>) -> Result<()> {
         let stream = stream.into();
-        if let TensorInner::Pooled { pool, slot } = &self.inner {
-            pool.register_release(*slot, stream)?;
-            if let Some((event, backend)) = pool.readiness_event(*slot)? {
-                backend.wait_event(stream, event)?;
-            }
+        self.pool.register_release(self.slot, stream)?;
+        if let Some((event, backend)) = self.pool.readiness_event(self.slot)? {
+            backend.wait_event(stream, event)?;
         }
         Ok(())
     }
@@ -531,29 +504,21 @@ impl Tensor {
             ));
         }
         let stream = stream.into();
-        match &self.inner {
-            TensorInner::Pooled { pool, slot } => {
-                let Some(d) = pool.device() else {
-                    dst.copy_from_slice(self.data()?);
-                    return Ok(());
-                };
-                if let Some((event, _)) = pool.readiness_event(*slot)? {
-                    d.backend.wait_event(stream, event)?;
-                }
-                // SAFETY: `dst` is a live exclusive borrow of exactly `n` bytes and the
-                // stream is synchronized below before the borrow ends; this handle keeps
-                // the source slot allocated and unwritten meanwhile.
-                unsafe {
-                    d.backend
-                        .copy_to_host_async(dst.as_mut_ptr(), self.device_ptr(), n, stream)?;
-                }
-                d.backend.synchronize_stream(stream)
-            }
-            TensorInner::Owned(o) => {
-                dst.copy_from_slice(&o.bytes);
-                Ok(())
-            }
+        let Some(d) = self.pool.device() else {
+            dst.copy_from_slice(self.data()?);
+            return Ok(());
+        };
+        if let Some((event, _)) = self.pool.readiness_event(self.slot)? {
+            d.backend.wait_event(stream, event)?;
         }
+        // SAFETY: `dst` is a live exclusive borrow of exactly `n` bytes and the stream is
+        // synchronized below before the borrow ends; this handle keeps the source slot
+        // allocated and unwritten meanwhile.
+        unsafe {
+            d.backend
+                .copy_to_host_async(dst.as_mut_ptr(), self.device_ptr(), n, stream)?;
+        }
+        d.backend.synchronize_stream(stream)
     }
 
     /// Enqueues a copy of the bytes into `dst` on `stream` and returns: the caller owns
@@ -569,11 +534,7 @@ impl Tensor {
     ) -> Result<()> {
         let stream = stream.into();
         let n = self.byte_size();
-        let device = match &self.inner {
-            TensorInner::Pooled { pool, .. } => pool.device(),
-            TensorInner::Owned(_) => None,
-        };
-        let Some(d) = device else {
+        let Some(d) = self.pool.device() else {
             // SAFETY: the caller's contract; host bytes are complete.
             unsafe { std::ptr::copy_nonoverlapping(self.data()?.as_ptr(), dst, n) };
             return Ok(());
@@ -611,19 +572,10 @@ pub enum TensorReadiness {
 
 impl Clone for Tensor {
     fn clone(&self) -> Self {
-        match &self.inner {
-            TensorInner::Pooled { pool, slot } => {
-                pool.retain(*slot);
-                Tensor {
-                    inner: TensorInner::Pooled {
-                        pool: Arc::clone(pool),
-                        slot: *slot,
-                    },
-                }
-            }
-            TensorInner::Owned(o) => Tensor {
-                inner: TensorInner::Owned(Arc::clone(o)),
-            },
+        self.pool.retain(self.slot);
+        Tensor {
+            pool: Arc::clone(&self.pool),
+            slot: self.slot,
         }
     }
 }
@@ -631,9 +583,7 @@ impl Clone for Tensor {
 impl Drop for Tensor {
     #[inline]
     fn drop(&mut self) {
-        if let TensorInner::Pooled { pool, slot } = &self.inner {
-            pool.release(*slot);
-        }
+        self.pool.release(self.slot);
     }
 }
 

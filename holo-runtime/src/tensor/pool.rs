@@ -120,6 +120,9 @@ pub(crate) struct Pool {
     pub(crate) max_rank: u32,
     pub(crate) per_slot_bytes: usize,
     pub(crate) slot_count: u32,
+    /// A one-slot pool around a pass-through tensor's own bytes (`Tensor::from_host_vec`),
+    /// not a runtime pool of the plan.
+    pub(crate) pass_through: bool,
     backing: Backing,
     slots: Box<[Slot]>,
     free: FreeList,
@@ -238,11 +241,46 @@ impl Pool {
             max_rank: spec.max_rank.min(MAX_TENSOR_RANK),
             per_slot_bytes: per_slot,
             slot_count: spec.slot_count,
+            pass_through: false,
             backing,
             slots,
             free,
             counters: PoolCounters::default(),
         })
+    }
+
+    /// A one-slot host pool that owns `bytes`, its slot committed with `meta` and held by
+    /// one handle: the backing of a pass-through tensor.
+    pub(crate) fn wrap_host_bytes(bytes: Box<[u8]>, meta: TensorMeta) -> Pool {
+        let len = bytes.len();
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "meta came from a checked shape of at most MAX_TENSOR_RANK extents"
+        )]
+        Pool {
+            name: String::new(),
+            location: "a pass-through tensor",
+            kind: MemoryKind::Host,
+            dtype: Some(meta.dtype),
+            max_rank: u32::from(meta.rank),
+            per_slot_bytes: len,
+            slot_count: 1,
+            pass_through: true,
+            backing: Backing::Host {
+                ptr: Box::into_raw(bytes).cast::<u8>(),
+                len,
+            },
+            slots: Box::new([Slot {
+                refs: AtomicU32::new(1),
+                meta: UnsafeCell::new(meta),
+                writer: AtomicU64::new(0),
+                state: AtomicU8::new(readiness::HOST),
+                release_lock: AtomicBool::new(false),
+                release_count: AtomicU32::new(0),
+            }]),
+            free: FreeList::full(0),
+            counters: PoolCounters::default(),
+        }
     }
 
     /// Borrows a free slot, or `ResourceExhausted` at once. The slot starts with one
