@@ -194,10 +194,6 @@ struct OutputBinding<T> {
     edges: Box<[Arc<EdgeQueue<T>>]>,
     /// Per edge, its contract; empty when no edge needs device work on emit.
     contracts: Box<[EdgeContract]>,
-    /// The producer's planned stream.
-    planned: Option<StreamHandle>,
-    /// The stream the sole edge is fused on, if it is.
-    fused: Option<StreamHandle>,
     /// Whether every edge blocks (then a full edge refuses the whole emit).
     any_block: bool,
     /// The consumers' exact tensor requirements, checked on emit for tensors that did
@@ -326,7 +322,7 @@ impl Output<Tensor> {
             )
             .at(b.location));
         };
-        TensorOutputLoan::new(pool, request, b.planned, b.fused)
+        TensorOutputLoan::new(pool, request)
     }
 }
 
@@ -421,6 +417,13 @@ impl PortBinder<'_> {
             [only] if only.fused => self.stream,
             _ => None,
         };
+        let pool = self.pools.get(i).cloned().flatten();
+        if let Some(p) = &pool {
+            p.bind_loan_streams(crate::tensor::pool::LoanStreams {
+                planned: self.stream,
+                fused,
+            });
+        }
         let needs_device_work = contracts
             .iter()
             .any(|c| !c.fused && c.consumer_stream.is_some());
@@ -431,13 +434,11 @@ impl PortBinder<'_> {
             } else {
                 Box::new([])
             },
-            planned: self.stream,
-            fused,
             location: self.locations.get(i).copied().unwrap_or("an output"),
             any_block: edges.iter().any(|e| e.policy == QueuePolicy::Block),
             edges,
             requirements: self.requirements.get(i).cloned().unwrap_or_default().into(),
-            pool: self.pools.get(i).cloned().flatten(),
+            pool,
             activation: Arc::clone(self.activation),
         });
         Ok(())

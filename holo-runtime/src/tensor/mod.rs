@@ -89,10 +89,6 @@ pub(crate) fn meta_for(shape: &[u64], dtype: DType) -> Option<TensorMeta> {
 pub struct TensorOutputLoan {
     pool: Arc<Pool>,
     slot: u32,
-    /// The producing operator's planned stream (`None` in a host-only partition).
-    planned: Option<StreamHandle>,
-    /// The stream the plan proved this output's sole edge fused on.
-    fused: Option<StreamHandle>,
 }
 
 impl TensorOutputLoan {
@@ -100,15 +96,11 @@ impl TensorOutputLoan {
     pub(crate) fn new(
         pool: &Arc<Pool>,
         request: TensorLoanRequest<'_>,
-        planned: Option<StreamHandle>,
-        fused: Option<StreamHandle>,
     ) -> Result<Self> {
         let slot = pool.loan(request.shape, request.dtype)?;
         Ok(Self {
             pool: Arc::clone(pool),
             slot,
-            planned,
-            fused,
         })
     }
 
@@ -117,7 +109,7 @@ impl TensorOutputLoan {
     /// `NotSupported` too (use [`write_host`](Self::write_host)).
     pub fn write(self, stream: impl Into<StreamHandle>) -> Result<DeviceWriteGuard> {
         let stream = stream.into();
-        if self.planned != Some(stream) {
+        if self.pool.loan_streams().planned != Some(stream) {
             return Err(Error::new(
                 ErrorCode::NotSupported,
                 "a device write must use the operator's runtime-assigned compute stream (ctx.cuda_stream())",
@@ -248,7 +240,7 @@ impl DeviceWriteGuard {
     /// same stream, records nothing.
     pub fn commit(self) -> Result<CommittedTensor> {
         let loan = self.loan;
-        let elide = loan.fused == Some(self.stream);
+        let elide = loan.pool.loan_streams().fused == Some(self.stream);
         loan.pool.commit_on_stream(loan.slot, self.stream, elide)?;
         Ok(CommittedTensor(loan.into_tensor()))
     }
@@ -654,8 +646,6 @@ mod tests {
                 shape: &[2, 4],
                 dtype: DType::U8,
             },
-            None,
-            None,
         )
         .unwrap();
         let t: Tensor = loan.write_host_and_commit(|b| b.fill(7)).unwrap().into();
@@ -678,8 +668,6 @@ mod tests {
                 shape: &[4],
                 dtype: DType::U8,
             },
-            None,
-            None,
         )
         .unwrap();
         drop(loan);
@@ -690,8 +678,6 @@ mod tests {
                 shape: &[4],
                 dtype: DType::U8,
             },
-            None,
-            None,
         )
         .unwrap()
         .write_host()
@@ -709,8 +695,6 @@ mod tests {
                 shape: &[17],
                 dtype: DType::U8,
             },
-            None,
-            None,
         );
         assert_eq!(too_big.unwrap_err().code(), ErrorCode::InvalidArgument);
         let rank = TensorOutputLoan::new(
@@ -719,8 +703,6 @@ mod tests {
                 shape: &[1, 1, 1],
                 dtype: DType::U8,
             },
-            None,
-            None,
         );
         assert_eq!(rank.unwrap_err().code(), ErrorCode::InvalidArgument);
         let dtype = TensorOutputLoan::new(
@@ -729,8 +711,6 @@ mod tests {
                 shape: &[1],
                 dtype: DType::F32,
             },
-            None,
-            None,
         );
         assert_eq!(dtype.unwrap_err().code(), ErrorCode::InvalidArgument);
         assert_eq!(p.free_slots(), 1);

@@ -71,6 +71,16 @@ struct Slot {
     release_count: AtomicU32,
 }
 
+/// The streams of the output a pool belongs to, bound once when the session binds the
+/// output (a pool outside a session has neither).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LoanStreams {
+    /// The producing operator's planned stream (`None` in a host-only partition).
+    pub(crate) planned: Option<StreamHandle>,
+    /// The stream the plan proved the output's sole edge fused on.
+    pub(crate) fused: Option<StreamHandle>,
+}
+
 /// Counters a pool keeps for the run summary and for tests.
 #[derive(Debug, Default)]
 pub(crate) struct PoolCounters {
@@ -123,6 +133,7 @@ pub(crate) struct Pool {
     /// A one-slot pool around a pass-through tensor's own bytes (`Tensor::from_host_vec`),
     /// not a runtime pool of the plan.
     pub(crate) pass_through: bool,
+    loan_streams: std::sync::OnceLock<LoanStreams>,
     backing: Backing,
     slots: Box<[Slot]>,
     free: FreeList,
@@ -242,6 +253,7 @@ impl Pool {
             per_slot_bytes: per_slot,
             slot_count: spec.slot_count,
             pass_through: false,
+            loan_streams: std::sync::OnceLock::new(),
             backing,
             slots,
             free,
@@ -266,6 +278,7 @@ impl Pool {
             per_slot_bytes: len,
             slot_count: 1,
             pass_through: true,
+            loan_streams: std::sync::OnceLock::new(),
             backing: Backing::Host {
                 ptr: Box::into_raw(bytes).cast::<u8>(),
                 len,
@@ -308,6 +321,17 @@ impl Pool {
         let c = &self.counters.loans;
         c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         Ok(slot)
+    }
+
+    /// Binds the streams of the pool's output (once; the session binds each output once).
+    pub(crate) fn bind_loan_streams(&self, streams: LoanStreams) {
+        let _ = self.loan_streams.set(streams);
+    }
+
+    /// The streams of the pool's output (none before the session bound it).
+    #[inline]
+    pub(crate) fn loan_streams(&self) -> LoanStreams {
+        self.loan_streams.get().copied().unwrap_or_default()
     }
 
     /// Borrows a slot for a loan of `shape` × `dtype` and writes the slot's metadata in
