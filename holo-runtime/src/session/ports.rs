@@ -93,7 +93,8 @@ impl<T: Clone + Send + 'static> Input<T> {
     }
 
     /// `receive` for the inputs that keep history, reuse their last sample, take the
-    /// latest or wait on the host.
+    /// latest or wait on the host (out of line, so `receive` stays small).
+    #[inline(never)]
     fn receive_full(&mut self) -> Option<T> {
         let b = self.binding.as_mut()?;
         let q = b.queue.as_ref()?;

@@ -240,6 +240,19 @@ impl<T> EdgeQueue<T> {
     #[inline]
     pub(crate) fn push(&self, sample: Sample<T>) {
         bump(&self.counters.pushed);
+        if let (QueuePolicy::Block, Ring::Local(r)) = (self.policy, &self.queue) {
+            // The in-partition fast path: the caller checked for room, nobody to wake.
+            if r.push(sample).is_err() {
+                bump(&self.counters.backpressured);
+            }
+            return;
+        }
+        self.push_slow(sample);
+    }
+
+    /// `push` for cross-partition and drop-oldest edges.
+    #[inline(never)]
+    fn push_slow(&self, sample: Sample<T>) {
         match self.policy {
             QueuePolicy::Block => {
                 if self.queue.push(sample).is_err() {
