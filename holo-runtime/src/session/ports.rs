@@ -80,7 +80,7 @@ impl<T: Clone + Send + 'static> Input<T> {
     /// only after a host wait for its readiness — the runtime's one blocking call of its
     /// own. If that wait fails, the entry is dropped, `None` is returned and the session
     /// stops with the error after this activation.
-    #[inline]
+    #[inline(always)]
     pub fn receive(&mut self) -> Option<T> {
         let b = self.binding.as_mut()?;
         let q = b.queue.as_ref()?;

@@ -237,7 +237,7 @@ impl<T> EdgeQueue<T> {
 
     /// Pushes an entry. The caller (the edge's only producer) checked for room under
     /// `Block`; under `DropOldest` the oldest entry is evicted and dropped.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(&self, sample: Sample<T>) {
         bump(&self.counters.pushed);
         if let (QueuePolicy::Block, Ring::Local(r)) = (self.policy, &self.queue) {
@@ -271,7 +271,7 @@ impl<T> EdgeQueue<T> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pop(&self) -> Option<Sample<T>> {
         let s = self.queue.pop();
         if s.is_some() {
