@@ -32,7 +32,7 @@ pub use rates::{
 
 use crate::graph::Graph;
 use crate::plan::ExecutionPlan;
-use crate::tensor::pool::Pool;
+use crate::tensor::pool::PoolOwner;
 use crate::{Error, ErrorCode, Result};
 use queue::ErasedEdge;
 use run::{OpRuntime, Shared};
@@ -124,7 +124,7 @@ pub struct RunSession {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<Vec<OpRuntime>>>,
     edges: Vec<Arc<dyn ErasedEdge>>,
-    pools: Vec<Arc<Pool>>,
+    pools: Vec<PoolOwner>,
     streams: streams::Streams,
     retirer: Arc<crate::tensor::retire::Retirer>,
     retire_thread: Option<JoinHandle<()>>,
@@ -332,4 +332,3 @@ impl Drop for RunSession {
         self.retirer.shutdown();
     }
 }
-#[cfg(test)] mod microtime;

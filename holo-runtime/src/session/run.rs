@@ -18,7 +18,7 @@ use crate::device::{DeviceBackend, StreamHandle};
 use crate::graph::{Graph, PortDecl};
 use crate::plan::ExecutionPlan;
 use crate::spec::{PortDirection, TensorInputSpec, TensorOutputStorage};
-use crate::tensor::pool::{Pool, PoolSpec};
+use crate::tensor::pool::{Pool, PoolOwner, PoolSpec};
 use crate::tensor::retire::Retirer;
 use crate::{Error, ErrorCode, Result};
 use crossbeam_utils::CachePadded;
@@ -320,7 +320,6 @@ fn partition_loop(
     signal: &PartitionSignal,
     mut ops: Vec<OpRuntime>,
 ) -> Vec<OpRuntime> {
-    signal.register();
     // This thread borrows from its operators' pools: it owns their free lists while it
     // runs, and gives them back when it leaves (also by unwinding).
     struct Owned(Vec<Arc<Pool>>);
@@ -331,6 +330,7 @@ fn partition_loop(
             }
         }
     }
+    signal.register();
     let owned = Owned(ops.iter().flat_map(|o| o.pools.iter().cloned()).collect());
     for p in &owned.0 {
         p.claim_free_list();
@@ -480,7 +480,7 @@ pub(crate) fn start(
     let retirer = Retirer::new();
 
     // 1. Every pool, before anything else; the first failure drops the ones built.
-    let mut pools: Vec<Arc<Pool>> = Vec::with_capacity(plan.tensor_allocations().len());
+    let mut pools: Vec<PoolOwner> = Vec::with_capacity(plan.tensor_allocations().len());
     let mut pool_of = std::collections::HashMap::new();
     for a in plan.tensor_allocations() {
         let op = &graph.operators[a.operator as usize];
@@ -504,7 +504,7 @@ pub(crate) fn start(
             .position(|p| p.name == a.port)
             .unwrap_or(usize::MAX);
         pool_of.insert((a.operator as usize, port), pools.len());
-        pools.push(Arc::new(pool));
+        pools.push(pool);
     }
 
     // 2. Every queue.
@@ -610,7 +610,7 @@ pub(crate) fn start(
             .map(|p| intern(format!("operator {:?}, port {:?}", node.name, p.name)))
             .collect();
         let port_pools: Vec<Option<Arc<Pool>>> = (0..node.ports.len())
-            .map(|p| pool_of.get(&(i, p)).map(|&k| Arc::clone(&pools[k])))
+            .map(|p| pool_of.get(&(i, p)).map(|&k| Arc::clone(&*pools[k])))
             .collect();
         let requirements = std::mem::take(&mut requirements_of[i]);
         let mut op = node

@@ -89,20 +89,36 @@ impl FreeList {
         self.shared.pop()
     }
 
-    /// Returns a free slot. Every slot is in the list at most once, so both parts always
-    /// have room.
+    /// Returns a free slot to the owner's private stack, if the calling thread is the
+    /// owner; `false` (nothing done) otherwise.
     #[inline]
-    pub(crate) fn push(&self, slot: u32) {
-        if self.is_owner() {
-            let n = self.local_len.load(Ordering::Relaxed);
-            if n < self.local.len() {
-                // SAFETY: owner only; `n` is in bounds and vacant.
-                unsafe { *self.local[n].get() = slot };
-                self.local_len.store(n + 1, Ordering::Relaxed);
-                return;
-            }
+    pub(crate) fn push_owned(&self, slot: u32) -> bool {
+        if !self.is_owner() {
+            return false;
         }
+        let n = self.local_len.load(Ordering::Relaxed);
+        if n >= self.local.len() {
+            return false;
+        }
+        // SAFETY: owner only; `n` is in bounds and vacant.
+        unsafe { *self.local[n].get() = slot };
+        self.local_len.store(n + 1, Ordering::Relaxed);
+        true
+    }
+
+    /// Returns a free slot to the shared queue (any thread). Every slot is in the list at
+    /// most once, so it always has room.
+    #[inline]
+    pub(crate) fn push_shared(&self, slot: u32) {
         let _ = self.shared.push(slot);
+    }
+
+    /// Returns a free slot: privately on the owner thread, else to the shared queue.
+    #[cfg(test)]
+    fn push(&self, slot: u32) {
+        if !self.push_owned(slot) {
+            self.push_shared(slot);
+        }
     }
 
     /// Free slots in both parts (exact once the owner is quiet).
@@ -112,12 +128,9 @@ impl FreeList {
 
     /// Makes the calling thread the owner, unless another thread is.
     pub(crate) fn claim(&self) {
-        let _ = self.owner.compare_exchange(
-            NO_OWNER,
-            token(),
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
+        let _ =
+            self.owner
+                .compare_exchange(NO_OWNER, token(), Ordering::Relaxed, Ordering::Relaxed);
     }
 
     /// The owner gives its private slots back to the shared queue and stops being the
@@ -148,7 +161,11 @@ mod tests {
         let b = f.pop().unwrap();
         assert_eq!(f.len(), 1);
         f.push(a);
-        assert_eq!(f.local_len.load(Ordering::Relaxed), 1, "an owner's return stays private");
+        assert_eq!(
+            f.local_len.load(Ordering::Relaxed),
+            1,
+            "an owner's return stays private"
+        );
         assert_eq!(f.pop(), Some(a), "the owner borrows its private slot first");
         f.push(a);
         f.push(b);

@@ -16,6 +16,7 @@ pub(crate) mod retire;
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use pool::{Pool, TensorMeta, readiness};
@@ -87,19 +88,20 @@ pub(crate) fn meta_for(shape: &[u64], dtype: DType) -> Option<TensorMeta> {
 /// Made by `Output<Tensor>::allocate_tensor`. Dropping it returns the slot.
 #[must_use = "a loan does nothing until it is written, committed and emitted"]
 pub struct TensorOutputLoan {
-    pool: Arc<Pool>,
+    /// Carries the slot's parked pool count (see `pool`'s module documentation): never
+    /// dropped as an `Arc`, handed on to the tensor or back with the slot.
+    pool: ManuallyDrop<Arc<Pool>>,
     slot: u32,
 }
 
 impl TensorOutputLoan {
     #[inline]
-    pub(crate) fn new(
-        pool: &Arc<Pool>,
-        request: TensorLoanRequest<'_>,
-    ) -> Result<Self> {
+    pub(crate) fn new(pool: &Arc<Pool>, request: TensorLoanRequest<'_>) -> Result<Self> {
         let slot = pool.loan(request.shape, request.dtype)?;
         Ok(Self {
-            pool: Arc::clone(pool),
+            // SAFETY: the borrowed slot parked one strong count of `pool`; it moves into
+            // this loan (no increment).
+            pool: ManuallyDrop::new(unsafe { Arc::from_raw(Arc::as_ptr(pool)) }),
             slot,
         })
     }
@@ -183,7 +185,7 @@ impl TensorOutputLoan {
 impl Drop for TensorOutputLoan {
     #[inline]
     fn drop(&mut self) {
-        self.pool.release(self.slot);
+        Pool::release(&self.pool, self.slot);
     }
 }
 
@@ -319,7 +321,9 @@ impl From<CommittedTensor> for Tensor {
 /// `receive` in registers. A pass-through tensor made by [`Tensor::from_host_vec`] owns a
 /// one-slot pool around its bytes.
 pub struct Tensor {
-    pool: Arc<Pool>,
+    /// Shares the slot's parked pool count with the slot's other handles; the last
+    /// handle hands it back with the slot (never dropped as an `Arc`).
+    pool: ManuallyDrop<Arc<Pool>>,
     slot: u32,
 }
 
@@ -344,7 +348,7 @@ impl Tensor {
             ));
         }
         Ok(Tensor {
-            pool: Arc::new(Pool::wrap_host_bytes(bytes.into_boxed_slice(), meta)),
+            pool: ManuallyDrop::new(Pool::wrap_host_bytes(bytes.into_boxed_slice(), meta)),
             slot: 0,
         })
     }
@@ -566,7 +570,9 @@ impl Clone for Tensor {
     fn clone(&self) -> Self {
         self.pool.retain(self.slot);
         Tensor {
-            pool: Arc::clone(&self.pool),
+            // SAFETY: another handle of the same slot: it shares the slot's count, which
+            // only the slot's last handle hands back (no increment).
+            pool: ManuallyDrop::new(unsafe { Arc::from_raw(Arc::as_ptr(&self.pool)) }),
             slot: self.slot,
         }
     }
@@ -575,7 +581,7 @@ impl Clone for Tensor {
 impl Drop for Tensor {
     #[inline]
     fn drop(&mut self) {
-        self.pool.release(self.slot);
+        Pool::release(&self.pool, self.slot);
     }
 }
 
@@ -618,23 +624,21 @@ mod sealed {
 mod tests {
     use super::*;
 
-    fn pool(slots: u32, bytes: u64) -> Arc<Pool> {
-        Arc::new(
-            Pool::materialize(
-                pool::PoolSpec {
-                    name: "p.out".into(),
-                    location: "p.out",
-                    kind: MemoryKind::Host,
-                    dtype: Some(DType::U8),
-                    max_rank: 2,
-                    per_slot_bytes: bytes,
-                    slot_count: slots,
-                    release_capacity: 0,
-                },
-                None,
-            )
-            .unwrap(),
+    fn pool(slots: u32, bytes: u64) -> pool::PoolOwner {
+        Pool::materialize(
+            pool::PoolSpec {
+                name: "p.out".into(),
+                location: "p.out",
+                kind: MemoryKind::Host,
+                dtype: Some(DType::U8),
+                max_rank: 2,
+                per_slot_bytes: bytes,
+                slot_count: slots,
+                release_capacity: 0,
+            },
+            None,
         )
+        .unwrap()
     }
 
     #[test]
@@ -714,6 +718,69 @@ mod tests {
         );
         assert_eq!(dtype.unwrap_err().code(), ErrorCode::InvalidArgument);
         assert_eq!(p.free_slots(), 1);
+    }
+
+    fn tensor(p: &Arc<Pool>, fill: u8) -> Tensor {
+        TensorOutputLoan::new(
+            p,
+            TensorLoanRequest {
+                shape: &[4],
+                dtype: DType::U8,
+            },
+        )
+        .unwrap()
+        .write_host_and_commit(|b| b.fill(fill))
+        .unwrap()
+        .into()
+    }
+
+    #[test]
+    fn free_slots_park_the_pool_count_and_the_owner_frees_it() {
+        let p = pool(3, 16);
+        let weak = Arc::downgrade(&p);
+        assert_eq!(Arc::strong_count(&p), 1 + 3, "the owner's count and one per free slot");
+        let t = tensor(&p, 1);
+        let c = t.clone();
+        assert_eq!(
+            Arc::strong_count(&p),
+            4,
+            "a loan, a tensor and its clones move the slot's count: no increment"
+        );
+        drop(t);
+        drop(c);
+        assert_eq!(Arc::strong_count(&p), 4);
+        assert_eq!(p.free_slots(), 3);
+        drop(p);
+        assert!(weak.upgrade().is_none(), "closed with every slot back: freed");
+    }
+
+    #[test]
+    fn a_tensor_that_outlives_its_pool_owner_keeps_the_pool_until_it_drops() {
+        let p = pool(2, 16);
+        let weak = Arc::downgrade(&p);
+        let held = tensor(&p, 5);
+        let other = tensor(&p, 6);
+        drop(other);
+        drop(p);
+        let live = weak.upgrade().expect("the held slot keeps the pool alive");
+        assert_eq!(Arc::strong_count(&live), 2, "the held slot's count and this probe");
+        drop(live);
+        assert_eq!(held.data().unwrap(), &[5; 4], "still readable after the owner closed");
+        // Released on another thread after the close: its count is dropped, not parked.
+        std::thread::spawn(move || drop(held)).join().unwrap();
+        assert!(weak.upgrade().is_none(), "the last slot freed the pool");
+    }
+
+    #[test]
+    fn a_pass_through_tensor_frees_its_bytes_with_its_last_handle() {
+        let t = Tensor::from_host_vec(&[2], DType::U8, vec![1, 2]).unwrap();
+        let weak = Arc::downgrade(&t.pool);
+        let c = t.clone();
+        drop(t);
+        assert_eq!(c.data().unwrap(), &[1, 2]);
+        assert_eq!(c.pool_name(), None);
+        drop(c);
+        assert!(weak.upgrade().is_none());
     }
 
     #[test]

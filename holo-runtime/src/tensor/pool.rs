@@ -12,10 +12,21 @@
 //! `TensorReadLease`) is dropped — directly when no release stream was registered, or
 //! through the session's retirement worker, which polls the release events recorded on
 //! every registered consumer stream and never blocks a host thread.
+//!
+//! # Who keeps a pool alive
+//!
+//! A pool is shared as `Arc<Pool>`, but a loan or a tensor does not touch the reference
+//! count: every **free** slot holds ("parks") one strong count. Borrowing a slot moves its
+//! count into the loan, the loan moves it into the tensor, and the last handle of the slot
+//! moves it back onto the free list — so a hop takes no atomic read-modify-write on the
+//! pool. The [`PoolOwner`] the session holds closes the pool when it is dropped: it drops
+//! the counts parked on the free list, and from then on a slot released late (by a tensor
+//! that outlived its session) drops its count instead of parking it. A pool is freed when
+//! its owner, every other `Arc` and every outstanding slot are gone.
 
 use std::cell::UnsafeCell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 
 use super::free_list::FreeList;
 use super::retire::Retirer;
@@ -137,6 +148,11 @@ pub(crate) struct Pool {
     backing: Backing,
     slots: Box<[Slot]>,
     free: FreeList,
+    /// Set once by [`PoolOwner`]'s drop: free slots no longer park their count.
+    closed: AtomicBool,
+    /// Threads other than the owner between checking `closed` and parking a slot (the
+    /// closer waits for none to be left before it drains the free list).
+    parking: AtomicUsize,
     pub(crate) counters: PoolCounters,
 }
 
@@ -158,6 +174,23 @@ impl Drop for Pool {
             // `materialize`, and no handle outlives the pool (handles hold an `Arc<Pool>`).
             drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
         }
+    }
+}
+
+/// The session's handle of a pool: dropping it closes the pool (see the module
+/// documentation). Derefs to the shared `Arc<Pool>`.
+pub(crate) struct PoolOwner(Arc<Pool>);
+
+impl std::ops::Deref for PoolOwner {
+    type Target = Arc<Pool>;
+    fn deref(&self) -> &Arc<Pool> {
+        &self.0
+    }
+}
+
+impl Drop for PoolOwner {
+    fn drop(&mut self) {
+        Pool::close(&self.0);
     }
 }
 
@@ -188,7 +221,7 @@ impl Pool {
     pub(crate) fn materialize(
         spec: PoolSpec,
         device: Option<(&Arc<dyn DeviceBackend>, &Arc<Retirer>)>,
-    ) -> Result<Pool> {
+    ) -> Result<PoolOwner> {
         let per_slot = usize::try_from(spec.per_slot_bytes).map_err(|_| {
             exhausted(
                 &spec,
@@ -257,19 +290,31 @@ impl Pool {
             backing,
             slots,
             free,
+            closed: AtomicBool::new(false),
+            parking: AtomicUsize::new(0),
             counters: PoolCounters::default(),
-        })
+        }
+        .into_owner())
+    }
+
+    /// Shares the pool with every free slot parking one strong count (see the module
+    /// documentation).
+    fn into_owner(self) -> PoolOwner {
+        let parked = self.free.len();
+        let pool = Arc::new(self);
+        for _ in 0..parked {
+            // SAFETY: `pool` is a live Arc; each free slot now owns one more count.
+            unsafe { Arc::increment_strong_count(Arc::as_ptr(&pool)) };
+        }
+        PoolOwner(pool)
     }
 
     /// A one-slot host pool that owns `bytes`, its slot committed with `meta` and held by
-    /// one handle: the backing of a pass-through tensor.
-    pub(crate) fn wrap_host_bytes(bytes: Box<[u8]>, meta: TensorMeta) -> Pool {
+    /// one handle: the backing of a pass-through tensor. The returned count is the slot's
+    /// (the tensor's); when the slot is released, the pool is freed.
+    pub(crate) fn wrap_host_bytes(bytes: Box<[u8]>, meta: TensorMeta) -> Arc<Pool> {
         let len = bytes.len();
-        #[allow(
-            clippy::cast_possible_truncation,
-            reason = "meta came from a checked shape of at most MAX_TENSOR_RANK extents"
-        )]
-        Pool {
+        Arc::new(Pool {
             name: String::new(),
             location: "a pass-through tensor",
             kind: MemoryKind::Host,
@@ -292,8 +337,10 @@ impl Pool {
                 release_count: AtomicU32::new(0),
             }]),
             free: FreeList::full(0),
+            closed: AtomicBool::new(false),
+            parking: AtomicUsize::new(0),
             counters: PoolCounters::default(),
-        }
+        })
     }
 
     /// Borrows a free slot, or `ResourceExhausted` at once. The slot starts with one
@@ -444,12 +491,15 @@ impl Pool {
             .fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Drops one reference. The last one records a release event on every registered
-    /// release stream and hands the slot to the retirement worker, or returns it to the
-    /// free list at once when none was registered.
+    /// Drops one handle of `slot`. The last one records a release event on every
+    /// registered release stream and hands the slot to the retirement worker, or returns
+    /// it to the free list at once when none was registered. Either way the slot's strong
+    /// count goes with it, so `this` may be freed by the time this returns: the caller
+    /// must not use the pool afterwards.
     #[inline]
-    pub(crate) fn release(self: &Arc<Self>, slot: u32) {
-        let s = &self.slots[slot as usize];
+    pub(crate) fn release(this: &Arc<Pool>, slot: u32) {
+        let pool: &Pool = this;
+        let s = &pool.slots[slot as usize];
         // The sole handle (the usual case: one consumer) needs no read-modify-write: no
         // other handle exists to clone from, so nobody can raise the count meanwhile. The
         // acquire load orders this after every other handle's release-ordered decrement.
@@ -460,27 +510,94 @@ impl Pool {
         } else {
             fence(Ordering::Acquire);
         }
-        if let Backing::Device(d) = &self.backing
-            && let registered = s.release_count.load(Ordering::Relaxed)
-            && registered > 0
+        if let Backing::Device(d) = &pool.backing
+            && s.release_count.load(Ordering::Relaxed) > 0
         {
-            let base = slot as usize * d.release_capacity as usize;
-            for i in 0..registered as usize {
-                let stream =
-                    StreamHandle::from_raw(d.release_streams[base + i].load(Ordering::Relaxed));
-                if d.backend
-                    .record_event(d.release_events[base + i], stream)
-                    .is_err()
-                {
-                    // A stream that cannot take a record (destroyed at teardown) has no
-                    // pending work left to order: the retirement poll finds the event
-                    // complete (never recorded) or records an error there.
-                    d.retirer.note_error(self.location);
-                }
+            Self::retire(this, d, slot);
+            return;
+        }
+        // The owner thread parks the slot privately (the in-partition hop); after `close`
+        // nothing parks (and the owner thread has exited by then in a session).
+        if !pool.pass_through && !pool.closed.load(Ordering::Relaxed) && pool.free.push_owned(slot)
+        {
+            return;
+        }
+        // SAFETY: the caller's handle carried the slot's count, which `park` takes over.
+        unsafe { Self::park(Arc::as_ptr(this), slot) };
+    }
+
+    /// Records the release events of `slot` and hands the slot, with its count, to the
+    /// retirement worker.
+    #[cold]
+    fn retire(this: &Arc<Pool>, d: &DeviceBacking, slot: u32) {
+        let s = &this.slots[slot as usize];
+        let base = slot as usize * d.release_capacity as usize;
+        for i in 0..s.release_count.load(Ordering::Relaxed) as usize {
+            let stream =
+                StreamHandle::from_raw(d.release_streams[base + i].load(Ordering::Relaxed));
+            if d.backend
+                .record_event(d.release_events[base + i], stream)
+                .is_err()
+            {
+                // A stream that cannot take a record (destroyed at teardown) has no
+                // pending work left to order: the retirement poll finds the event
+                // complete (never recorded) or records an error there.
+                d.retirer.note_error(this.location);
             }
-            d.retirer.retire(Arc::clone(self), slot);
-        } else {
-            self.free.push(slot);
+        }
+        // SAFETY: the slot's count moves into this Arc (no increment: the caller's handle
+        // carried it); the worker gives it back through `return_retired`.
+        let carried = unsafe { Arc::from_raw(Arc::as_ptr(this)) };
+        d.retirer.retire(carried, slot);
+    }
+
+    /// Parks `slot` and its strong count on the shared free list from any thread, or
+    /// drops the count once the pool is closed (a pass-through pool's slot always drops
+    /// it: its pool goes with its last handle).
+    ///
+    /// # Safety
+    /// `this` points to a live pool, and the caller transfers one strong count carried by
+    /// `slot`'s last handle. The pool may be freed when this returns.
+    #[cold]
+    unsafe fn park(this: *const Pool, slot: u32) {
+        {
+            // SAFETY: the carried count keeps the pool alive until it is parked or dropped.
+            let pool = unsafe { &*this };
+            if !pool.pass_through {
+                pool.parking.fetch_add(1, Ordering::SeqCst);
+                if !pool.closed.load(Ordering::SeqCst) {
+                    pool.free.push_shared(slot);
+                    // The closer waits for `parking` to drop to zero before it drains, so
+                    // this slot's count is drained with the rest.
+                    pool.parking.fetch_sub(1, Ordering::SeqCst);
+                    return;
+                }
+                pool.parking.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        // SAFETY: the carried count; nothing touches the pool after this.
+        unsafe { Arc::decrement_strong_count(this) };
+    }
+
+    /// Closes the pool (see [`PoolOwner`]): from now on released slots drop their count,
+    /// and the counts parked on the free list are dropped now.
+    fn close(this: &Arc<Pool>) {
+        this.closed.store(true, Ordering::SeqCst);
+        while this.parking.load(Ordering::SeqCst) != 0 {
+            std::hint::spin_loop();
+        }
+        // A thread that still owns the private stack (a pool used outside a session, on
+        // the caller's thread) gives it back first; a partition thread gave it back before
+        // it exited.
+        this.free.give_back();
+        let mut parked = 0usize;
+        while this.free.pop().is_some() {
+            parked += 1;
+        }
+        for _ in 0..parked {
+            // SAFETY: each drained slot carried one count; `this` (the owner's Arc) keeps
+            // the pool alive through the loop.
+            unsafe { Arc::decrement_strong_count(Arc::as_ptr(this)) };
         }
     }
 
@@ -500,9 +617,11 @@ impl Pool {
         Ok(true)
     }
 
-    /// Returns a retired slot to the free list.
-    pub(crate) fn return_retired(&self, slot: u32) {
-        self.free.push(slot);
+    /// Returns a retired slot, with the count `pool` carries, to the free list.
+    pub(crate) fn return_retired(pool: Arc<Pool>, slot: u32) {
+        let this = Arc::into_raw(pool);
+        // SAFETY: `into_raw` hands over exactly the slot's count.
+        unsafe { Self::park(this, slot) };
     }
 
     /// Makes the calling thread (the owning operator's partition thread) the free list's
@@ -703,7 +822,7 @@ mod tests {
 
     #[test]
     fn borrow_until_exhausted_then_release_returns_the_slot() {
-        let p = Arc::new(Pool::materialize(spec(MemoryKind::Host, 2), None).unwrap());
+        let p = Pool::materialize(spec(MemoryKind::Host, 2), None).unwrap();
         let a = p.borrow_slot().unwrap();
         let b = p.borrow_slot().unwrap();
         assert_ne!(a, b);
@@ -711,12 +830,12 @@ mod tests {
         assert_eq!(err.code(), ErrorCode::ResourceExhausted);
         assert_eq!(err.location(), Some("op.out"));
         p.retain(a);
-        p.release(a);
+        Pool::release(&p, a);
         assert_eq!(p.free_slots(), 0, "one reference is still live");
-        p.release(a);
+        Pool::release(&p, a);
         assert_eq!(p.free_slots(), 1);
         assert_eq!(p.counters.exhausted.load(Ordering::Relaxed), 1);
-        p.release(b);
+        Pool::release(&p, b);
     }
 
     #[test]

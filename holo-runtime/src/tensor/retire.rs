@@ -69,7 +69,7 @@ impl Retirer {
                 // Room for every slot of every device pool: a slot is queued at most once.
                 if let Err((pool, slot)) = q.push((pool, slot)) {
                     self.note_error(pool.location);
-                    pool.return_retired(slot);
+                    Pool::return_retired(pool, slot);
                 }
                 if let Some(t) = self.thread.get() {
                     t.unpark();
@@ -77,7 +77,7 @@ impl Retirer {
             }
             // No worker (a pool used outside a session): nothing is pending on a stream
             // the session owns any more; return the slot.
-            None => pool.return_retired(slot),
+            None => Pool::return_retired(pool, slot),
         }
     }
 
@@ -123,22 +123,24 @@ impl Retirer {
                 pending.push(item);
             }
             let before = pending.len();
-            pending.retain(|(pool, slot)| {
+            let mut i = 0;
+            while i < pending.len() {
                 self.polls.fetch_add(1, Ordering::Relaxed);
+                let (pool, slot) = &pending[i];
                 match pool.release_complete(*slot) {
-                    Ok(false) => true,
-                    Ok(true) => {
-                        pool.return_retired(*slot);
-                        self.retired.fetch_add(1, Ordering::Relaxed);
-                        false
-                    }
-                    Err(_) => {
-                        self.note_error(pool.location);
-                        pool.return_retired(*slot);
-                        false
+                    Ok(false) => i += 1,
+                    done => {
+                        if done.is_err() {
+                            self.note_error(pool.location);
+                        } else {
+                            self.retired.fetch_add(1, Ordering::Relaxed);
+                        }
+                        // The slot and the pool count it carries go back together.
+                        let (pool, slot) = pending.swap_remove(i);
+                        Pool::return_retired(pool, slot);
                     }
                 }
-            });
+            }
             if pending.is_empty() {
                 if self.stop.load(Ordering::Acquire) && queue.is_empty() {
                     return;
