@@ -57,10 +57,16 @@ impl Operator for Source {
     }
 }
 
+/// Frames before the timed window (steady state: pools warm, the partition spinning).
+const WARMUP: u64 = 1_000;
+
 #[operator]
 struct Sink {
     input: Input<Tensor>,
     received: Arc<AtomicU64>,
+    /// When frame `WARMUP` and frame `WARMUP + FRAMES` were received, timed on the
+    /// partition thread itself (a waiting observer may wake late).
+    window: Arc<std::sync::Mutex<(Option<Instant>, Option<Instant>)>>,
     count: u64,
     sum: u64,
 }
@@ -72,6 +78,15 @@ impl Operator for Sink {
             // Only this thread writes the counter: a store, as the baseline's loop has no
             // shared read-modify-write either.
             self.count += 1;
+            if self.count == WARMUP || self.count == WARMUP + FRAMES {
+                let now = Instant::now();
+                let mut w = self.window.lock().unwrap();
+                if self.count == WARMUP {
+                    w.0 = Some(now);
+                } else {
+                    w.1 = Some(now);
+                }
+            }
             self.received.store(self.count, Ordering::Release);
         }
         Ok(())
@@ -137,6 +152,7 @@ fn wait(counter: &AtomicU64, n: u64) {
 /// ns per frame of one holo run in one partition.
 fn holo_in_partition() -> f64 {
     let received = Arc::new(AtomicU64::new(0));
+    let window = Arc::new(std::sync::Mutex::new((None, None)));
     let mut g = Graph::new();
     let s = g
         .add_operator(
@@ -154,6 +170,7 @@ fn holo_in_partition() -> f64 {
             Sink {
                 input: Input::default(),
                 received: Arc::clone(&received),
+                window: Arc::clone(&window),
                 count: 0,
                 sum: 0,
             },
@@ -170,13 +187,13 @@ fn holo_in_partition() -> f64 {
     );
     let plan = compile(&g, CompileOptions::default()).unwrap();
     assert_eq!(plan.partitions().len(), 1);
-    let session = RunSession::start(g, &plan, SessionOptions::frames(FRAMES + 1_000)).unwrap();
-    wait(&received, 1_000);
-    let t0 = Instant::now();
-    wait(&received, 1_000 + FRAMES);
-    let dt = t0.elapsed();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(WARMUP + FRAMES)).unwrap();
+    wait(&received, WARMUP + FRAMES);
     session.join().unwrap();
-    dt.as_nanos() as f64 / FRAMES as f64
+    let (Some(t0), Some(t1)) = *window.lock().unwrap() else {
+        unreachable!("the sink received every frame")
+    };
+    t1.duration_since(t0).as_nanos() as f64 / FRAMES as f64
 }
 
 /// ns per frame of the baseline: one thread, a free list and a queue of indices over
@@ -200,7 +217,7 @@ fn baseline_in_partition() -> f64 {
             free_tx.try_send(j).unwrap();
         }
     };
-    run(1_000);
+    run(WARMUP);
     let t0 = Instant::now();
     run(FRAMES);
     let dt = t0.elapsed();
@@ -389,6 +406,9 @@ fn in_partition() {
     for _ in 0..9 {
         holo.push(holo_in_partition());
         base.push(baseline_in_partition());
+    }
+    if std::env::var_os("HOLO_BENCH_VERBOSE").is_some() {
+        println!("  holo runs: {holo:.1?}\n  baseline runs: {base:.1?}");
     }
     let (h, b) = (median(holo), median(base));
     println!("in-partition hop (256 B, ns/frame, median of 9 × {FRAMES}):");
