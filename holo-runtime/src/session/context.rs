@@ -97,6 +97,12 @@ impl ActivationState {
         self.failed.store(true, Ordering::Release);
     }
 
+    /// Whether a port call left an error for the scheduler.
+    #[inline]
+    pub(crate) fn has_failure(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
     #[inline]
     pub(crate) fn take_failure(&self) -> Option<crate::Error> {
         if !self.failed.load(Ordering::Acquire) {

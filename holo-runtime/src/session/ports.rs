@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::context::ActivationState;
-use super::queue::{EdgeQueue, Sample};
+use super::queue::EdgeQueue;
 use crate::device::StreamHandle;
 use crate::graph::QueuePolicy;
 use crate::spec::{InputMode, MissingPolicy, TensorInputSpec};
@@ -89,9 +89,10 @@ impl<T: Clone + Send + 'static> Input<T> {
         let b = self.binding.as_mut()?;
         let q = b.queue.as_ref()?;
         if b.plain {
-            let s = q.pop()?;
-            b.activation.observe_capture(s.capture_ns);
-            return Some(s.value);
+            let mut capture_ns = 0;
+            let value = q.pop_value(&mut capture_ns)?;
+            b.activation.observe_capture(capture_ns);
+            return Some(value);
         }
         self.receive_full()
     }
@@ -289,12 +290,9 @@ impl<T: Clone + Send + 'static> Output<T> {
         };
         if let Some((last, rest)) = b.edges.split_last() {
             for e in rest {
-                e.push(Sample {
-                    value: value.clone(),
-                    capture_ns,
-                });
+                e.push(value.clone(), capture_ns);
             }
-            last.push(Sample { value, capture_ns });
+            last.push(value, capture_ns);
         }
         Ok(())
     }

@@ -144,7 +144,11 @@ impl<T> Ring<T> {
 /// with thread spawn and join ordering those phases. Other threads only read the two
 /// counters (`len`, e.g. `RunSession::wait_idle`), which are atomics.
 struct LocalRing<T> {
-    buf: Box<[UnsafeCell<MaybeUninit<Sample<T>>>]>,
+    /// Values and capture times in separate arrays: a value the size of two registers
+    /// (a `Tensor`) is stored and loaded as itself, never through a stack copy of a
+    /// three-word `Sample` (whose wide reload stalled store forwarding).
+    buf: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    captures: Box<[UnsafeCell<u64>]>,
     cap: usize,
     mask: usize,
     head: AtomicUsize,
@@ -166,6 +170,7 @@ impl<T> LocalRing<T> {
             buf: (0..size)
                 .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
                 .collect(),
+            captures: (0..size).map(|_| UnsafeCell::new(0)).collect(),
             cap,
             mask: size - 1,
             head: AtomicUsize::new(0),
@@ -187,29 +192,54 @@ impl<T> LocalRing<T> {
 
     #[inline]
     fn push(&self, s: Sample<T>) -> Result<(), Sample<T>> {
+        self.push_parts(s.value, s.capture_ns)
+            .map_err(|value| Sample {
+                value,
+                capture_ns: s.capture_ns,
+            })
+    }
+
+    #[inline]
+    fn push_parts(&self, value: T, capture_ns: u64) -> Result<(), T> {
         let tail = self.tail.load(Ordering::Relaxed);
         if tail - self.head.load(Ordering::Relaxed) >= self.cap {
-            return Err(s);
+            return Err(value);
         }
+        let i = tail & self.mask;
         // SAFETY: the slot at `tail` is vacant (fewer than `cap` <= `buf.len()` entries are
         // queued, in distinct slots) and no other thread touches the slots now (the type's
         // single-thread contract).
-        unsafe { (*self.buf[tail & self.mask].get()).write(s) };
+        unsafe {
+            (*self.buf[i].get()).write(value);
+            *self.captures[i].get() = capture_ns;
+        }
         self.tail.store(tail + 1, Ordering::Relaxed);
         Ok(())
     }
 
     #[inline]
     fn pop(&self) -> Option<Sample<T>> {
+        let mut capture_ns = 0;
+        let value = self.pop_parts(&mut capture_ns)?;
+        Some(Sample { value, capture_ns })
+    }
+
+    /// Pops the oldest value and stores its capture time in `capture_ns`.
+    #[inline]
+    fn pop_parts(&self, capture_ns: &mut u64) -> Option<T> {
         let head = self.head.load(Ordering::Relaxed);
         if head == self.tail.load(Ordering::Relaxed) {
             return None;
         }
+        let i = head & self.mask;
         // SAFETY: the slot at `head` holds an initialized entry (head < tail), moved out
         // exactly once as `head` advances past it; single-thread contract as in `push`.
-        let s = unsafe { (*self.buf[head & self.mask].get()).assume_init_read() };
+        let value = unsafe {
+            *capture_ns = *self.captures[i].get();
+            (*self.buf[i].get()).assume_init_read()
+        };
         self.head.store(head + 1, Ordering::Relaxed);
-        Some(s)
+        Some(value)
     }
 }
 
@@ -242,16 +272,16 @@ impl<T> EdgeQueue<T> {
         reason = "on the in-partition hop; left to the heuristic it stayed out of line (measured in benches/host_hop.rs)"
     )]
     #[inline(always)]
-    pub(crate) fn push(&self, sample: Sample<T>) {
+    pub(crate) fn push(&self, value: T, capture_ns: u64) {
         bump(&self.counters.pushed);
         if let (QueuePolicy::Block, Ring::Local(r)) = (self.policy, &self.queue) {
             // The in-partition fast path: the caller checked for room, nobody to wake.
-            if r.push(sample).is_err() {
+            if r.push_parts(value, capture_ns).is_err() {
                 bump(&self.counters.backpressured);
             }
             return;
         }
-        self.push_slow(sample);
+        self.push_slow(Sample { value, capture_ns });
     }
 
     /// `push` for cross-partition and drop-oldest edges.
@@ -289,6 +319,26 @@ impl<T> EdgeQueue<T> {
             }
         }
         s
+    }
+
+    /// Pops the oldest value, storing its capture time in `capture_ns`: `pop` without
+    /// building a `Sample` on the in-partition path.
+    #[allow(
+        clippy::inline_always,
+        reason = "on the in-partition hop; left to the heuristic it stayed out of line (measured in benches/host_hop.rs)"
+    )]
+    #[inline(always)]
+    pub(crate) fn pop_value(&self, capture_ns: &mut u64) -> Option<T> {
+        let value = match &self.queue {
+            Ring::Local(r) => r.pop_parts(capture_ns)?,
+            Ring::Shared(_) => {
+                let s = self.pop()?;
+                *capture_ns = s.capture_ns;
+                return Some(s.value);
+            }
+        };
+        bump(&self.counters.delivered);
+        Some(value)
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -292,6 +292,20 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime, fr
         op.done = true;
         shared.sources_pending.fetch_sub(1, Ordering::AcqRel);
     }
+    if matches!(result, Ok(None)) && !op.activation.has_failure() {
+        return;
+    }
+    fail_activation(shared, op, result);
+}
+
+/// Fails the session with what an activation raised (off the hot path).
+#[cold]
+#[inline(never)]
+fn fail_activation(
+    shared: &Shared,
+    op: &OpRuntime,
+    result: std::thread::Result<Option<Box<Error>>>,
+) {
     // A port call that could not return its error (a failed host wait in `receive`)
     // left it on the activation; it wins over what compute returned.
     match (result, op.activation.take_failure()) {

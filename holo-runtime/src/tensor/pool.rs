@@ -99,8 +99,18 @@ pub(crate) struct PoolCounters {
     pub(crate) exhausted: AtomicU64,
 }
 
+/// The alignment of a host pool's backing: every slot of a 256-byte-multiple size starts
+/// on a cache line (and DLPack's recommended 256-byte boundary).
+const HOST_ALIGN: usize = 256;
+
 enum Backing {
-    Host { ptr: *mut u8, len: usize },
+    /// `layout` is `Some` for a materialized pool's zeroed, `HOST_ALIGN`-aligned block;
+    /// `None` for a pass-through tensor's `Box<[u8]>`.
+    Host {
+        ptr: *mut u8,
+        len: usize,
+        layout: Option<std::alloc::Layout>,
+    },
     Device(DeviceBacking),
 }
 
@@ -167,12 +177,24 @@ unsafe impl Sync for Pool {}
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        if let Backing::Host { ptr, len } = self.backing
-            && len > 0
-        {
+        match self.backing {
+            // SAFETY: `ptr` came from `alloc_zeroed(layout)` in `materialize`, and no handle
+            // outlives the pool (each slot handle carries a strong count).
+            Backing::Host {
+                ptr,
+                layout: Some(layout),
+                ..
+            } => unsafe { std::alloc::dealloc(ptr, layout) },
             // SAFETY: `ptr` came from `Box::<[u8]>::into_raw` with this length in
-            // `materialize`, and no handle outlives the pool (handles hold an `Arc<Pool>`).
-            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
+            // `wrap_host_bytes`; as above.
+            Backing::Host {
+                ptr,
+                len,
+                layout: None,
+            } if len > 0 => {
+                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
+            }
+            _ => {}
         }
     }
 }
@@ -243,14 +265,20 @@ impl Pool {
                 )
             })?;
         let backing = if spec.kind == MemoryKind::Host {
-            let mut v = Vec::new();
-            v.try_reserve_exact(total)
-                .map_err(|e| exhausted(&spec, format!("cannot reserve {total} bytes: {e}")))?;
-            v.resize(total, 0u8);
-            let len = v.len();
+            let layout = std::alloc::Layout::from_size_align(total.max(1), HOST_ALIGN)
+                .map_err(|e| exhausted(&spec, format!("cannot lay out {total} bytes: {e}")))?;
+            // SAFETY: `layout` has a non-zero size.
+            let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+            if ptr.is_null() {
+                return Err(exhausted(
+                    &spec,
+                    format!("cannot reserve {total} bytes of host memory"),
+                ));
+            }
             Backing::Host {
-                ptr: Box::into_raw(v.into_boxed_slice()).cast::<u8>(),
-                len,
+                ptr,
+                len: total,
+                layout: Some(layout),
             }
         } else {
             let Some((backend, retirer)) = device else {
@@ -327,6 +355,7 @@ impl Pool {
             backing: Backing::Host {
                 ptr: Box::into_raw(bytes).cast::<u8>(),
                 len,
+                layout: None,
             },
             slots: Box::new([Slot {
                 refs: AtomicU32::new(1),
