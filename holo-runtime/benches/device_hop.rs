@@ -16,12 +16,15 @@
 //! Pools declare `max_loans = 4`, so a producer has about as many slots in flight
 //! (4 queued + 1 held + 4 loans + 1 retiring) as the raw ring has (8).
 //!
-//! Each row: ns per frame (median of 5 runs of 20,000 frames in steady state), the raw
-//! figure, their ratio, and the event calls per frame holo made (device counters).
+//! Each row: ns per frame (medians of 5 interleaved holo/raw runs of 20,000 frames in
+//! steady state), the raw figure, the median of the pairs' ratios, and the event calls per
+//! frame holo made (device counters). `HOLO_BENCH_IDLE_SPIN_US` sets holo's
+//! `SessionOptions::idle_spin` (default 50 µs) to compare idle policies.
 //!
 //! ```text
 //! cargo bench -p holo-runtime --bench device_hop            # software device
 //! HOLO_DEVICE=cuda ./device_hop-* --bench                   # on the GPU machine
+//! HOLO_DEVICE=cuda HOLO_BENCH_IDLE_SPIN_US=0 ./device_hop-* --bench
 //! ```
 
 #![allow(
@@ -215,7 +218,11 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
     let session = RunSession::start(
         g,
         &plan,
-        SessionOptions::default().on_device(Arc::clone(device)),
+        SessionOptions {
+            idle_spin: idle_spin(),
+            ..SessionOptions::default()
+        }
+        .on_device(Arc::clone(device)),
     )
     .unwrap();
     let frames = || {
@@ -418,6 +425,15 @@ fn raw(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> f64 {
     ns
 }
 
+/// `SessionOptions::idle_spin` for holo's sessions: the default, or
+/// `HOLO_BENCH_IDLE_SPIN_US` microseconds (to compare idle policies on one machine).
+fn idle_spin() -> Duration {
+    std::env::var("HOLO_BENCH_IDLE_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(SessionOptions::DEFAULT_IDLE_SPIN, Duration::from_micros)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -435,9 +451,10 @@ fn main() {
         }
     };
     println!(
-        "device_hop on {} {}: ns per frame, median of {RUNS} × {FRAMES} frames",
+        "device_hop on {} {}: ns per frame, medians of {RUNS} interleaved holo/raw runs of {FRAMES} frames (ratio: median of the pairs' ratios); idle_spin {:?}",
         device.backend_kind().name(),
-        device.ordinal()
+        device.ordinal(),
+        idle_spin()
     );
     println!(
         "{:<16} {:>10} {:>10} {:>7} {:>14}  target",
@@ -460,16 +477,16 @@ fn main() {
         let mut h = Vec::new();
         let mut ev = 0.0;
         let mut b = Vec::new();
+        let mut r = Vec::new();
         for _ in 0..RUNS {
             let (ns, events) = holo(&device, &shape);
+            let raw_ns = raw(&device, &shape);
             h.push(ns);
+            b.push(raw_ns);
+            r.push(ns / raw_ns);
             ev = events;
-            b.push(raw(&device, &shape));
         }
-        let (h, b) = (median(h), median(b));
-        println!(
-            "{name:<16} {h:>10.1} {b:>10.1} {:>7.2} {ev:>14.2}  {target}",
-            h / b
-        );
+        let (h, b, r) = (median(h), median(b), median(r));
+        println!("{name:<16} {h:>10.1} {b:>10.1} {r:>7.2} {ev:>14.2}  {target}");
     }
 }

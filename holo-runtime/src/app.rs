@@ -304,6 +304,7 @@ fn run_plan_with(
         SessionOptions {
             max_source_activations: frames,
             device,
+            ..SessionOptions::default()
         },
     )?;
     if let Some(f) = on_session {

@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     error: Mutex<Option<Error>>,
     pub(crate) signals: Vec<Arc<CachePadded<PartitionSignal>>>,
     pub(crate) rates: RateTable,
+    /// `SessionOptions::idle_spin`.
+    idle_spin: Duration,
 }
 
 impl Shared {
@@ -322,12 +324,11 @@ fn fail_activation(
     }
 }
 
-/// Backoff before parking an idle partition: spin 2^step times for steps 0..=6, then
-/// yield for steps 7..=10 (crossbeam's `Backoff`), re-checking readiness after each. A
-/// steady stream is picked up without a futex wake; an idle partition parks within tens
-/// of microseconds.
+/// Backoff before parking an idle partition: spin 2^step times for steps 0..=6
+/// (crossbeam's `Backoff`), then yield until `SessionOptions::idle_spin` has passed since
+/// the partition went idle, re-checking readiness after each. A steady stream is picked
+/// up without a futex wake; an idle partition parks after `idle_spin`.
 const SPIN_STEPS: u32 = 6;
-const YIELD_STEPS: u32 = 10;
 
 fn partition_loop(
     shared: &Shared,
@@ -350,6 +351,7 @@ fn partition_loop(
         p.claim_free_list();
     }
     let mut idle_step = 0;
+    let mut idle_since = Instant::now();
     // A clock reading from the end of the last activation, while the partition goes
     // straight on (`UNSET` once it idles).
     let mut fresh = UNSET;
@@ -381,10 +383,12 @@ fn partition_loop(
             for _ in 0..1u32 << idle_step {
                 std::hint::spin_loop();
             }
+            if idle_step == 0 {
+                idle_since = Instant::now();
+            }
             idle_step += 1;
-        } else if idle_step <= YIELD_STEPS {
+        } else if idle_since.elapsed() < shared.idle_spin {
             std::thread::yield_now();
-            idle_step += 1;
         } else {
             signal.scanning.store(false, Ordering::Release);
             // Woken by a push into an input, a pop from an output, or stop — or by the
@@ -742,6 +746,7 @@ pub(crate) fn start(
         error: Mutex::new(None),
         signals: signals.clone(),
         rates,
+        idle_spin: options.idle_spin,
     });
     // The first rate generation: the plan's compiled rates, or the caller's candidate.
     // A rejected first candidate leaves nothing published; the session still runs on the
@@ -787,7 +792,7 @@ pub(crate) fn start(
         .map(|p| p.slot_count as usize)
         .sum();
     let retire_thread = if device_slots > 0 {
-        match retirer.start(device_slots) {
+        match retirer.start(device_slots, options.idle_spin) {
             Ok(t) => Some(t),
             Err(e) => {
                 for rt in runtimes.iter_mut().rev() {

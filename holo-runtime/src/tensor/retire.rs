@@ -43,14 +43,20 @@ impl Retirer {
     /// Sizes the queue for `capacity` slots and spawns the (parked) worker thread. Returns
     /// once the thread runs and has allocated everything it will ever need (its start-up
     /// allocations must not land in the middle of a steady-state run).
-    pub(crate) fn start(self: &Arc<Self>, capacity: usize) -> Result<JoinHandle<()>> {
+    /// `idle_spin`: how long the worker keeps polling (yielding) after its last slot
+    /// before it parks (`SessionOptions::idle_spin`).
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        capacity: usize,
+        idle_spin: Duration,
+    ) -> Result<JoinHandle<()>> {
         let _ = self.queue.set(ArrayQueue::new(capacity.max(1)));
         let me = Arc::clone(self);
         let ready = Arc::new(std::sync::Barrier::new(2));
         let worker_ready = Arc::clone(&ready);
         let handle = std::thread::Builder::new()
             .name("holo-retire".to_owned())
-            .spawn(move || me.run(capacity, &worker_ready))
+            .spawn(move || me.run(capacity, idle_spin, &worker_ready))
             .map_err(|e| {
                 Error::new(
                     ErrorCode::ResourceExhausted,
@@ -111,13 +117,15 @@ impl Retirer {
         }
     }
 
-    fn run(&self, capacity: usize, ready: &std::sync::Barrier) {
+    fn run(&self, capacity: usize, idle_spin: Duration, ready: &std::sync::Barrier) {
         let mut pending: Vec<(Arc<Pool>, u32)> = Vec::with_capacity(capacity.max(1));
         ready.wait();
         let Some(queue) = self.queue.get() else {
             return;
         };
         let mut idle_polls = 0u32;
+        // When the worker last had a slot pending.
+        let mut busy_at = std::time::Instant::now();
         loop {
             while let Some(item) = queue.pop() {
                 pending.push(item);
@@ -145,7 +153,16 @@ impl Retirer {
                 if self.stop.load(Ordering::Acquire) && queue.is_empty() {
                     return;
                 }
-                std::thread::park_timeout(Duration::from_millis(50));
+                if before > 0 {
+                    busy_at = std::time::Instant::now();
+                }
+                // Poll for the next slot for a while (no futex wake for its sender), then
+                // park until one is handed over.
+                if busy_at.elapsed() < idle_spin {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::park_timeout(Duration::from_millis(50));
+                }
                 idle_polls = 0;
             } else if pending.len() == before {
                 // Nothing completed: back off (spin, then yield, then short sleeps). A
