@@ -738,7 +738,11 @@ mod tests {
     fn free_slots_park_the_pool_count_and_the_owner_frees_it() {
         let p = pool(3, 16);
         let weak = Arc::downgrade(&p);
-        assert_eq!(Arc::strong_count(&p), 1 + 3, "the owner's count and one per free slot");
+        assert_eq!(
+            Arc::strong_count(&p),
+            1 + 3,
+            "the owner's count and one per free slot"
+        );
         let t = tensor(&p, 1);
         let c = t.clone();
         assert_eq!(
@@ -751,7 +755,10 @@ mod tests {
         assert_eq!(Arc::strong_count(&p), 4);
         assert_eq!(p.free_slots(), 3);
         drop(p);
-        assert!(weak.upgrade().is_none(), "closed with every slot back: freed");
+        assert!(
+            weak.upgrade().is_none(),
+            "closed with every slot back: freed"
+        );
     }
 
     #[test]
@@ -763,9 +770,17 @@ mod tests {
         drop(other);
         drop(p);
         let live = weak.upgrade().expect("the held slot keeps the pool alive");
-        assert_eq!(Arc::strong_count(&live), 2, "the held slot's count and this probe");
+        assert_eq!(
+            Arc::strong_count(&live),
+            2,
+            "the held slot's count and this probe"
+        );
         drop(live);
-        assert_eq!(held.data().unwrap(), &[5; 4], "still readable after the owner closed");
+        assert_eq!(
+            held.data().unwrap(),
+            &[5; 4],
+            "still readable after the owner closed"
+        );
         // Released on another thread after the close: its count is dropped, not parked.
         std::thread::spawn(move || drop(held)).join().unwrap();
         assert!(weak.upgrade().is_none(), "the last slot freed the pool");
