@@ -44,6 +44,11 @@
 /// `memory` and `memory_kind`. Each of these is a compile error on your token, with every
 /// mistake of one struct reported together.
 ///
+/// Every expression in these attributes (byte spans, memory kinds, rates, counts) is
+/// evaluated with a prelude in scope — `Rate`, `RateRatio`, `MemoryKind` and its
+/// variants, `param_ref!`, `memory_kind_map!` and the functions below — so it needs no
+/// `use` of its own (an import used only there would be reported unused).
+///
 /// Byte-span expressions see, in scope: `tensor_byte_span(n)`,
 /// `parameter_contiguous_byte_span(param_ref!(P::shape))` (the shape's product times the
 /// dtype size; the shape's length must equal `rank`), `input_max_byte_span(input)` (each

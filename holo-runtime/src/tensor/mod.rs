@@ -320,6 +320,10 @@ impl From<CommittedTensor> for Tensor {
 /// A tensor is a pool and a slot index: two words, so an `Option<Tensor>` comes back from
 /// `receive` in registers. A pass-through tensor made by [`Tensor::from_host_vec`] owns a
 /// one-slot pool around its bytes.
+///
+/// A tensor kept past its session's end stays valid: its slot keeps the pool's memory
+/// alive (the session reports the slot as still held), and the pool is freed when the
+/// last such handle drops.
 pub struct Tensor {
     /// Shares the slot's parked pool count with the slot's other handles; the last
     /// handle hands it back with the slot (never dropped as an `Arc`).

@@ -1,4 +1,4 @@
-use holo_runtime::{operator, Input, Output, ParamSchema, Rate, RateRatio};
+use holo_runtime::{operator, Input, Output, ParamSchema};
 
 #[derive(Clone, Debug, ParamSchema)]
 #[param(schema = "ui.Rates", version = 1)]
