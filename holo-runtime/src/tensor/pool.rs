@@ -28,6 +28,8 @@ use std::cell::UnsafeCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 
+use crossbeam_utils::CachePadded;
+
 use super::free_list::FreeList;
 use super::retire::Retirer;
 use crate::device::{AllocKind, DeviceBackend, DevicePtr, EventHandle, StreamHandle};
@@ -90,6 +92,16 @@ pub(crate) struct LoanStreams {
     pub(crate) planned: Option<StreamHandle>,
     /// The stream the plan proved the output's sole edge fused on.
     pub(crate) fused: Option<StreamHandle>,
+}
+
+/// How a pool closes (see [`PoolOwner`]).
+#[derive(Default)]
+struct Closing {
+    /// Set once by [`PoolOwner`]'s drop: free slots no longer park their count.
+    closed: AtomicBool,
+    /// Threads other than the owner between checking `closed` and parking a slot (the
+    /// closer waits for none to be left before it drains the free list).
+    parking: AtomicUsize,
 }
 
 /// Counters a pool keeps for the run summary and for tests.
@@ -158,11 +170,9 @@ pub(crate) struct Pool {
     backing: Backing,
     slots: Box<[Slot]>,
     free: FreeList,
-    /// Set once by [`PoolOwner`]'s drop: free slots no longer park their count.
-    closed: AtomicBool,
-    /// Threads other than the owner between checking `closed` and parking a slot (the
-    /// closer waits for none to be left before it drains the free list).
-    parking: AtomicUsize,
+    /// On a cache line of its own: consumers on other threads write `parking` on every
+    /// release, and the producer's loans must not miss on the fields they read.
+    closing: CachePadded<Closing>,
     pub(crate) counters: PoolCounters,
 }
 
@@ -318,8 +328,7 @@ impl Pool {
             backing,
             slots,
             free,
-            closed: AtomicBool::new(false),
-            parking: AtomicUsize::new(0),
+            closing: CachePadded::default(),
             counters: PoolCounters::default(),
         }
         .into_owner())
@@ -366,8 +375,7 @@ impl Pool {
                 release_count: AtomicU32::new(0),
             }]),
             free: FreeList::full(0),
-            closed: AtomicBool::new(false),
-            parking: AtomicUsize::new(0),
+            closing: CachePadded::default(),
             counters: PoolCounters::default(),
         })
     }
@@ -547,7 +555,9 @@ impl Pool {
         }
         // The owner thread parks the slot privately (the in-partition hop); after `close`
         // nothing parks (and the owner thread has exited by then in a session).
-        if !pool.pass_through && !pool.closed.load(Ordering::Relaxed) && pool.free.push_owned(slot)
+        if !pool.pass_through
+            && !pool.closing.closed.load(Ordering::Relaxed)
+            && pool.free.push_owned(slot)
         {
             return;
         }
@@ -593,15 +603,15 @@ impl Pool {
             // SAFETY: the carried count keeps the pool alive until it is parked or dropped.
             let pool = unsafe { &*this };
             if !pool.pass_through {
-                pool.parking.fetch_add(1, Ordering::SeqCst);
-                if !pool.closed.load(Ordering::SeqCst) {
+                pool.closing.parking.fetch_add(1, Ordering::SeqCst);
+                if !pool.closing.closed.load(Ordering::SeqCst) {
                     pool.free.push_shared(slot);
                     // The closer waits for `parking` to drop to zero before it drains, so
                     // this slot's count is drained with the rest.
-                    pool.parking.fetch_sub(1, Ordering::SeqCst);
+                    pool.closing.parking.fetch_sub(1, Ordering::SeqCst);
                     return;
                 }
-                pool.parking.fetch_sub(1, Ordering::SeqCst);
+                pool.closing.parking.fetch_sub(1, Ordering::SeqCst);
             }
         }
         // SAFETY: the carried count; nothing touches the pool after this.
@@ -611,8 +621,8 @@ impl Pool {
     /// Closes the pool (see [`PoolOwner`]): from now on released slots drop their count,
     /// and the counts parked on the free list are dropped now.
     fn close(this: &Arc<Pool>) {
-        this.closed.store(true, Ordering::SeqCst);
-        while this.parking.load(Ordering::SeqCst) != 0 {
+        this.closing.closed.store(true, Ordering::SeqCst);
+        while this.closing.parking.load(Ordering::SeqCst) != 0 {
             std::hint::spin_loop();
         }
         // A thread that still owns the private stack (a pool used outside a session, on
