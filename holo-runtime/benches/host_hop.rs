@@ -443,13 +443,13 @@ fn cross_partition() {
     let (mut h50, mut h99, mut b50, mut b99, mut ratios) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..PAIRS {
-        let (hp50, hp99) = holo_cross_partition();
-        let (bp50, bp99) = baseline_cross_partition();
-        h50.push(hp50 as f64);
-        h99.push(hp99 as f64);
-        b50.push(bp50 as f64);
-        b99.push(bp99 as f64);
-        ratios.push(hp50 as f64 / bp50 as f64);
+        let (holo_p50, holo_p99) = holo_cross_partition();
+        let (base_p50, base_p99) = baseline_cross_partition();
+        h50.push(holo_p50 as f64);
+        h99.push(holo_p99 as f64);
+        b50.push(base_p50 as f64);
+        b99.push(base_p99 as f64);
+        ratios.push(holo_p50 as f64 / base_p50 as f64);
     }
     if std::env::var_os("HOLO_BENCH_VERBOSE").is_some() {
         println!("  holo p50s: {h50:?}\n  baseline p50s: {b50:?}\n  ratios: {ratios:.2?}");

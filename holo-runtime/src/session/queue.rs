@@ -149,10 +149,30 @@ struct LocalRing<T> {
     /// three-word `Sample` (whose wide reload stalled store forwarding).
     buf: Box<[UnsafeCell<MaybeUninit<T>>]>,
     captures: Box<[UnsafeCell<u64>]>,
-    cap: usize,
     mask: usize,
+    index: RingIndex,
+}
+
+/// A same-partition ring's counters: `head` counts pops and `tail` pushes; at most `cap`
+/// entries are queued. The scheduler reads them directly through an [`EdgeProbe`].
+pub(crate) struct RingIndex {
+    cap: usize,
     head: AtomicUsize,
     tail: AtomicUsize,
+}
+
+impl RingIndex {
+    #[inline]
+    fn len(&self) -> usize {
+        // Read from another thread, `head` may be newer than `tail`: never negative.
+        let tail = self.tail.load(Ordering::Relaxed);
+        tail.saturating_sub(self.head.load(Ordering::Relaxed))
+    }
+
+    #[inline]
+    fn is_full(&self) -> bool {
+        self.len() >= self.cap
+    }
 }
 
 // SAFETY: the slots are touched only by push/pop, which never run on two threads at once
@@ -171,23 +191,23 @@ impl<T> LocalRing<T> {
                 .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
                 .collect(),
             captures: (0..size).map(|_| UnsafeCell::new(0)).collect(),
-            cap,
             mask: size - 1,
-            head: AtomicUsize::new(0),
-            tail: AtomicUsize::new(0),
+            index: RingIndex {
+                cap,
+                head: AtomicUsize::new(0),
+                tail: AtomicUsize::new(0),
+            },
         }
     }
 
     #[inline]
     fn len(&self) -> usize {
-        // Read from another thread, `head` may be newer than `tail`: never negative.
-        let tail = self.tail.load(Ordering::Relaxed);
-        tail.saturating_sub(self.head.load(Ordering::Relaxed))
+        self.index.len()
     }
 
     #[inline]
     fn is_full(&self) -> bool {
-        self.len() >= self.cap
+        self.index.is_full()
     }
 
     #[inline]
@@ -201,8 +221,8 @@ impl<T> LocalRing<T> {
 
     #[inline]
     fn push_parts(&self, value: T, capture_ns: u64) -> Result<(), T> {
-        let tail = self.tail.load(Ordering::Relaxed);
-        if tail - self.head.load(Ordering::Relaxed) >= self.cap {
+        let tail = self.index.tail.load(Ordering::Relaxed);
+        if tail - self.index.head.load(Ordering::Relaxed) >= self.index.cap {
             return Err(value);
         }
         let i = tail & self.mask;
@@ -213,7 +233,7 @@ impl<T> LocalRing<T> {
             (*self.buf[i].get()).write(value);
             *self.captures[i].get() = capture_ns;
         }
-        self.tail.store(tail + 1, Ordering::Relaxed);
+        self.index.tail.store(tail + 1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -227,8 +247,8 @@ impl<T> LocalRing<T> {
     /// Pops the oldest value and stores its capture time in `capture_ns`.
     #[inline]
     fn pop_parts(&self, capture_ns: &mut u64) -> Option<T> {
-        let head = self.head.load(Ordering::Relaxed);
-        if head == self.tail.load(Ordering::Relaxed) {
+        let head = self.index.head.load(Ordering::Relaxed);
+        if head == self.index.tail.load(Ordering::Relaxed) {
             return None;
         }
         let i = head & self.mask;
@@ -238,7 +258,7 @@ impl<T> LocalRing<T> {
             *capture_ns = *self.captures[i].get();
             (*self.buf[i].get()).assume_init_read()
         };
-        self.head.store(head + 1, Ordering::Relaxed);
+        self.index.head.store(head + 1, Ordering::Relaxed);
         Some(value)
     }
 }
@@ -356,6 +376,52 @@ pub(crate) trait ErasedEdge: Send + Sync {
     fn clear(&self);
     /// Drops the oldest queued entry (an activation skipped by `missing = skip`).
     fn drop_one(&self);
+    /// A same-partition ring's counters, for the scheduler to read directly.
+    fn ring_index(&self) -> Option<&RingIndex>;
+}
+
+/// The scheduler's handle on an edge: a same-partition ring's occupancy is two plain
+/// loads (no virtual call); other edges ask through [`ErasedEdge`].
+#[derive(Clone)]
+pub(crate) struct EdgeProbe {
+    edge: Arc<dyn ErasedEdge>,
+    /// Points into `edge` (kept alive by it) when it is a same-partition ring.
+    local: Option<std::ptr::NonNull<RingIndex>>,
+}
+
+// SAFETY: `local` points into the edge `edge` keeps alive, and `RingIndex` is atomics
+// and a constant: reading it from any thread is sound.
+unsafe impl Send for EdgeProbe {}
+// SAFETY: as above.
+unsafe impl Sync for EdgeProbe {}
+
+impl EdgeProbe {
+    pub(crate) fn new(edge: Arc<dyn ErasedEdge>) -> Self {
+        let local = edge.ring_index().map(std::ptr::NonNull::from);
+        Self { edge, local }
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        match self.local {
+            // SAFETY: see the type's `Send` impl.
+            Some(index) => unsafe { index.as_ref() }.len(),
+            None => self.edge.len(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_full(&self) -> bool {
+        match self.local {
+            // SAFETY: see the type's `Send` impl.
+            Some(index) => unsafe { index.as_ref() }.is_full(),
+            None => self.edge.is_full(),
+        }
+    }
+
+    pub(crate) fn edge(&self) -> &dyn ErasedEdge {
+        &*self.edge
+    }
 }
 
 impl<T: Send + 'static> ErasedEdge for EdgeQueue<T> {
@@ -376,6 +442,12 @@ impl<T: Send + 'static> ErasedEdge for EdgeQueue<T> {
     }
     fn clear(&self) {
         while self.queue.pop().is_some() {}
+    }
+    fn ring_index(&self) -> Option<&RingIndex> {
+        match &self.queue {
+            Ring::Local(r) => Some(&r.index),
+            Ring::Shared(_) => None,
+        }
     }
 }
 

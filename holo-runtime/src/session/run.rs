@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::context::{ActivationState, ExecutionContext, LifecycleContext, NO_CAPTURE, UNSET};
 use super::erased::OperatorBox;
 use super::ports::{EdgeContract, PortBinder};
-use super::queue::{ErasedEdge, PartitionSignal};
+use super::queue::{EdgeProbe, ErasedEdge, PartitionSignal};
 use super::rates::{OperatorRates, RateCandidate, RateTable};
 use super::streams::Streams;
 use super::{RunSession, SessionOptions};
@@ -100,9 +100,9 @@ pub(crate) struct OpRuntime {
     activation: Arc<ActivationState>,
     stream: Option<StreamHandle>,
     device: Option<Arc<dyn DeviceBackend>>,
-    required_inputs: Vec<Arc<dyn ErasedEdge>>,
-    optional_inputs: Vec<Arc<dyn ErasedEdge>>,
-    block_outputs: Vec<Arc<dyn ErasedEdge>>,
+    required_inputs: Vec<EdgeProbe>,
+    optional_inputs: Vec<EdgeProbe>,
+    block_outputs: Vec<EdgeProbe>,
     is_source: bool,
     pub(crate) is_sink: bool,
     pub(crate) activations: u64,
@@ -116,7 +116,7 @@ pub(crate) struct OpRuntime {
     schedule: Schedule,
     /// Required inputs with `missing = skip` (other than an `on_arrival` trigger input):
     /// when one is empty at a tick or arrival, the activation is skipped.
-    skip_inputs: Vec<Arc<dyn ErasedEdge>>,
+    skip_inputs: Vec<EdgeProbe>,
     /// The operator's first slot in the session's rate table.
     rate_offset: usize,
     /// Activations skipped by `missing = skip`.
@@ -132,7 +132,7 @@ pub(crate) enum Schedule {
     /// Any connected input has data.
     AnyInput,
     /// The named input has a new arrival.
-    OnArrival(Arc<dyn ErasedEdge>),
+    OnArrival(EdgeProbe),
     /// A clock: fires when `next_ns` (session clock) is reached.
     Clock { period_ns: u64, next_ns: u64 },
 }
@@ -197,7 +197,7 @@ impl OpRuntime {
     fn skip(&mut self) {
         self.skipped += 1;
         match &mut self.schedule {
-            Schedule::OnArrival(e) => e.drop_one(),
+            Schedule::OnArrival(e) => e.edge().drop_one(),
             Schedule::Clock { .. } => self.advance_clock(),
             Schedule::AllInputs | Schedule::AnyInput => {}
         }
@@ -227,7 +227,7 @@ impl OpRuntime {
         self.required_inputs
             .iter()
             .chain(&self.optional_inputs)
-            .map(|e| e.counters().pushed.load(Ordering::Relaxed))
+            .map(|e| e.edge().counters().pushed.load(Ordering::Relaxed))
             .sum()
     }
 }
@@ -651,12 +651,12 @@ pub(crate) fn start(
         let required_inputs = connected_inputs
             .iter()
             .filter(|(p, _)| !node.ports[*p].optional)
-            .map(|(_, e)| Arc::clone(e))
+            .map(|(_, e)| EdgeProbe::new(Arc::clone(e)))
             .collect();
         let optional_inputs = connected_inputs
             .iter()
             .filter(|(p, _)| node.ports[*p].optional)
-            .map(|(_, e)| Arc::clone(e))
+            .map(|(_, e)| EdgeProbe::new(Arc::clone(e)))
             .collect();
         let is_source = connected_inputs.is_empty();
         let trigger = plan.operator_triggers().get(i);
@@ -664,7 +664,7 @@ pub(crate) fn start(
             connected_inputs
                 .iter()
                 .find(|(p, _)| node.ports[*p].name == name)
-                .map(|(_, e)| Arc::clone(e))
+                .map(|(_, e)| EdgeProbe::new(Arc::clone(e)))
         };
         let (schedule, trigger_input) = match trigger.map(|t| (t.trigger.as_str(), t)) {
             Some(("clock", t)) => (
@@ -693,7 +693,7 @@ pub(crate) fn start(
                         && port.temporal.missing == crate::spec::MissingPolicy::Skip
                         && trigger_input.as_deref() != Some(port.name)
                 })
-                .map(|(_, e)| Arc::clone(e))
+                .map(|(_, e)| EdgeProbe::new(Arc::clone(e)))
                 .collect()
         } else {
             Vec::new()
@@ -715,7 +715,7 @@ pub(crate) fn start(
             block_outputs: erased_out[i]
                 .iter()
                 .filter(|e| e.policy() == crate::graph::QueuePolicy::Block)
-                .cloned()
+                .map(|e| EdgeProbe::new(Arc::clone(e)))
                 .collect(),
             is_source,
             is_sink: erased_out[i].is_empty() && (has_inputs || !is_source),
