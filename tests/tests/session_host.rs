@@ -695,3 +695,91 @@ fn latency_is_measured_from_capture_time_at_the_sinks() {
     assert!(p50 <= p99);
     assert!(p99 < Duration::from_secs(20));
 }
+
+/// Keeps the first tensor it receives in a slot the test can reach.
+#[operator]
+struct Keeper {
+    frames: Input<Tensor>,
+    kept: Arc<std::sync::Mutex<Option<Tensor>>>,
+}
+
+impl Operator for Keeper {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.frames.receive() {
+            let mut kept = self.kept.lock().unwrap();
+            if kept.is_none() {
+                *kept = Some(t);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_tensor_kept_past_the_session_stays_readable_and_the_join_reports_its_slot() {
+    let kept = Arc::new(std::sync::Mutex::new(None));
+    let mut g = Graph::new();
+    let (src, _) = ByteSource::new(16, 0x5C);
+    let a = g
+        .add_operator("src", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    let b = g
+        .add_operator(
+            "keeper",
+            Keeper {
+                frames: Input::default(),
+                kept: Arc::clone(&kept),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    g.add_flow(a.frames, b.frames, ConnectionOptions::default());
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let session = RunSession::start(g, &plan, frames(20)).unwrap();
+    assert!(session.wait_idle(Duration::from_secs(20)));
+    let err = session.join().unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Internal);
+    assert!(
+        err.message().contains("1 of") && err.message().contains("still held"),
+        "{}",
+        err.message()
+    );
+    // The session and its pool owner are gone; the kept slot still holds the pool.
+    let t = kept.lock().unwrap().take().expect("a tensor was kept");
+    assert_eq!(t.data().unwrap(), &[0x5C; 16]);
+    let reader =
+        std::thread::spawn(move || t.data().unwrap().iter().map(|&b| u64::from(b)).sum::<u64>());
+    assert_eq!(reader.join().unwrap(), 16 * 0x5C);
+}
+
+#[test]
+fn sessions_run_to_completion_with_any_idle_spin() {
+    for spin in [Duration::ZERO, Duration::from_millis(2)] {
+        let mut g = Graph::new();
+        let (src, s_stats) = ByteSource::new(32, 7);
+        let (sink, k_stats) = ByteSink::new(7, 0);
+        let a = g
+            .add_operator("camera", src, ParamSet::defaults().unwrap())
+            .unwrap();
+        let b = g
+            .add_operator("check", sink, ParamSet::defaults().unwrap())
+            .unwrap();
+        g.add_flow(a.frames, b.frames, ConnectionOptions::default());
+        let plan = compile(&g, CompileOptions::default()).unwrap();
+        let options = SessionOptions {
+            idle_spin: spin,
+            ..frames(300)
+        };
+        let session = RunSession::start(g, &plan, options).unwrap();
+        assert!(
+            session.wait_idle(Duration::from_secs(20)),
+            "idle_spin {spin:?}"
+        );
+        session.join().unwrap();
+        assert_eq!(
+            k_stats.received.load(Ordering::Relaxed),
+            s_stats.emitted.load(Ordering::Relaxed),
+            "idle_spin {spin:?}"
+        );
+    }
+}

@@ -275,17 +275,18 @@ impl RunSession {
         }
         self.edges.clear();
         // Device slots retire asynchronously: wait (polling, bounded) for the worker to
-        // return every one, then quiesce the streams and stop the worker.
+        // return every slot it was handed, then quiesce the streams and stop the worker.
+        // (A slot still held by a tensor kept past the session is not waited for: it is
+        // reported below.)
         let deadline = Instant::now() + Duration::from_secs(10);
-        while self.pools.iter().any(|p| p.free_slots() != p.slot_count) && Instant::now() < deadline
-        {
+        while self.retirer.outstanding() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(200));
         }
         if let Err(e) = self.streams.synchronize() {
             self.shared.fail(e);
         }
         self.retirer.shutdown();
-        if self.pools.iter().all(|p| p.free_slots() == p.slot_count)
+        if self.retirer.outstanding() == 0
             && let Some(t) = self.retire_thread.take()
         {
             let _ = t.join();

@@ -23,6 +23,8 @@ pub(crate) struct Retirer {
     stop: AtomicBool,
     /// Slots returned by the worker so far.
     pub(crate) retired: AtomicU64,
+    /// Slots handed to the worker and not yet returned.
+    outstanding: AtomicU64,
     /// Polls made (event queries), for tests.
     pub(crate) polls: AtomicU64,
     error: Mutex<Option<Error>>,
@@ -35,6 +37,7 @@ impl Retirer {
             thread: OnceLock::new(),
             stop: AtomicBool::new(false),
             retired: AtomicU64::new(0),
+            outstanding: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             error: Mutex::new(None),
         })
@@ -70,12 +73,13 @@ impl Retirer {
 
     /// Hands a slot whose release events were just recorded to the worker.
     pub(crate) fn retire(&self, pool: Arc<Pool>, slot: u32) {
+        self.outstanding.fetch_add(1, Ordering::AcqRel);
         match self.queue.get() {
             Some(q) => {
                 // Room for every slot of every device pool: a slot is queued at most once.
                 if let Err((pool, slot)) = q.push((pool, slot)) {
                     self.note_error(pool.location);
-                    Pool::return_retired(pool, slot);
+                    self.give_back(pool, slot);
                 }
                 if let Some(t) = self.thread.get() {
                     t.unpark();
@@ -83,8 +87,19 @@ impl Retirer {
             }
             // No worker (a pool used outside a session): nothing is pending on a stream
             // the session owns any more; return the slot.
-            None => Pool::return_retired(pool, slot),
+            None => self.give_back(pool, slot),
         }
+    }
+
+    /// Returns a slot the worker was handed (with the pool count it carries).
+    fn give_back(&self, pool: Arc<Pool>, slot: u32) {
+        Pool::return_retired(pool, slot);
+        self.outstanding.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Slots handed to the worker and not yet back in their pools.
+    pub(crate) fn outstanding(&self) -> u64 {
+        self.outstanding.load(Ordering::Acquire)
     }
 
     pub(crate) fn note_error(&self, location: &'static str) {
@@ -145,7 +160,7 @@ impl Retirer {
                         }
                         // The slot and the pool count it carries go back together.
                         let (pool, slot) = pending.swap_remove(i);
-                        Pool::return_retired(pool, slot);
+                        self.give_back(pool, slot);
                     }
                 }
             }
