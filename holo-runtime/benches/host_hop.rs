@@ -365,10 +365,10 @@ fn baseline_cross_partition(pace: std::time::Duration) -> (u64, u64) {
         }
         lat
     });
-    let mut last: Option<Instant> = None;
+    let mut sent_at: Option<Instant> = None;
     for n in 0..FRAMES {
-        if let Some(last) = last {
-            while last.elapsed() < pace {
+        if let Some(t) = sent_at {
+            while t.elapsed() < pace {
                 std::hint::spin_loop();
             }
         }
@@ -377,7 +377,7 @@ fn baseline_cross_partition(pace: std::time::Duration) -> (u64, u64) {
         buffers[i].lock().unwrap().fill(n as u8);
         // The capture time: as the frame is handed over (holo's emit).
         tx.send((i, Instant::now())).unwrap();
-        last = Some(Instant::now());
+        sent_at = Some(Instant::now());
     }
     let mut lat = consumer.join().unwrap();
     (quantile(&mut lat, 0.5), quantile(&mut lat, 0.99))
