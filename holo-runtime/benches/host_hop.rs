@@ -32,9 +32,9 @@ use std::time::Instant;
 
 use crossbeam_channel::bounded;
 use holo_runtime::{
-    CompileOptions, ConnectionOptions, DType, EmitOptions, ExecutionContext, Graph, Input,
-    Operator, Output, ParamSet, PartitionSpec, Partitioning, Result, RunSession, SessionOptions,
-    Tensor, TensorLoanRequest, compile, operator,
+    CommittedTensor, CompileOptions, ConnectionOptions, DType, EmitOptions, ExecutionContext,
+    Graph, Input, Operator, Output, ParamSet, PartitionSpec, Partitioning, Result, RunSession,
+    SessionOptions, Tensor, TensorLoanRequest, compile, operator,
 };
 
 const FRAME: usize = 256;
@@ -47,15 +47,21 @@ struct Source {
     n: u8,
 }
 
+/// Borrows a frame, fills it with the next counter value and commits it.
+#[inline]
+fn next_frame(out: &mut Output<Tensor>, n: &mut u8) -> Result<CommittedTensor> {
+    let loan = out.allocate_tensor(TensorLoanRequest {
+        shape: &[FRAME as u64],
+        dtype: DType::U8,
+    })?;
+    *n = n.wrapping_add(1);
+    let fill = *n;
+    loan.write_host_and_commit(|b| b.fill(fill))
+}
+
 impl Operator for Source {
     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        let loan = self.out.allocate_tensor(TensorLoanRequest {
-            shape: &[FRAME as u64],
-            dtype: DType::U8,
-        })?;
-        self.n = self.n.wrapping_add(1);
-        let n = self.n;
-        let t = loan.write_host_and_commit(|b| b.fill(n))?;
+        let t = next_frame(&mut self.out, &mut self.n)?;
         // No explicit capture time: a source's emit carries its activation time.
         self.out.emit(t, EmitOptions::default())
     }
@@ -116,13 +122,7 @@ impl Operator for PacedSource {
                 std::hint::spin_loop();
             }
         }
-        let loan = self.out.allocate_tensor(TensorLoanRequest {
-            shape: &[FRAME as u64],
-            dtype: DType::U8,
-        })?;
-        self.n = self.n.wrapping_add(1);
-        let n = self.n;
-        let t = loan.write_host_and_commit(|b| b.fill(n))?;
+        let t = next_frame(&mut self.out, &mut self.n)?;
         // The capture time: now, after the pacing wait.
         let r = self.out.emit(
             t,
