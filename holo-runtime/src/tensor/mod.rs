@@ -65,7 +65,7 @@ pub struct TensorLoanRequest<'a> {
 }
 
 #[inline]
-pub(crate) fn meta_for(shape: &[u64], dtype: DType) -> Option<TensorMeta> {
+fn meta_for(shape: &[u64], dtype: DType) -> Option<TensorMeta> {
     if shape.len() > MAX_TENSOR_RANK as usize {
         return None;
     }
