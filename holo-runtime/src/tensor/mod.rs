@@ -69,10 +69,7 @@ fn meta_for(shape: &[u64], dtype: DType) -> Option<TensorMeta> {
     if shape.len() > MAX_TENSOR_RANK as usize {
         return None;
     }
-    let mut bytes = dtype.size_bytes();
-    for &e in shape {
-        bytes = bytes.checked_mul(e)?;
-    }
+    let bytes = pool::checked_byte_size(shape, dtype)?;
     let mut meta = TensorMeta {
         rank: u8::try_from(shape.len()).ok()?,
         dtype,

@@ -104,6 +104,29 @@ struct Closing {
     parking: AtomicUsize,
 }
 
+impl Slot {
+    /// A slot with `refs` handles and `meta`, host-ready, with no writer and no release
+    /// stream.
+    fn new(refs: u32, meta: TensorMeta) -> Slot {
+        Slot {
+            refs: AtomicU32::new(refs),
+            meta: UnsafeCell::new(meta),
+            writer: AtomicU64::new(0),
+            state: AtomicU8::new(readiness::HOST),
+            release_lock: AtomicBool::new(false),
+            release_count: AtomicU32::new(0),
+        }
+    }
+}
+
+/// `product(shape) × dtype size` in bytes, or `None` when it overflows.
+#[inline]
+pub(crate) fn checked_byte_size(shape: &[u64], dtype: DType) -> Option<u64> {
+    shape
+        .iter()
+        .try_fold(dtype.size_bytes(), |bytes, &e| bytes.checked_mul(e))
+}
+
 /// Counters a pool keeps for the run summary and for tests.
 #[derive(Debug, Default)]
 pub(crate) struct PoolCounters {
@@ -304,14 +327,7 @@ impl Pool {
             Backing::Device(device_backing(&spec, backend, retirer, total.max(1))?)
         };
         let slots = (0..spec.slot_count)
-            .map(|_| Slot {
-                refs: AtomicU32::new(0),
-                meta: UnsafeCell::new(TensorMeta::EMPTY),
-                writer: AtomicU64::new(0),
-                state: AtomicU8::new(readiness::HOST),
-                release_lock: AtomicBool::new(false),
-                release_count: AtomicU32::new(0),
-            })
+            .map(|_| Slot::new(0, TensorMeta::EMPTY))
             .collect();
         let free = FreeList::full(spec.slot_count);
         Ok(Pool {
@@ -366,14 +382,7 @@ impl Pool {
                 len,
                 layout: None,
             },
-            slots: Box::new([Slot {
-                refs: AtomicU32::new(1),
-                meta: UnsafeCell::new(meta),
-                writer: AtomicU64::new(0),
-                state: AtomicU8::new(readiness::HOST),
-                release_lock: AtomicBool::new(false),
-                release_count: AtomicU32::new(0),
-            }]),
+            slots: Box::new([Slot::new(1, meta)]),
             free: FreeList::full(0),
             closing: CachePadded::default(),
             counters: PoolCounters::default(),
@@ -426,16 +435,11 @@ impl Pool {
         if self.dtype.is_some_and(|d| d != dtype) || shape.len() > self.max_rank as usize {
             return Err(self.refuse(shape, dtype));
         }
-        let mut bytes = dtype.size_bytes();
-        for &e in shape {
-            match bytes.checked_mul(e) {
-                Some(b) => bytes = b,
-                None => return Err(self.refuse(shape, dtype)),
-            }
-        }
-        if bytes > self.per_slot_bytes as u64 {
+        let Some(bytes) =
+            checked_byte_size(shape, dtype).filter(|&b| b <= self.per_slot_bytes as u64)
+        else {
             return Err(self.refuse(shape, dtype));
-        }
+        };
         let slot = self.borrow_slot()?;
         // SAFETY: the slot was just borrowed: this loan has exclusive write authority over
         // its metadata until commit publishes it.
@@ -469,11 +473,7 @@ impl Pool {
                 ErrorCode::InvalidArgument,
                 "the loan's rank exceeds the output's max_rank (a zero bound rejects every loan)",
             )
-        } else if shape
-            .iter()
-            .try_fold(dtype.size_bytes(), |b, &e| b.checked_mul(e))
-            .is_none()
-        {
+        } else if checked_byte_size(shape, dtype).is_none() {
             (
                 ErrorCode::ArithmeticOverflow,
                 "the loan's byte size overflows",
@@ -590,14 +590,14 @@ impl Pool {
         d.retirer.retire(carried, slot);
     }
 
-    /// Parks `slot` and its strong count on the shared free list from any thread, or
+    /// Parks `slot` and its strong count on the shared free list from any thread (every
+    /// release of a cross-partition consumer comes here), or
     /// drops the count once the pool is closed (a pass-through pool's slot always drops
     /// it: its pool goes with its last handle).
     ///
     /// # Safety
     /// `this` points to a live pool, and the caller transfers one strong count carried by
     /// `slot`'s last handle. The pool may be freed when this returns.
-    #[cold]
     unsafe fn park(this: *const Pool, slot: u32) {
         {
             // SAFETY: the carried count keeps the pool alive until it is parked or dropped.
