@@ -46,6 +46,9 @@ use holo_runtime::{
     SessionOptions, Tensor, TensorLoanRequest, compile, operator,
 };
 
+#[path = "device_hop/diag.rs"]
+mod diag;
+
 const BYTES: usize = 256;
 const FRAMES: u64 = 20_000;
 const WARMUP: u64 = 2_000;
@@ -68,7 +71,10 @@ impl Operator for Head {
             dtype: DType::U8,
         }) {
             Ok(l) => l,
-            Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(()),
+            Err(e) if e.code() == ErrorCode::ResourceExhausted => {
+                diag::HEAD_EXHAUSTED.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
             Err(e) => return Err(e),
         };
         let w = loan.write(stream)?;
@@ -450,6 +456,10 @@ fn main() {
             return;
         }
     };
+    if std::env::args().any(|a| a == "diag") {
+        diag::run(&device);
+        return;
+    }
     println!(
         "device_hop on {} {}: ns per frame, medians of {RUNS} interleaved holo/raw runs of {FRAMES} frames (ratio: median of the pairs' ratios); idle_spin {:?}",
         device.backend_kind().name(),

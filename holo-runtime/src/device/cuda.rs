@@ -12,7 +12,8 @@
 //! stream call that finds another context current (`CUDA_ERROR_INVALID_CONTEXT`) rebinds
 //! and retries once.
 //!
-//! Handles are the raw driver values. The live streams and events sit in a registry whose
+//! Handles are the raw driver values. The live streams and events sit in a registry (a
+//! lock sharded per thread) whose
 //! read lock is held across each driver call, so a stale handle gives `InvalidArgument`
 //! and a concurrent destroy cannot free a handle mid-call.
 
@@ -22,7 +23,9 @@ use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard};
 use std::time::Duration;
 
 use cudarc::driver::result::{self as cu, DriverError};
@@ -197,7 +200,10 @@ pub struct CudaDevice {
     device: sys::CUdevice,
     context: Context,
     instance: u64,
-    live: RwLock<Live>,
+    /// Sharded: a read locks only the calling thread's shard, so the partition threads and
+    /// the retirement worker checking handles at once do not bounce one lock word between
+    /// their cores (a create or destroy, cold, locks every shard).
+    live: ShardedLock<Live>,
     /// Live allocations: address → (kind, bytes).
     allocations: Mutex<HashMap<u64, (AllocKind, usize)>>,
     counters: DeviceCounters,
@@ -227,7 +233,7 @@ impl CudaDevice {
             device,
             context: Context(context),
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
-            live: RwLock::new(Live::default()),
+            live: ShardedLock::new(Live::default()),
             allocations: Mutex::new(HashMap::new()),
             counters: DeviceCounters::default(),
         };
@@ -275,7 +281,7 @@ impl CudaDevice {
         Ok(result)
     }
 
-    fn live(&self) -> RwLockReadGuard<'_, Live> {
+    fn live(&self) -> ShardedLockReadGuard<'_, Live> {
         self.live.read().unwrap_or_else(PoisonError::into_inner)
     }
 

@@ -46,8 +46,13 @@ struct InputBinding<T> {
     /// The consumer has no planned stream and the flow may carry stream-written
     /// tensors: wait on the host for readiness before handing one over.
     host_wait: bool,
-    /// A queue or window input with no history, no `reuse_last` and no host wait:
-    /// `receive` is a pop and a capture-time update.
+    /// The consumer's planned stream, on a flow that is not fused: a received tensor's
+    /// readiness event is waited on by this stream (a stream wait enqueued on the
+    /// consumer's own thread, so a producer never submits to a stream another thread is
+    /// submitting to).
+    stream_wait: Option<StreamHandle>,
+    /// A queue or window input with no history, no `reuse_last` and no wait of either
+    /// kind: `receive` is a pop and a capture-time update.
     plain: bool,
 }
 
@@ -76,10 +81,13 @@ impl<T: Clone + Send + 'static> Input<T> {
     /// `missing = reuse_last` input returns its last sample once per activation; otherwise
     /// `None` (also when unconnected). A received `Tensor` is read-only.
     ///
-    /// A stream-less consumer (a host-only partition) of a stream-written tensor gets it
-    /// only after a host wait for its readiness — the runtime's one blocking call of its
-    /// own. If that wait fails, the entry is dropped, `None` is returned and the session
-    /// stops with the error after this activation.
+    /// A consumer with a planned stream gets a received tensor with its stream already
+    /// ordered after the producer's writes (a stream wait on the readiness event,
+    /// enqueued here on the consumer's thread; nothing blocks). A stream-less consumer (a
+    /// host-only partition) of a stream-written tensor gets it only after a host wait for
+    /// its readiness — the runtime's one blocking call of its own. If either wait fails,
+    /// the entry is dropped, `None` is returned and the session stops with the error after
+    /// this activation.
     #[allow(
         clippy::inline_always,
         reason = "the fast path is a pop; left to the heuristic it stayed out of line in operators' compute (measured in benches/host_hop.rs)"
@@ -118,9 +126,9 @@ impl<T: Clone + Send + 'static> Input<T> {
             return None;
         };
         b.activation.observe_capture(s.capture_ns);
-        if b.host_wait
+        if (b.host_wait || b.stream_wait.is_some())
             && let Some(t) = (&s.value as &dyn Any).downcast_ref::<Tensor>()
-            && let Err(e) = t.deliver_to(None)
+            && let Err(e) = t.deliver_to(b.stream_wait)
         {
             b.activation.fail(e);
             return None;
@@ -262,13 +270,15 @@ impl<T: Clone + Send + 'static> Output<T> {
         if !b.contracts.is_empty()
             && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
         {
-            // Before anything is published: each consumer stream waits on the readiness
-            // event and is registered as a release stream (both asynchronous).
+            // Before anything is published, each consumer stream is registered as a
+            // release stream (no device call: the cap is checked here, so the stream
+            // past it refuses the emit). Each consumer's stream waits on the readiness
+            // event when it receives the tensor, on its own thread.
             for c in &b.contracts {
                 if !c.fused
                     && let Some(stream) = c.consumer_stream
                 {
-                    t.deliver_to(Some(stream))?;
+                    t.register_release_stream(stream)?;
                 }
             }
         }
@@ -382,20 +392,25 @@ impl PortBinder<'_> {
                 (p.temporal.mode, p.temporal.missing, p.temporal.history)
             });
         let history_cap = history as usize;
-        let host_wait = queue.is_some()
-            && self
-                .contracts
-                .get(port as usize)
-                .and_then(|c| c.first())
-                .is_some_and(|c| c.host_wait);
+        let contract = self
+            .contracts
+            .get(port as usize)
+            .and_then(|c| c.first())
+            .filter(|_| queue.is_some());
+        let host_wait = contract.is_some_and(|c| c.host_wait);
+        let stream_wait = contract
+            .filter(|c| !c.fused)
+            .and_then(|c| c.consumer_stream);
         input.binding = Some(InputBinding {
             plain: mode != InputMode::Latest
                 && missing != MissingPolicy::ReuseLast
                 && history_cap == 0
-                && !host_wait,
+                && !host_wait
+                && stream_wait.is_none(),
             queue,
             activation: Arc::clone(self.activation),
             host_wait,
+            stream_wait,
             port,
             mode,
             missing,

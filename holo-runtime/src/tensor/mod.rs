@@ -545,12 +545,25 @@ impl Tensor {
         }
     }
 
-    /// The stream contract applied when the runtime hands this tensor to a consumer:
-    /// `Some(stream)`: a stream wait on the readiness event and a release registration;
-    /// `None` (a consumer with no planned stream): a host wait for stream-written bytes.
+    /// The stream contract's producer half, applied when the runtime publishes this
+    /// tensor to a consumer with a planned stream: registers the stream as a release
+    /// stream (deduplicated, capped; no device call).
+    pub(crate) fn register_release_stream(&self, consumer: StreamHandle) -> Result<()> {
+        self.pool.register_release(self.slot, consumer)
+    }
+
+    /// The stream contract's consumer half, applied on the consumer's thread when it
+    /// receives this tensor: `Some(stream)` (registered at publication): a stream wait on
+    /// the readiness event; `None` (a consumer with no planned stream): a host wait for
+    /// stream-written bytes.
     pub(crate) fn deliver_to(&self, consumer: Option<StreamHandle>) -> Result<()> {
         match consumer {
-            Some(stream) => self.synchronize_for_consumer_stream(stream),
+            Some(stream) => {
+                if let Some((event, backend)) = self.pool.readiness_event(self.slot)? {
+                    backend.wait_event(stream, event)?;
+                }
+                Ok(())
+            }
             None => self.synchronize_for_host(),
         }
     }
