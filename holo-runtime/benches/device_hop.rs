@@ -93,7 +93,35 @@ struct Stage {
     input: Input<Tensor>,
     #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256, max_loans = 4)]
     out: Output<Tensor>,
-    done: Arc<AtomicU64>,
+    done: Arc<Progress>,
+}
+
+/// A sink's frame count, and when it passed the end of the warm-up and the end of the
+/// measured frames (timed on the sink's own thread: the bench's main thread sleeps).
+#[derive(Default)]
+struct Progress {
+    frames: AtomicU64,
+    /// ns since `anchor()` at frame `WARMUP` and at frame `WARMUP + FRAMES`.
+    marks: [AtomicU64; 2],
+}
+
+impl Progress {
+    fn frame(&self) {
+        let n = self.frames.fetch_add(1, Ordering::Release) + 1;
+        if n == WARMUP || n == WARMUP + FRAMES {
+            let at = anchor().elapsed().as_nanos() as u64;
+            self.marks[usize::from(n != WARMUP)].store(at, Ordering::Release);
+        }
+    }
+
+    fn frames(&self) -> u64 {
+        self.frames.load(Ordering::Acquire)
+    }
+}
+
+fn anchor() -> Instant {
+    static ANCHOR: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *ANCHOR.get_or_init(Instant::now)
 }
 
 impl Operator for Stage {
@@ -119,13 +147,13 @@ impl Operator for Stage {
             }
             // Unconnected: the guard drops uncommitted; its slot's next write is on this
             // same stream, after the copy.
-            self.done.fetch_add(1, Ordering::Release);
+            self.done.frame();
         }
         Ok(())
     }
 }
 
-fn stage(done: &Arc<AtomicU64>) -> Stage {
+fn stage(done: &Arc<Progress>) -> Stage {
     Stage {
         input: Input::default(),
         out: Output::default(),
@@ -152,8 +180,9 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
             ParamSet::defaults().unwrap(),
         )
         .unwrap();
-    let done = Arc::new(AtomicU64::new(0));
-    let done2 = Arc::new(AtomicU64::new(0));
+    anchor();
+    let done = Arc::new(Progress::default());
+    let done2 = Arc::new(Progress::default());
     let mut bound = vec!["head"];
     let c = ConnectionOptions {
         queue_depth: Some(4),
@@ -176,7 +205,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
                         if i == 2 {
                             stage(&done)
                         } else {
-                            stage(&Arc::new(AtomicU64::new(0)))
+                            stage(&Arc::new(Progress::default()))
                         },
                         ParamSet::defaults().unwrap(),
                     )
@@ -231,35 +260,39 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
         .on_device(Arc::clone(device)),
     )
     .unwrap();
-    let frames = || {
-        let a = done.load(Ordering::Acquire);
-        if matches!(shape, Shape::Fork) {
-            a.min(done2.load(Ordering::Acquire))
-        } else {
-            a
-        }
+    let sinks: &[&Arc<Progress>] = if matches!(shape, Shape::Fork) {
+        &[&done, &done2]
+    } else {
+        &[&done]
     };
+    let frames = || sinks.iter().map(|p| p.frames()).min().unwrap_or(0);
     let wait_for = |n: u64| {
         let deadline = Instant::now() + Duration::from_mins(2);
         while frames() < n {
             assert!(Instant::now() < deadline, "no progress");
-            std::thread::sleep(Duration::from_micros(100));
+            std::thread::sleep(Duration::from_millis(1));
         }
     };
     wait_for(WARMUP);
     let c0 = device.counters().snapshot();
     let f0 = frames();
-    let t0 = Instant::now();
-    wait_for(f0 + FRAMES);
-    let dt = t0.elapsed();
+    wait_for(WARMUP + FRAMES);
     let f1 = frames();
     let calls = device.counters().snapshot() - c0;
     session.stop();
     session.join().unwrap();
+    // From the last sink past the warm-up to the last sink past the measured frames.
+    let mark = |i: usize| {
+        sinks
+            .iter()
+            .map(|p| p.marks[i].load(Ordering::Acquire))
+            .max()
+            .unwrap_or(0)
+    };
     #[allow(clippy::cast_precision_loss)]
-    let per = |x: u64| x as f64 / (f1 - f0) as f64;
+    let per = |x: u64| x as f64 / (f1 - f0).max(1) as f64;
     (
-        dt.as_nanos() as f64 / (f1 - f0) as f64,
+        (mark(1) - mark(0)) as f64 / FRAMES as f64,
         per(calls.event_record + calls.stream_wait + calls.event_query),
     )
 }
@@ -456,6 +489,10 @@ fn main() {
             return;
         }
     };
+    if std::env::args().any(|a| a == "diag-null") {
+        diag::run_null();
+        return;
+    }
     if std::env::args().any(|a| a == "diag") {
         diag::run(&device);
         return;
@@ -490,11 +527,15 @@ fn main() {
         let mut r = Vec::new();
         for _ in 0..RUNS {
             let (ns, events) = holo(&device, &shape);
-            let raw_ns = raw(&device, &shape);
+            // On a fresh thread, as holo's partitions run on theirs.
+            let raw_ns = std::thread::scope(|s| s.spawn(|| raw(&device, &shape)).join().unwrap());
             h.push(ns);
             b.push(raw_ns);
             r.push(ns / raw_ns);
             ev = events;
+        }
+        if std::env::var_os("HOLO_BENCH_VERBOSE").is_some() {
+            println!("  {name}: holo {h:.0?}, raw {b:.0?}, ratios {r:.2?}");
         }
         let (h, b, r) = (median(h), median(b), median(r));
         println!("{name:<16} {h:>10.1} {b:>10.1} {r:>7.2} {ev:>14.2}  {target}");

@@ -6,7 +6,8 @@
 //! reused while a consumer's stream still reads it (a delayed read on the consumer stream
 //! and a producer that would overwrite the slot); exhaustion, the stream check, the release
 //! cap and read-only access give their exact codes; fusion elides exactly the calls the
-//! seed names (counted) and falls back on host access.
+//! seed names (counted) and falls back on host access; each consumer waits and records
+//! its release event on its own thread.
 #![allow(
     clippy::many_single_char_names,
     reason = "test fixtures: short names for graph handles"
@@ -16,7 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use holo_runtime::device::{CounterSnapshot, DeviceBackend, test_backends};
+use holo_runtime::device::{
+    AllocKind, CounterSnapshot, DeviceBackend, DevicePtr, EventHandle, StreamHandle, test_backends,
+};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
     Input, Operator, Output, ParamSet, QueuePolicy, Result, RunSession, SessionOptions, Tensor,
@@ -97,6 +100,10 @@ enum Check {
     /// Delay the consumer stream, enqueue an async copy, drop the tensor at once, then
     /// (test only) wait and check: a slot reused before the copy ran would show.
     DelayedAsyncCopy(Duration),
+    /// Delay the consumer stream, enqueue a copy through the backend (as a kernel of the
+    /// consumer's would read the tensor: no registration of its own), drop the tensor at
+    /// once, then (test only) wait and check.
+    DelayedRawCopy(Duration),
     /// Only receive and drop (for exact call counts).
     Drop,
     /// `synchronize_for_host`, then drop (an unproven host access).
@@ -132,6 +139,23 @@ impl Operator for DevCheck {
                     // SAFETY: `host` lives in the operator and is not touched until the
                     // stream synchronization below.
                     unsafe { t.copy_to_host_async(self.host.as_mut_ptr(), stream)? };
+                    drop(t);
+                    device.synchronize_stream(stream.handle())?;
+                }
+                Check::DelayedRawCopy(d) => {
+                    let device = Arc::clone(ctx.device().unwrap());
+                    device.enqueue_delay(stream.handle(), d)?;
+                    // SAFETY: `host` lives in the operator and is not touched until the
+                    // stream synchronization below; the tensor's release event on this
+                    // stream (recorded when it drops) keeps its slot until the copy ran.
+                    unsafe {
+                        device.copy_to_host_async(
+                            self.host.as_mut_ptr(),
+                            t.device_ptr(),
+                            n,
+                            stream.handle(),
+                        )?;
+                    }
                     drop(t);
                     device.synchronize_stream(stream.handle())?;
                 }
@@ -299,6 +323,203 @@ fn a_slot_is_never_reused_while_a_consumer_stream_still_reads_it() {
             name(&device)
         );
         assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
+    }
+}
+
+#[test]
+fn a_fork_consumer_reading_on_its_stream_after_dropping_keeps_the_slot() {
+    for device in test_backends() {
+        // Each consumer's read is a plain backend copy on its own stream (no registration
+        // of its own), delayed 3 ms, enqueued before it drops its handle: the release event
+        // its own thread records when it drops (or the last handle's) must cover it.
+        let r = run(
+            &device,
+            2,
+            Check::DelayedRawCopy(Duration::from_millis(3)),
+            2_000,
+            Duration::ZERO,
+            ConnectionOptions {
+                queue_depth: Some(1),
+                policy: QueuePolicy::DropOldest,
+            },
+            CompileOptions::default(),
+        );
+        let report = r
+            .result
+            .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
+        assert!(r.stats.received.load(Ordering::Relaxed) > 0);
+        assert_eq!(
+            r.stats.bad.load(Ordering::Relaxed),
+            0,
+            "{}: a slot was overwritten while a consumer stream read it",
+            name(&device)
+        );
+        assert!(
+            r.stats.exhausted.load(Ordering::Relaxed) > 0,
+            "{}: the producer ran into slots still retiring",
+            name(&device)
+        );
+        assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
+    }
+}
+
+/// Forwards to a backend and logs which thread made each event record and stream wait,
+/// on which stream.
+struct ThreadLog {
+    inner: Arc<dyn DeviceBackend>,
+    log: Mutex<Vec<(std::thread::ThreadId, bool, u64)>>,
+}
+
+impl ThreadLog {
+    fn note(&self, record: bool, stream: StreamHandle) {
+        self.log
+            .lock()
+            .unwrap()
+            .push((std::thread::current().id(), record, stream.raw()));
+    }
+}
+
+impl DeviceBackend for ThreadLog {
+    fn backend_kind(&self) -> holo_runtime::device::BackendKind {
+        self.inner.backend_kind()
+    }
+    fn ordinal(&self) -> u32 {
+        self.inner.ordinal()
+    }
+    fn create_stream(&self) -> Result<StreamHandle> {
+        self.inner.create_stream()
+    }
+    fn destroy_stream(&self, stream: StreamHandle) -> Result<()> {
+        self.inner.destroy_stream(stream)
+    }
+    fn create_event(&self) -> Result<EventHandle> {
+        self.inner.create_event()
+    }
+    fn destroy_event(&self, event: EventHandle) -> Result<()> {
+        self.inner.destroy_event(event)
+    }
+    fn record_event(&self, event: EventHandle, stream: StreamHandle) -> Result<()> {
+        self.note(true, stream);
+        self.inner.record_event(event, stream)
+    }
+    fn wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
+        self.note(false, stream);
+        self.inner.wait_event(stream, event)
+    }
+    fn query_event(&self, event: EventHandle) -> Result<bool> {
+        self.inner.query_event(event)
+    }
+    fn synchronize_event(&self, event: EventHandle) -> Result<()> {
+        self.inner.synchronize_event(event)
+    }
+    fn synchronize_stream(&self, stream: StreamHandle) -> Result<()> {
+        self.inner.synchronize_stream(stream)
+    }
+    fn alloc(&self, kind: AllocKind, bytes: usize) -> Result<DevicePtr> {
+        self.inner.alloc(kind, bytes)
+    }
+    unsafe fn free(&self, kind: AllocKind, ptr: DevicePtr, bytes: usize) -> Result<()> {
+        // SAFETY: forwarded unchanged.
+        unsafe { self.inner.free(kind, ptr, bytes) }
+    }
+    unsafe fn memset_async(
+        &self,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: forwarded unchanged.
+        unsafe { self.inner.memset_async(dst, value, bytes, stream) }
+    }
+    unsafe fn copy_async(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: forwarded unchanged.
+        unsafe { self.inner.copy_async(dst, src, bytes, stream) }
+    }
+    unsafe fn copy_to_host_async(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: forwarded unchanged.
+        unsafe { self.inner.copy_to_host_async(dst, src, bytes, stream) }
+    }
+    unsafe fn copy_from_host_async(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: forwarded unchanged.
+        unsafe { self.inner.copy_from_host_async(dst, src, bytes, stream) }
+    }
+    fn enqueue_delay(&self, stream: StreamHandle, duration: Duration) -> Result<()> {
+        self.inner.enqueue_delay(stream, duration)
+    }
+    fn counters(&self) -> &holo_runtime::device::DeviceCounters {
+        self.inner.counters()
+    }
+}
+
+#[test]
+fn each_consumer_waits_and_records_its_release_on_its_own_thread() {
+    for inner in test_backends() {
+        let log = Arc::new(ThreadLog {
+            inner: Arc::clone(&inner),
+            log: Mutex::new(Vec::new()),
+        });
+        let device: Arc<dyn DeviceBackend> = Arc::clone(&log) as Arc<dyn DeviceBackend>;
+        let r = run(
+            &device,
+            3,
+            Check::Drop,
+            200,
+            Duration::ZERO,
+            ConnectionOptions::default(),
+            CompileOptions::default(),
+        );
+        r.result.unwrap_or_else(|e| panic!("{}: {e}", name(&inner)));
+        let emitted = r.stats.emitted.load(Ordering::Relaxed);
+        let log = log.log.lock().unwrap();
+        // Each consumer stream is waited on by exactly one thread: its consumer's.
+        let mut waiter: std::collections::HashMap<u64, std::thread::ThreadId> =
+            std::collections::HashMap::new();
+        for &(thread, record, stream) in log.iter() {
+            if !record {
+                assert_eq!(
+                    *waiter.entry(stream).or_insert(thread),
+                    thread,
+                    "{}: two threads waited on one consumer stream",
+                    name(&inner)
+                );
+            }
+        }
+        assert_eq!(waiter.len(), 3, "{}", name(&inner));
+        // Every release record on a consumer stream is made by that consumer's thread:
+        // no thread records on a stream another thread submits to.
+        let releases: Vec<_> = log
+            .iter()
+            .filter(|(_, record, stream)| *record && waiter.contains_key(stream))
+            .collect();
+        assert_eq!(releases.len() as u64, emitted * 3, "{}", name(&inner));
+        for &&(thread, _, stream) in &releases {
+            assert_eq!(
+                waiter[&stream],
+                thread,
+                "{}: a release event was recorded by another stream's thread",
+                name(&inner)
+            );
+        }
+        assert_eq!(log.iter().filter(|e| !e.1).count() as u64, emitted * 3);
     }
 }
 

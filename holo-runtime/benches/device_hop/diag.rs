@@ -18,8 +18,8 @@ use crossbeam_queue::ArrayQueue;
 use holo_runtime::device::DeviceCounters;
 
 use super::{
-    AllocKind, Arc, AtomicU64, DeviceBackend, DevicePtr, Duration, EventHandle, Instant,
-    Ordering, Raw, Result, Shape, StreamHandle, BYTES, FRAMES, K, WARMUP,
+    AllocKind, Arc, AtomicU64, BYTES, DeviceBackend, DevicePtr, Duration, EventHandle, FRAMES,
+    Instant, K, Ordering, Raw, Result, Shape, StreamHandle, WARMUP,
 };
 
 /// Call kinds timed.
@@ -103,7 +103,9 @@ impl DeviceBackend for Timed {
         stream: StreamHandle,
     ) -> Result<()> {
         // SAFETY: forwarded unchanged.
-        timed(3, || unsafe { self.0.memset_async(dst, value, bytes, stream) })
+        timed(3, || unsafe {
+            self.0.memset_async(dst, value, bytes, stream)
+        })
     }
     unsafe fn copy_async(
         &self,
@@ -152,7 +154,12 @@ fn snapshot() -> Vec<(String, [u64; 12])> {
         .lock()
         .unwrap()
         .iter()
-        .map(|(n, a)| (n.clone(), std::array::from_fn(|i| a[i].load(Ordering::Relaxed))))
+        .map(|(n, a)| {
+            (
+                n.clone(),
+                std::array::from_fn(|i| a[i].load(Ordering::Relaxed)),
+            )
+        })
         .collect()
 }
 
@@ -189,7 +196,12 @@ pub(super) static HEAD_EXHAUSTED: AtomicU64 = AtomicU64::new(0);
 pub(super) fn run(device: &Arc<dyn DeviceBackend>) {
     println!("diag: holo through a timing wrapper (driver ns per frame: kind calls×ns)");
     let timed_device: Arc<dyn DeviceBackend> = Arc::new(Timed(Arc::clone(device)));
-    for (name, shape) in [("fenced hop", Shape::FencedHop), ("fused hop", Shape::FusedHop)] {
+    for (name, shape) in [
+        ("fenced hop", Shape::FencedHop),
+        ("fused hop", Shape::FusedHop),
+        ("1→2 fork", Shape::Fork),
+        ("4-op chain", Shape::Chain4),
+    ] {
         for _ in 0..2 {
             let before = snapshot();
             let e0 = HEAD_EXHAUSTED.load(Ordering::Relaxed);
@@ -206,6 +218,7 @@ pub(super) fn run(device: &Arc<dyn DeviceBackend>) {
     for _ in 0..2 {
         raw_timed(device, &Shape::FencedHop);
         raw_timed(device, &Shape::FusedHop);
+        raw_timed(device, &Shape::Fork);
         println!(
             "  raw fenced, 2 threads (producer polls): {:.0} ns/frame",
             raw_threaded(device, false)
@@ -214,21 +227,27 @@ pub(super) fn run(device: &Arc<dyn DeviceBackend>) {
             "  raw fenced, 3 threads (a poller returns slots): {:.0} ns/frame",
             raw_threaded(device, true)
         );
+        println!(
+            "  raw fork, 3 threads (producer polls, a thread per consumer): {:.0} ns/frame",
+            raw_fork_threaded(device)
+        );
     }
 }
 
 /// The raw sequence single-threaded, with the host time inside each call summed.
 fn raw_timed(device: &Arc<dyn DeviceBackend>, shape: &Shape) {
     let fenced = matches!(shape, Shape::FencedHop);
+    let fork = matches!(shape, Shape::Fork);
     let r = raw_for(device);
     let d = device.as_ref();
     let slots: Vec<DevicePtr> = (0..K)
         .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
         .collect();
     let scratch = d.alloc(AllocKind::Device, BYTES).unwrap();
-    let s: Vec<StreamHandle> = (0..2).map(|_| d.create_stream().unwrap()).collect();
+    let scratch2 = d.alloc(AllocKind::Device, BYTES).unwrap();
+    let s: Vec<StreamHandle> = (0..3).map(|_| d.create_stream().unwrap()).collect();
     let ready: Vec<EventHandle> = (0..K).map(|_| d.create_event().unwrap()).collect();
-    let rel: Vec<EventHandle> = (0..K).map(|_| d.create_event().unwrap()).collect();
+    let rel: Vec<EventHandle> = (0..2 * K).map(|_| d.create_event().unwrap()).collect();
     let mut t = [0u64; 6];
     let mut n = [0u64; 6];
     let time = |t: &mut [u64; 6], n: &mut [u64; 6], kind: usize, f: &mut dyn FnMut()| {
@@ -246,7 +265,23 @@ fn raw_timed(device: &Arc<dyn DeviceBackend>, shape: &Shape) {
             t0 = Instant::now();
         }
         let k = i % K;
-        if fenced {
+        if fork {
+            for e in [rel[k], rel[K + k]] {
+                while i >= K && {
+                    let mut done = false;
+                    time(&mut t, &mut n, 2, &mut || done = r.done(e));
+                    !done
+                } {}
+            }
+            time(&mut t, &mut n, 3, &mut || r.memset(slots[k], s[0]));
+            time(&mut t, &mut n, 0, &mut || r.record(ready[k], s[0]));
+            time(&mut t, &mut n, 1, &mut || r.wait(s[1], ready[k]));
+            time(&mut t, &mut n, 1, &mut || r.wait(s[2], ready[k]));
+            time(&mut t, &mut n, 4, &mut || r.copy(scratch, slots[k], s[1]));
+            time(&mut t, &mut n, 4, &mut || r.copy(scratch2, slots[k], s[2]));
+            time(&mut t, &mut n, 0, &mut || r.record(rel[k], s[1]));
+            time(&mut t, &mut n, 0, &mut || r.record(rel[K + k], s[2]));
+        } else if fenced {
             while i >= K && {
                 let mut done = false;
                 time(&mut t, &mut n, 2, &mut || done = r.done(rel[k]));
@@ -269,7 +304,13 @@ fn raw_timed(device: &Arc<dyn DeviceBackend>, shape: &Shape) {
     let f = FRAMES as f64;
     let mut line = format!(
         "  raw {} single-threaded: {wall:.0} ns/frame wall, {:.0} ns/frame in calls:",
-        if fenced { "fenced" } else { "fused" },
+        if fork {
+            "fork"
+        } else if fenced {
+            "fenced"
+        } else {
+            "fused"
+        },
         t.iter().sum::<u64>() as f64 / f
     );
     for k in 0..6 {
@@ -289,7 +330,7 @@ fn raw_timed(device: &Arc<dyn DeviceBackend>, shape: &Shape) {
     for st in s {
         d.destroy_stream(st).unwrap();
     }
-    for p in slots.into_iter().chain([scratch]) {
+    for p in slots.into_iter().chain([scratch, scratch2]) {
         // SAFETY: every stream using them was synchronized.
         unsafe { d.free(AllocKind::Device, p, BYTES).unwrap() };
     }
@@ -456,4 +497,212 @@ fn raw_threaded(device: &Arc<dyn DeviceBackend>, poller: bool) -> f64 {
         unsafe { d.free(AllocKind::Device, p, BYTES).unwrap() };
     }
     ns
+}
+
+/// The raw fork on three threads: the producer (fill, readiness record; it polls both
+/// release events before reusing a slot) and one thread per consumer (wait, copy, its
+/// own release record).
+fn raw_fork_threaded(device: &Arc<dyn DeviceBackend>) -> f64 {
+    let d = device.as_ref();
+    let slots: Arc<Vec<DevicePtr>> = Arc::new(
+        (0..K)
+            .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
+            .collect(),
+    );
+    let scratch: Vec<DevicePtr> = (0..2)
+        .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
+        .collect();
+    let s: Vec<StreamHandle> = (0..3).map(|_| d.create_stream().unwrap()).collect();
+    let ready: Arc<Vec<EventHandle>> =
+        Arc::new((0..K).map(|_| d.create_event().unwrap()).collect());
+    let rel: Arc<Vec<EventHandle>> =
+        Arc::new((0..2 * K).map(|_| d.create_event().unwrap()).collect());
+    let hops: Vec<Arc<ArrayQueue<usize>>> = (0..2).map(|_| Arc::new(ArrayQueue::new(K))).collect();
+    let recorded: Vec<Arc<AtomicU64>> = (0..2).map(|_| Arc::new(AtomicU64::new(0))).collect();
+    let total = (WARMUP + FRAMES) as usize;
+    let consumers: Vec<_> = (0..2)
+        .map(|c| {
+            let (device, hop, ready, rel, slots, recorded) = (
+                Arc::clone(device),
+                Arc::clone(&hops[c]),
+                Arc::clone(&ready),
+                Arc::clone(&rel),
+                Arc::clone(&slots),
+                Arc::clone(&recorded[c]),
+            );
+            let (stream, dst) = (s[1 + c], scratch[c]);
+            std::thread::spawn(move || {
+                let r = raw_for(&device);
+                let mut spins = 0u32;
+                let mut t0 = Instant::now();
+                for i in 0..total {
+                    if i == WARMUP as usize {
+                        t0 = Instant::now();
+                    }
+                    let k = loop {
+                        if let Some(k) = hop.pop() {
+                            break k;
+                        }
+                        relax(&mut spins);
+                    };
+                    r.wait(stream, ready[k]);
+                    r.copy(dst, slots[k], stream);
+                    r.record(rel[c * K + k], stream);
+                    recorded.store(i as u64 + 1, Ordering::Release);
+                }
+                t0
+            })
+        })
+        .collect();
+    let r = raw_for(device);
+    let mut spins = 0u32;
+    for i in 0..total {
+        let k = i % K;
+        if i >= K {
+            for c in 0..2 {
+                while recorded[c].load(Ordering::Acquire) <= (i - K) as u64 {
+                    relax(&mut spins);
+                }
+                while !r.done(rel[c * K + k]) {}
+            }
+        }
+        r.memset(slots[k], s[0]);
+        r.record(ready[k], s[0]);
+        for hop in &hops {
+            while hop.push(k).is_err() {
+                relax(&mut spins);
+            }
+        }
+    }
+    let t0 = consumers
+        .into_iter()
+        .map(|c| c.join().unwrap())
+        .min()
+        .unwrap();
+    for &st in &s {
+        d.synchronize_stream(st).unwrap();
+    }
+    let ns = t0.elapsed().as_nanos() as f64 / FRAMES as f64;
+    for &e in ready.iter().chain(rel.iter()) {
+        d.destroy_event(e).unwrap();
+    }
+    for st in s {
+        d.destroy_stream(st).unwrap();
+    }
+    for &p in slots.iter().chain(&scratch) {
+        // SAFETY: every stream using them was synchronized.
+        unsafe { d.free(AllocKind::Device, p, BYTES).unwrap() };
+    }
+    ns
+}
+
+/// A device whose asynchronous calls do nothing and whose events are always complete:
+/// what is left of a hop through it is holo's own cost (`device_hop diag-null`, for a
+/// profiler on a machine without a GPU).
+#[derive(Default)]
+struct NullDevice {
+    next: AtomicU64,
+    counters: DeviceCounters,
+}
+
+impl NullDevice {
+    fn handle(&self) -> u64 {
+        (self.next.fetch_add(1, Ordering::Relaxed) + 1) << 16
+    }
+}
+
+impl DeviceBackend for NullDevice {
+    fn backend_kind(&self) -> holo_runtime::device::BackendKind {
+        holo_runtime::device::BackendKind::Software
+    }
+    fn ordinal(&self) -> u32 {
+        0
+    }
+    fn create_stream(&self) -> Result<StreamHandle> {
+        Ok(StreamHandle::from_raw(self.handle()))
+    }
+    fn destroy_stream(&self, _: StreamHandle) -> Result<()> {
+        Ok(())
+    }
+    fn create_event(&self) -> Result<EventHandle> {
+        Ok(EventHandle::from_raw(self.handle()))
+    }
+    fn destroy_event(&self, _: EventHandle) -> Result<()> {
+        Ok(())
+    }
+    fn record_event(&self, _: EventHandle, _: StreamHandle) -> Result<()> {
+        Ok(())
+    }
+    fn wait_event(&self, _: StreamHandle, _: EventHandle) -> Result<()> {
+        Ok(())
+    }
+    fn query_event(&self, _: EventHandle) -> Result<bool> {
+        Ok(true)
+    }
+    fn synchronize_event(&self, _: EventHandle) -> Result<()> {
+        Ok(())
+    }
+    fn synchronize_stream(&self, _: StreamHandle) -> Result<()> {
+        Ok(())
+    }
+    fn alloc(&self, _: AllocKind, bytes: usize) -> Result<DevicePtr> {
+        // Never dereferenced: only the null device's own (no-op) calls see it.
+        Ok(DevicePtr::from_raw(
+            self.next
+                .fetch_add(bytes as u64 / 256 + 1, Ordering::Relaxed)
+                << 16,
+        ))
+    }
+    unsafe fn free(&self, _: AllocKind, _: DevicePtr, _: usize) -> Result<()> {
+        Ok(())
+    }
+    unsafe fn memset_async(&self, _: DevicePtr, _: u8, _: usize, _: StreamHandle) -> Result<()> {
+        Ok(())
+    }
+    unsafe fn copy_async(
+        &self,
+        _: DevicePtr,
+        _: DevicePtr,
+        _: usize,
+        _: StreamHandle,
+    ) -> Result<()> {
+        Ok(())
+    }
+    unsafe fn copy_to_host_async(
+        &self,
+        _: *mut u8,
+        _: DevicePtr,
+        _: usize,
+        _: StreamHandle,
+    ) -> Result<()> {
+        Ok(())
+    }
+    unsafe fn copy_from_host_async(
+        &self,
+        _: DevicePtr,
+        _: *const u8,
+        _: usize,
+        _: StreamHandle,
+    ) -> Result<()> {
+        Ok(())
+    }
+    fn enqueue_delay(&self, _: StreamHandle, _: Duration) -> Result<()> {
+        Ok(())
+    }
+    fn counters(&self) -> &DeviceCounters {
+        &self.counters
+    }
+}
+
+/// holo's own cost per frame: the scenarios on a device that does nothing.
+pub(super) fn run_null() {
+    let device: Arc<dyn DeviceBackend> = Arc::new(NullDevice::default());
+    for (name, shape) in [
+        ("fused hop", Shape::FusedHop),
+        ("fenced hop", Shape::FencedHop),
+        ("4-op chain", Shape::Chain4),
+    ] {
+        let runs: Vec<f64> = (0..5).map(|_| super::holo(&device, &shape).0).collect();
+        println!("  holo {name} on a null device: {runs:.0?} ns/frame");
+    }
 }

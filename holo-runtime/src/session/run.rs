@@ -816,14 +816,47 @@ pub(crate) fn start(
             }
         }
     }
+    // The stream each partition owns exclusively: its thread records that stream's
+    // release events itself (`Pool::release`).
+    let stream_sets: Vec<Vec<StreamHandle>> = plan
+        .partitions()
+        .iter()
+        .map(|p| {
+            let mut v: Vec<StreamHandle> = p
+                .operators
+                .iter()
+                .filter_map(|&o| streams.of_operator(plan, o as usize))
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        })
+        .collect();
+    let own_streams: Vec<Option<StreamHandle>> = stream_sets
+        .iter()
+        .enumerate()
+        .map(|(k, set)| match set.as_slice() {
+            [only]
+                if stream_sets
+                    .iter()
+                    .enumerate()
+                    .all(|(j, other)| j == k || !other.contains(only)) =>
+            {
+                Some(*only)
+            }
+            _ => None,
+        })
+        .collect();
     let mut threads = Vec::with_capacity(by_partition.len());
     for (k, ops) in by_partition.into_iter().enumerate() {
         let shared_t = Arc::clone(&shared);
         let signal = Arc::clone(&signals[k]);
         let name = format!("holo-{}", plan.partitions()[k].name);
-        let spawned = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || partition_loop(&shared_t, &signal, ops));
+        let own = own_streams[k];
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            crate::tensor::pool::set_own_stream(own);
+            partition_loop(&shared_t, &signal, ops)
+        });
         match spawned {
             Ok(t) => threads.push(t),
             Err(e) => {

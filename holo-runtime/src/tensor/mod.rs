@@ -480,7 +480,7 @@ impl Tensor {
     /// enqueued on `stream` completes: the hook for a stream the plan did not assign.
     pub fn synchronize_for_consumer_stream(&self, stream: impl Into<StreamHandle>) -> Result<()> {
         let stream = stream.into();
-        self.pool.register_release(self.slot, stream)?;
+        self.pool.register_release(self.slot, stream, true)?;
         if let Some((event, backend)) = self.pool.readiness_event(self.slot)? {
             backend.wait_event(stream, event)?;
         }
@@ -549,7 +549,7 @@ impl Tensor {
     /// tensor to a consumer with a planned stream: registers the stream as a release
     /// stream (deduplicated, capped; no device call).
     pub(crate) fn register_release_stream(&self, consumer: StreamHandle) -> Result<()> {
-        self.pool.register_release(self.slot, consumer)
+        self.pool.register_release(self.slot, consumer, false)
     }
 
     /// The stream contract's consumer half, applied on the consumer's thread when it
@@ -562,6 +562,7 @@ impl Tensor {
                 if let Some((event, backend)) = self.pool.readiness_event(self.slot)? {
                     backend.wait_event(stream, event)?;
                 }
+                self.pool.note_stream_use(self.slot, stream);
                 Ok(())
             }
             None => self.synchronize_for_host(),
