@@ -365,7 +365,7 @@ fn bind(device: &Arc<dyn DeviceBackend>) {
 
 /// The raw fenced sequence on two threads (the producer polls a slot's release event
 /// before reusing it) or three (a third thread polls and hands slots back).
-fn raw_threaded(device: &Arc<dyn DeviceBackend>, poller: bool) -> f64 {
+pub(super) fn raw_threaded(device: &Arc<dyn DeviceBackend>, poller: bool) -> f64 {
     let d = device.as_ref();
     let slots: Arc<Vec<DevicePtr>> = Arc::new(
         (0..K)
@@ -502,7 +502,7 @@ fn raw_threaded(device: &Arc<dyn DeviceBackend>, poller: bool) -> f64 {
 /// The raw fork on three threads: the producer (fill, readiness record; it polls both
 /// release events before reusing a slot) and one thread per consumer (wait, copy, its
 /// own release record).
-fn raw_fork_threaded(device: &Arc<dyn DeviceBackend>) -> f64 {
+pub(super) fn raw_fork_threaded(device: &Arc<dyn DeviceBackend>) -> f64 {
     let d = device.as_ref();
     let slots: Arc<Vec<DevicePtr>> = Arc::new(
         (0..K)
