@@ -10,7 +10,13 @@
 //!   events) and over three (a third thread polls and returns slots), to separate the
 //!   cost of holo's code from the cost of submitting from several threads.
 
+#![allow(
+    clippy::many_single_char_names,
+    reason = "the raw sequences name their streams, events and runner as the bench's raw side does"
+)]
+
 use std::collections::VecDeque;
+use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
 
@@ -178,7 +184,8 @@ fn report(before: &[(String, [u64; 12])], after: &[(String, [u64; 12])], frames:
         );
         for k in 0..6 {
             if d[6 + k] > 0 {
-                line += &format!(
+                let _ = write!(
+                    line,
                     " {} {:.2}×{:.0}",
                     KINDS[k],
                     d[6 + k] as f64 / frames,
@@ -315,7 +322,8 @@ fn raw_timed(device: &Arc<dyn DeviceBackend>, shape: &Shape) {
     );
     for k in 0..6 {
         if n[k] > 0 {
-            line += &format!(
+            let _ = write!(
+                line,
                 " {} {:.2}×{:.0}",
                 KINDS[k],
                 n[k] as f64 / f,
@@ -351,7 +359,7 @@ fn raw_for(device: &Arc<dyn DeviceBackend>) -> Raw {
 /// run the device's own threads).
 fn relax(spins: &mut u32) {
     *spins += 1;
-    if *spins % 64 == 0 {
+    if spins.is_multiple_of(64) {
         std::thread::yield_now();
     } else {
         std::hint::spin_loop();

@@ -13,6 +13,21 @@
 //! through the session's retirement worker, which polls the release events recorded on
 //! every registered consumer stream and never blocks a host thread.
 //!
+//! # Who submits what to a consumer's stream
+//!
+//! Only the consumer's own thread, so no thread waits behind another thread's submission
+//! to the same stream (on the H200 a record or wait on a stream another thread was
+//! submitting to took 3-8 µs, against 0.2-0.7 µs on the thread's own stream):
+//! - `emit` registers each consumer stream as a release stream (no device call; the cap
+//!   is checked there), and the consumer's `receive` enqueues its stream's wait on the
+//!   readiness event;
+//! - in a fan-out, a consumer whose partition owns its stream records that stream's
+//!   release event when it drops a handle (its work on the slot is enqueued by then) and
+//!   marks it clean; receiving the slot again clears the mark. The last handle records
+//!   the release events not marked clean — its own stream's always, and every stream a
+//!   user call registered (`synchronize_for_consumer_stream`, `copy_to_host_async`),
+//!   since work on those may come from any thread.
+//!
 //! # Who keeps a pool alive
 //!
 //! A pool is shared as `Arc<Pool>`, but a loan or a tensor does not touch the reference
