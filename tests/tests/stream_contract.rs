@@ -504,6 +504,9 @@ fn each_consumer_waits_and_records_its_release_on_its_own_thread() {
             }
         }
         assert_eq!(waiter.len(), 3, "{}", name(&inner));
+        // ... by three threads: the consumers' own, not the producer's.
+        let threads: std::collections::HashSet<_> = waiter.values().collect();
+        assert_eq!(threads.len(), 3, "{}", name(&inner));
         // Every release record on a consumer stream is made by that consumer's thread:
         // no thread records on a stream another thread submits to.
         let releases: Vec<_> = log
