@@ -558,8 +558,8 @@ fn main() {
             // The same calls spread over holo's threads (the producer polls the release
             // events): how much of holo's figure is having several submitting threads.
             let threaded = match shape {
-                Shape::FencedHop => Some(diag::raw_threaded(&device, false)),
-                Shape::Fork => Some(diag::raw_fork_threaded(&device)),
+                Shape::FencedHop => Some(diag::raw_threaded(&device, 1)),
+                Shape::Fork => Some(diag::raw_threaded(&device, 2)),
                 Shape::FusedHop | Shape::Chain4 => None,
             };
             if let Some(x) = threaded {

@@ -17,9 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use holo_runtime::device::{
-    AllocKind, CounterSnapshot, DeviceBackend, DevicePtr, EventHandle, StreamHandle, test_backends,
-};
+use holo_runtime::device::{CounterSnapshot, DeviceBackend, DeviceCall, Observed, test_backends};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
     Input, Operator, Output, ParamSet, QueuePolicy, Result, RunSession, SessionOptions, Tensor,
@@ -289,16 +287,16 @@ fn a_consumer_always_sees_the_producers_bytes() {
     }
 }
 
-#[test]
-fn a_slot_is_never_reused_while_a_consumer_stream_still_reads_it() {
+/// A fork (so producer and consumers run on three partitions and three streams) whose
+/// consumers read each frame on their stream 3 ms late, after dropping their handle;
+/// drop-oldest keeps the producer free-running through its pool. No slot may be reused
+/// before the read ran.
+fn assert_no_reuse_while_a_consumer_stream_reads(check: Check) {
     for device in test_backends() {
-        // A fork (so producer and consumers run on three partitions and three streams);
-        // drop-oldest keeps the producer free-running through its pool while each consumer
-        // stream reads its slot 3 ms after the consumer dropped its handle.
         let r = run(
             &device,
             2,
-            Check::DelayedAsyncCopy(Duration::from_millis(3)),
+            check,
             2_000,
             Duration::ZERO,
             ConnectionOptions {
@@ -324,160 +322,40 @@ fn a_slot_is_never_reused_while_a_consumer_stream_still_reads_it() {
         );
         assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
     }
+}
+
+#[test]
+fn a_slot_is_never_reused_while_a_consumer_stream_still_reads_it() {
+    // The read is `Tensor::copy_to_host_async`, which registers its stream itself.
+    assert_no_reuse_while_a_consumer_stream_reads(Check::DelayedAsyncCopy(Duration::from_millis(
+        3,
+    )));
 }
 
 #[test]
 fn a_fork_consumer_reading_on_its_stream_after_dropping_keeps_the_slot() {
-    for device in test_backends() {
-        // Each consumer's read is a plain backend copy on its own stream (no registration
-        // of its own), delayed 3 ms, enqueued before it drops its handle: the release event
-        // its own thread records when it drops (or the last handle's) must cover it.
-        let r = run(
-            &device,
-            2,
-            Check::DelayedRawCopy(Duration::from_millis(3)),
-            2_000,
-            Duration::ZERO,
-            ConnectionOptions {
-                queue_depth: Some(1),
-                policy: QueuePolicy::DropOldest,
-            },
-            CompileOptions::default(),
-        );
-        let report = r
-            .result
-            .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
-        assert!(r.stats.received.load(Ordering::Relaxed) > 0);
-        assert_eq!(
-            r.stats.bad.load(Ordering::Relaxed),
-            0,
-            "{}: a slot was overwritten while a consumer stream read it",
-            name(&device)
-        );
-        assert!(
-            r.stats.exhausted.load(Ordering::Relaxed) > 0,
-            "{}: the producer ran into slots still retiring",
-            name(&device)
-        );
-        assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
-    }
-}
-
-/// Forwards to a backend and logs which thread made each event record and stream wait,
-/// on which stream.
-struct ThreadLog {
-    inner: Arc<dyn DeviceBackend>,
-    log: Mutex<Vec<(std::thread::ThreadId, bool, u64)>>,
-}
-
-impl ThreadLog {
-    fn note(&self, record: bool, stream: StreamHandle) {
-        self.log
-            .lock()
-            .unwrap()
-            .push((std::thread::current().id(), record, stream.raw()));
-    }
-}
-
-impl DeviceBackend for ThreadLog {
-    fn backend_kind(&self) -> holo_runtime::device::BackendKind {
-        self.inner.backend_kind()
-    }
-    fn ordinal(&self) -> u32 {
-        self.inner.ordinal()
-    }
-    fn create_stream(&self) -> Result<StreamHandle> {
-        self.inner.create_stream()
-    }
-    fn destroy_stream(&self, stream: StreamHandle) -> Result<()> {
-        self.inner.destroy_stream(stream)
-    }
-    fn create_event(&self) -> Result<EventHandle> {
-        self.inner.create_event()
-    }
-    fn destroy_event(&self, event: EventHandle) -> Result<()> {
-        self.inner.destroy_event(event)
-    }
-    fn record_event(&self, event: EventHandle, stream: StreamHandle) -> Result<()> {
-        self.note(true, stream);
-        self.inner.record_event(event, stream)
-    }
-    fn wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
-        self.note(false, stream);
-        self.inner.wait_event(stream, event)
-    }
-    fn query_event(&self, event: EventHandle) -> Result<bool> {
-        self.inner.query_event(event)
-    }
-    fn synchronize_event(&self, event: EventHandle) -> Result<()> {
-        self.inner.synchronize_event(event)
-    }
-    fn synchronize_stream(&self, stream: StreamHandle) -> Result<()> {
-        self.inner.synchronize_stream(stream)
-    }
-    fn alloc(&self, kind: AllocKind, bytes: usize) -> Result<DevicePtr> {
-        self.inner.alloc(kind, bytes)
-    }
-    unsafe fn free(&self, kind: AllocKind, ptr: DevicePtr, bytes: usize) -> Result<()> {
-        // SAFETY: forwarded unchanged.
-        unsafe { self.inner.free(kind, ptr, bytes) }
-    }
-    unsafe fn memset_async(
-        &self,
-        dst: DevicePtr,
-        value: u8,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged.
-        unsafe { self.inner.memset_async(dst, value, bytes, stream) }
-    }
-    unsafe fn copy_async(
-        &self,
-        dst: DevicePtr,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged.
-        unsafe { self.inner.copy_async(dst, src, bytes, stream) }
-    }
-    unsafe fn copy_to_host_async(
-        &self,
-        dst: *mut u8,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged.
-        unsafe { self.inner.copy_to_host_async(dst, src, bytes, stream) }
-    }
-    unsafe fn copy_from_host_async(
-        &self,
-        dst: DevicePtr,
-        src: *const u8,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged.
-        unsafe { self.inner.copy_from_host_async(dst, src, bytes, stream) }
-    }
-    fn enqueue_delay(&self, stream: StreamHandle, duration: Duration) -> Result<()> {
-        self.inner.enqueue_delay(stream, duration)
-    }
-    fn counters(&self) -> &holo_runtime::device::DeviceCounters {
-        self.inner.counters()
-    }
+    // The read is a plain backend copy on the consumer's stream (as its kernel would
+    // read the tensor; no registration of its own): the release event its own thread
+    // records when it drops its handle (or the last handle's) must cover it.
+    assert_no_reuse_while_a_consumer_stream_reads(Check::DelayedRawCopy(Duration::from_millis(3)));
 }
 
 #[test]
 fn each_consumer_waits_and_records_its_release_on_its_own_thread() {
     for inner in test_backends() {
-        let log = Arc::new(ThreadLog {
-            inner: Arc::clone(&inner),
-            log: Mutex::new(Vec::new()),
-        });
-        let device: Arc<dyn DeviceBackend> = Arc::clone(&log) as Arc<dyn DeviceBackend>;
+        // Which thread made each event record (true) and stream wait (false), on which stream.
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&log);
+        let device: Arc<dyn DeviceBackend> =
+            Observed::new(Arc::clone(&inner), move |call, _| match call {
+                DeviceCall::RecordEvent { stream, .. } | DeviceCall::WaitEvent { stream, .. } => {
+                    let record = matches!(call, DeviceCall::RecordEvent { .. });
+                    sink.lock()
+                        .unwrap()
+                        .push((std::thread::current().id(), record, stream.raw()));
+                }
+                _ => {}
+            });
         let r = run(
             &device,
             3,
@@ -489,7 +367,7 @@ fn each_consumer_waits_and_records_its_release_on_its_own_thread() {
         );
         r.result.unwrap_or_else(|e| panic!("{}: {e}", name(&inner)));
         let emitted = r.stats.emitted.load(Ordering::Relaxed);
-        let log = log.log.lock().unwrap();
+        let log = log.lock().unwrap();
         // Each consumer stream is waited on by exactly one thread: its consumer's.
         let mut waiter: std::collections::HashMap<u64, std::thread::ThreadId> =
             std::collections::HashMap::new();

@@ -1,27 +1,25 @@
 //! `device_hop -- diag`: where a device hop's time goes. Not a target check; a tool for
 //! finding the next cost to remove.
 //!
-//! - holo's fenced and fused hops through a backend wrapper that times every call per
-//!   thread (driver time per frame by call kind and thread: producer partition, consumer
-//!   partition, retirement worker), and how often the producer found its pool empty;
-//! - the raw fenced sequence single-threaded with each call timed (host time in the
-//!   driver per frame, against the frame's wall time: host-bound or device-bound);
-//! - the raw fenced sequence spread over two threads (producer polls its release
-//!   events) and over three (a third thread polls and returns slots), to separate the
-//!   cost of holo's code from the cost of submitting from several threads.
+//! - holo's four scenarios through [`Observed`], timing every call on the thread that
+//!   makes it (driver time per frame by call kind and thread: partitions, retirement
+//!   worker), and how often the producer found its pool empty;
+//! - the raw fenced, fused and fork sequences on one thread with each call timed (host
+//!   time in the driver per frame against the frame's wall time: host- or device-bound);
+//! - the raw fenced hop and fork spread over threads as holo spreads them (the producer
+//!   polls its release events; a thread per consumer), to separate the cost of holo's
+//!   code from the cost of submitting from several threads.
 
 #![allow(
     clippy::many_single_char_names,
     reason = "the raw sequences name their streams, events and runner as the bench's raw side does"
 )]
 
-use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicBool;
 
 use crossbeam_queue::ArrayQueue;
-use holo_runtime::device::DeviceCounters;
+use holo_runtime::device::{DeviceCall, DeviceCounters, Observed};
 
 use super::{
     AllocKind, Arc, AtomicU64, BYTES, DeviceBackend, DevicePtr, Duration, EventHandle, FRAMES,
@@ -46,113 +44,20 @@ thread_local! {
     };
 }
 
-fn timed<T>(kind: usize, f: impl FnOnce() -> T) -> T {
-    let t = Instant::now();
-    let r = f();
-    let ns = t.elapsed().as_nanos() as u64;
+/// Adds one call of `call`'s kind, `took` long, to the calling thread's accumulator.
+fn tally(call: DeviceCall, took: Duration) {
+    let kind = match call {
+        DeviceCall::RecordEvent { .. } => 0,
+        DeviceCall::WaitEvent { .. } => 1,
+        DeviceCall::QueryEvent { .. } => 2,
+        DeviceCall::Memset { .. } => 3,
+        DeviceCall::Copy { .. } => 4,
+        _ => 5,
+    };
     MINE.with(|a| {
-        a[kind].fetch_add(ns, Ordering::Relaxed);
+        a[kind].fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
         a[6 + kind].fetch_add(1, Ordering::Relaxed);
     });
-    r
-}
-
-/// Forwards every call to `inner`, timing it on the calling thread.
-struct Timed(Arc<dyn DeviceBackend>);
-
-impl DeviceBackend for Timed {
-    fn backend_kind(&self) -> holo_runtime::device::BackendKind {
-        self.0.backend_kind()
-    }
-    fn ordinal(&self) -> u32 {
-        self.0.ordinal()
-    }
-    fn create_stream(&self) -> Result<StreamHandle> {
-        self.0.create_stream()
-    }
-    fn destroy_stream(&self, stream: StreamHandle) -> Result<()> {
-        self.0.destroy_stream(stream)
-    }
-    fn create_event(&self) -> Result<EventHandle> {
-        self.0.create_event()
-    }
-    fn destroy_event(&self, event: EventHandle) -> Result<()> {
-        self.0.destroy_event(event)
-    }
-    fn record_event(&self, event: EventHandle, stream: StreamHandle) -> Result<()> {
-        timed(0, || self.0.record_event(event, stream))
-    }
-    fn wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
-        timed(1, || self.0.wait_event(stream, event))
-    }
-    fn query_event(&self, event: EventHandle) -> Result<bool> {
-        timed(2, || self.0.query_event(event))
-    }
-    fn synchronize_event(&self, event: EventHandle) -> Result<()> {
-        timed(5, || self.0.synchronize_event(event))
-    }
-    fn synchronize_stream(&self, stream: StreamHandle) -> Result<()> {
-        self.0.synchronize_stream(stream)
-    }
-    fn alloc(&self, kind: AllocKind, bytes: usize) -> Result<DevicePtr> {
-        self.0.alloc(kind, bytes)
-    }
-    unsafe fn free(&self, kind: AllocKind, ptr: DevicePtr, bytes: usize) -> Result<()> {
-        // SAFETY: forwarded unchanged; the caller's guarantees carry over.
-        unsafe { self.0.free(kind, ptr, bytes) }
-    }
-    unsafe fn memset_async(
-        &self,
-        dst: DevicePtr,
-        value: u8,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged.
-        timed(3, || unsafe {
-            self.0.memset_async(dst, value, bytes, stream)
-        })
-    }
-    unsafe fn copy_async(
-        &self,
-        dst: DevicePtr,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged.
-        timed(4, || unsafe { self.0.copy_async(dst, src, bytes, stream) })
-    }
-    unsafe fn copy_to_host_async(
-        &self,
-        dst: *mut u8,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged.
-        timed(5, || unsafe {
-            self.0.copy_to_host_async(dst, src, bytes, stream)
-        })
-    }
-    unsafe fn copy_from_host_async(
-        &self,
-        dst: DevicePtr,
-        src: *const u8,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        // SAFETY: forwarded unchanged.
-        timed(5, || unsafe {
-            self.0.copy_from_host_async(dst, src, bytes, stream)
-        })
-    }
-    fn enqueue_delay(&self, stream: StreamHandle, duration: Duration) -> Result<()> {
-        self.0.enqueue_delay(stream, duration)
-    }
-    fn counters(&self) -> &DeviceCounters {
-        self.0.counters()
-    }
 }
 
 fn snapshot() -> Vec<(String, [u64; 12])> {
@@ -202,7 +107,7 @@ pub(super) static HEAD_EXHAUSTED: AtomicU64 = AtomicU64::new(0);
 
 pub(super) fn run(device: &Arc<dyn DeviceBackend>) {
     println!("diag: holo through a timing wrapper (driver ns per frame: kind calls×ns)");
-    let timed_device: Arc<dyn DeviceBackend> = Arc::new(Timed(Arc::clone(device)));
+    let timed_device: Arc<dyn DeviceBackend> = Observed::new(Arc::clone(device), tally);
     for (name, shape) in [
         ("fenced hop", Shape::FencedHop),
         ("fused hop", Shape::FusedHop),
@@ -228,15 +133,11 @@ pub(super) fn run(device: &Arc<dyn DeviceBackend>) {
         raw_timed(device, &Shape::Fork);
         println!(
             "  raw fenced, 2 threads (producer polls): {:.0} ns/frame",
-            raw_threaded(device, false)
-        );
-        println!(
-            "  raw fenced, 3 threads (a poller returns slots): {:.0} ns/frame",
-            raw_threaded(device, true)
+            raw_threaded(device, 1)
         );
         println!(
             "  raw fork, 3 threads (producer polls, a thread per consumer): {:.0} ns/frame",
-            raw_fork_threaded(device)
+            raw_threaded(device, 2)
         );
     }
 }
@@ -371,164 +272,38 @@ fn bind(device: &Arc<dyn DeviceBackend>) {
     let _ = device.create_event().map(|e| device.destroy_event(e));
 }
 
-/// The raw fenced sequence on two threads (the producer polls a slot's release event
-/// before reusing it) or three (a third thread polls and hands slots back).
-pub(super) fn raw_threaded(device: &Arc<dyn DeviceBackend>, poller: bool) -> f64 {
+/// A raw fan-out to `consumers` spread over threads as holo spreads it: the producer
+/// (fill, readiness record; it polls every release event of a slot before reusing it)
+/// and one thread per consumer (wait, copy, its own release record). One consumer is the
+/// fenced hop, two the fork.
+pub(super) fn raw_threaded(device: &Arc<dyn DeviceBackend>, consumers: usize) -> f64 {
     let d = device.as_ref();
     let slots: Arc<Vec<DevicePtr>> = Arc::new(
         (0..K)
             .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
             .collect(),
     );
-    let scratch = d.alloc(AllocKind::Device, BYTES).unwrap();
-    let s: Vec<StreamHandle> = (0..2).map(|_| d.create_stream().unwrap()).collect();
-    let ready: Arc<Vec<EventHandle>> =
-        Arc::new((0..K).map(|_| d.create_event().unwrap()).collect());
-    let rel: Arc<Vec<EventHandle>> = Arc::new((0..K).map(|_| d.create_event().unwrap()).collect());
-    let hop = Arc::new(ArrayQueue::<usize>::new(K));
-    let back = Arc::new(ArrayQueue::<usize>::new(K));
-    let free = Arc::new(ArrayQueue::<usize>::new(K));
-    for k in 0..K {
-        free.push(k).unwrap();
-    }
-    let total = (WARMUP + FRAMES) as usize;
-    let stop = Arc::new(AtomicBool::new(false));
-    // Frames whose release event the consumer has recorded (the two-thread producer polls
-    // a slot's event only once its last use is recorded).
-    let recorded = Arc::new(AtomicU64::new(0));
-    let (s0, s1) = (s[0], s[1]);
-    let consumer = {
-        let (device, hop, back, ready, rel) = (
-            Arc::clone(device),
-            Arc::clone(&hop),
-            Arc::clone(&back),
-            Arc::clone(&ready),
-            Arc::clone(&rel),
-        );
-        let slots = Arc::clone(&slots);
-        let recorded = Arc::clone(&recorded);
-        std::thread::spawn(move || {
-            let r = raw_for(&device);
-            let mut spins = 0u32;
-            let mut t0 = Instant::now();
-            for i in 0..total {
-                if i == WARMUP as usize {
-                    t0 = Instant::now();
-                }
-                let k = loop {
-                    if let Some(k) = hop.pop() {
-                        break k;
-                    }
-                    relax(&mut spins);
-                };
-                r.wait(s1, ready[k]);
-                r.copy(scratch, slots[k], s1);
-                r.record(rel[k], s1);
-                recorded.store(i as u64 + 1, Ordering::Release);
-                if poller {
-                    back.push(k).unwrap();
-                }
-            }
-            t0
-        })
-    };
-    let retirer = poller.then(|| {
-        let (device, back, free, rel, stop) = (
-            Arc::clone(device),
-            Arc::clone(&back),
-            Arc::clone(&free),
-            Arc::clone(&rel),
-            Arc::clone(&stop),
-        );
-        std::thread::spawn(move || {
-            let r = raw_for(&device);
-            let mut spins = 0u32;
-            let mut pending = VecDeque::with_capacity(K);
-            while !stop.load(Ordering::Relaxed) {
-                while let Some(k) = back.pop() {
-                    pending.push_back(k);
-                }
-                while let Some(&k) = pending.front() {
-                    if !r.done(rel[k]) {
-                        break;
-                    }
-                    pending.pop_front();
-                    free.push(k).unwrap();
-                }
-                relax(&mut spins);
-            }
-        })
-    });
-    let r = raw_for(device);
-    let mut spins = 0u32;
-    for i in 0..total {
-        let k = if poller {
-            loop {
-                if let Some(k) = free.pop() {
-                    break k;
-                }
-                relax(&mut spins);
-            }
-        } else {
-            let k = i % K;
-            if i >= K {
-                while recorded.load(Ordering::Acquire) <= (i - K) as u64 {
-                    relax(&mut spins);
-                }
-                while !r.done(rel[k]) {}
-            }
-            k
-        };
-        r.memset(slots[k], s0);
-        r.record(ready[k], s0);
-        while hop.push(k).is_err() {
-            relax(&mut spins);
-        }
-    }
-    let t0 = consumer.join().unwrap();
-    for &st in &s {
-        d.synchronize_stream(st).unwrap();
-    }
-    let ns = t0.elapsed().as_nanos() as f64 / FRAMES as f64;
-    stop.store(true, Ordering::Relaxed);
-    if let Some(t) = retirer {
-        t.join().unwrap();
-    }
-    for &e in ready.iter().chain(rel.iter()) {
-        d.destroy_event(e).unwrap();
-    }
-    for st in s {
-        d.destroy_stream(st).unwrap();
-    }
-    for &p in slots.iter().chain([&scratch]) {
-        // SAFETY: every stream using them was synchronized.
-        unsafe { d.free(AllocKind::Device, p, BYTES).unwrap() };
-    }
-    ns
-}
-
-/// The raw fork on three threads: the producer (fill, readiness record; it polls both
-/// release events before reusing a slot) and one thread per consumer (wait, copy, its
-/// own release record).
-pub(super) fn raw_fork_threaded(device: &Arc<dyn DeviceBackend>) -> f64 {
-    let d = device.as_ref();
-    let slots: Arc<Vec<DevicePtr>> = Arc::new(
-        (0..K)
-            .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
-            .collect(),
-    );
-    let scratch: Vec<DevicePtr> = (0..2)
+    let scratch: Vec<DevicePtr> = (0..consumers)
         .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
         .collect();
-    let s: Vec<StreamHandle> = (0..3).map(|_| d.create_stream().unwrap()).collect();
+    let s: Vec<StreamHandle> = (0..=consumers)
+        .map(|_| d.create_stream().unwrap())
+        .collect();
     let ready: Arc<Vec<EventHandle>> =
         Arc::new((0..K).map(|_| d.create_event().unwrap()).collect());
-    let rel: Arc<Vec<EventHandle>> =
-        Arc::new((0..2 * K).map(|_| d.create_event().unwrap()).collect());
-    let hops: Vec<Arc<ArrayQueue<usize>>> = (0..2).map(|_| Arc::new(ArrayQueue::new(K))).collect();
-    let recorded: Vec<Arc<AtomicU64>> = (0..2).map(|_| Arc::new(AtomicU64::new(0))).collect();
+    let rel: Arc<Vec<EventHandle>> = Arc::new(
+        (0..consumers * K)
+            .map(|_| d.create_event().unwrap())
+            .collect(),
+    );
+    let hops: Vec<Arc<ArrayQueue<usize>>> = (0..consumers)
+        .map(|_| Arc::new(ArrayQueue::new(K)))
+        .collect();
+    let recorded: Vec<Arc<AtomicU64>> = (0..consumers)
+        .map(|_| Arc::new(AtomicU64::new(0)))
+        .collect();
     let total = (WARMUP + FRAMES) as usize;
-    let consumers: Vec<_> = (0..2)
+    let threads: Vec<_> = (0..consumers)
         .map(|c| {
             let (device, hop, ready, rel, slots, recorded) = (
                 Arc::clone(device),
@@ -567,7 +342,7 @@ pub(super) fn raw_fork_threaded(device: &Arc<dyn DeviceBackend>) -> f64 {
     for i in 0..total {
         let k = i % K;
         if i >= K {
-            for c in 0..2 {
+            for c in 0..consumers {
                 while recorded[c].load(Ordering::Acquire) <= (i - K) as u64 {
                     relax(&mut spins);
                 }
@@ -582,7 +357,7 @@ pub(super) fn raw_fork_threaded(device: &Arc<dyn DeviceBackend>) -> f64 {
             }
         }
     }
-    let t0 = consumers
+    let t0 = threads
         .into_iter()
         .map(|c| c.join().unwrap())
         .min()

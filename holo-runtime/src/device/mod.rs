@@ -8,6 +8,8 @@
 //!
 //! - [`SoftwareDevice`]: streams are worker threads, events are completion counters. Needs
 //!   no GPU; CI runs the device-contract suite on it.
+//! - [`Observed`]: wraps another backend and reports each stream-ordered call, query and
+//!   host wait (which thread, which stream, how long) to a closure: tracing, tests.
 //! - [`CudaDevice`] (feature `cuda`): the CUDA driver API through `cudarc`'s `result`/`sys`
 //!   layer, loaded at run time; a machine without `libcuda` gets
 //!   [`ErrorCode::DeviceUnavailable`], never a panic.
@@ -38,6 +40,7 @@ mod counters;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod handle;
+mod observed;
 mod software;
 
 use std::sync::Arc;
@@ -49,6 +52,7 @@ pub use counters::{CounterSnapshot, DeviceCounters};
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaDevice, device_count, driver_present};
 pub use handle::{DevicePtr, EventHandle, StreamHandle};
+pub use observed::{DeviceCall, Observed};
 pub use software::SoftwareDevice;
 
 /// Which implementation stands behind a [`DeviceBackend`].
