@@ -592,11 +592,11 @@ impl Pool {
     pub(crate) fn release(this: &Arc<Pool>, slot: u32) {
         let pool: &Pool = this;
         let s = &pool.slots[slot as usize];
+        // Whether this call just recorded its own stream's release event.
+        let mut recorded_own = false;
         // The sole handle (the usual case: one consumer) needs no read-modify-write: no
         // other handle exists to clone from, so nobody can raise the count meanwhile. The
         // acquire load orders this after every other handle's release-ordered decrement.
-        // Whether this call just recorded its own stream's release event.
-        let mut recorded_own = false;
         if s.refs.load(Ordering::Acquire) == 1 {
             s.refs.store(0, Ordering::Relaxed);
         } else {
