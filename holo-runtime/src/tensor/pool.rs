@@ -632,8 +632,8 @@ impl Pool {
     /// A handle of `slot` other than the last is dropped: if the calling thread's own
     /// stream is one of the slot's release streams, records its release event now (on the
     /// thread that submits to that stream) and marks it clean.
-    /// Returns whether it recorded.
-    #[cold]
+    /// Returns whether it recorded. Not `#[cold]`: it is every fan-out consumer's
+    /// release path but the last one's.
     fn record_own_release(&self, d: &DeviceBacking, slot: u32) -> bool {
         let own = own_stream();
         if own == 0 {
