@@ -13,9 +13,8 @@
 //! and retries once.
 //!
 //! Handles are the raw driver values. The live streams and events sit in a registry (a
-//! lock sharded per thread) whose
-//! read lock is held across each driver call, so a stale handle gives `InvalidArgument`
-//! and a concurrent destroy cannot free a handle mid-call.
+//! lock sharded per thread) whose read lock is held across each driver call, so a stale
+//! handle gives `InvalidArgument` and a concurrent destroy cannot free a handle mid-call.
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
@@ -24,10 +23,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-
-use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard};
 use std::time::Duration;
 
+use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard};
 use cudarc::driver::result::{self as cu, DriverError};
 use cudarc::driver::sys;
 
