@@ -357,13 +357,18 @@ pub fn summary(r: &RunReport) -> String {
     };
     let _ = writeln!(
         out,
-        "run summary: {} frames, {} drops, latency p50 {}, p99 {} (from capture time), {:.3} s",
-        r.frames,
+        "run summary: {} drops, latency p50 {}, p99 {} (from capture time), {:.3} s",
         r.drops,
         ms(r.latency_p50),
         ms(r.latency_p99),
         r.elapsed.as_secs_f64()
     );
+    for (name, n) in &r.produced {
+        let _ = writeln!(out, "  source {name}: {n} frames produced");
+    }
+    for (name, n) in &r.received {
+        let _ = writeln!(out, "  sink {name}: {n} frames received");
+    }
     for (name, n) in &r.activations {
         let _ = writeln!(out, "  {name}: {n} activations");
     }

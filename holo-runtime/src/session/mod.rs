@@ -123,8 +123,12 @@ pub struct PoolReport {
 /// The summary of a session.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunReport {
-    /// Activations of sink operators (those with no connected output).
-    pub frames: u64,
+    /// Frames each source operator (one with no connected input) produced: the entries
+    /// it pushed on its busiest output edge (a fan-out counts a frame once), by name.
+    pub produced: Vec<(String, u64)>,
+    /// Frames each sink operator (one with no connected output) received: the entries
+    /// delivered to it over all its input edges, by name.
+    pub received: Vec<(String, u64)>,
     /// Entries evicted by drop-oldest queues plus emits refused with `Backpressured`.
     pub drops: u64,
     /// Activations per operator, by name.
@@ -145,6 +149,8 @@ pub struct RunSession {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<Vec<OpRuntime>>>,
     edges: Vec<Arc<dyn ErasedEdge>>,
+    /// The producing and consuming operator of each of `edges`.
+    edge_ends: Vec<(usize, usize)>,
     pools: Vec<PoolOwner>,
     streams: streams::Streams,
     retirer: Arc<crate::tensor::retire::Retirer>,
@@ -261,11 +267,32 @@ impl RunSession {
             .iter()
             .map(|o| (o.name.clone(), o.activations))
             .collect();
-        let frames = ops
+        let counted = |o: &OpRuntime, out: bool| {
+            let ends = self.edges.iter().zip(&self.edge_ends);
+            let mine = ends.filter(|(_, (from, to))| *(if out { from } else { to }) == o.index);
+            let counts = mine.map(|(e, _)| {
+                let c = e.counters();
+                if out { &c.pushed } else { &c.delivered }.load(Ordering::Relaxed)
+            });
+            (
+                o.name.clone(),
+                if out {
+                    counts.max().unwrap_or(0)
+                } else {
+                    counts.sum()
+                },
+            )
+        };
+        let produced = ops
+            .iter()
+            .filter(|o| o.is_source)
+            .map(|o| counted(o, true))
+            .collect();
+        let received = ops
             .iter()
             .filter(|o| o.is_sink)
-            .map(|o| o.activations)
-            .sum();
+            .map(|o| counted(o, false))
+            .collect();
         drop(ops);
         let mut drops = 0;
         for e in &self.edges {
@@ -325,7 +352,8 @@ impl RunSession {
         }
         let latency = LatencyHistogram::merged(self.shared.signals.iter().map(|s| &s.latency));
         Ok(RunReport {
-            frames,
+            produced,
+            received,
             drops,
             activations,
             latency_p50: latency.quantile(0.50),

@@ -103,7 +103,7 @@ pub(crate) struct OpRuntime {
     required_inputs: Vec<EdgeProbe>,
     optional_inputs: Vec<EdgeProbe>,
     block_outputs: Vec<EdgeProbe>,
-    is_source: bool,
+    pub(crate) is_source: bool,
     pub(crate) is_sink: bool,
     pub(crate) activations: u64,
     max_activations: Option<u64>,
@@ -544,6 +544,7 @@ pub(crate) fn start(
     let mut erased_in: Vec<Vec<(usize, Arc<dyn ErasedEdge>)>> = vec![Vec::new(); n_ops];
     let mut erased_out: Vec<Vec<Arc<dyn ErasedEdge>>> = vec![Vec::new(); n_ops];
     let mut edges = Vec::with_capacity(graph.edges.len());
+    let mut edge_ends = Vec::with_capacity(graph.edges.len());
     for (e, rec) in graph.edges.iter().zip(plan.edges()) {
         let (fo, fp) = (e.from.0.index(), e.from.1 as usize);
         let (to, tp) = (e.to.0.index(), e.to.1 as usize);
@@ -558,6 +559,7 @@ pub(crate) fn start(
         erased_in[to].push((tp, Arc::clone(&new.erased)));
         erased_out[fo].push(Arc::clone(&new.erased));
         edges.push(new.erased);
+        edge_ends.push((fo, to));
     }
 
     // The consumers' exact requirements, checked on emit by pass-through tensor outputs
@@ -880,6 +882,7 @@ pub(crate) fn start(
         shared,
         threads,
         edges,
+        edge_ends,
         pools,
         streams,
         retirer,
