@@ -113,11 +113,38 @@ pub(crate) struct EdgeNode {
 /// A graph of operators and flows. Build it, [`compile`](fn@crate::compile) it into an
 /// [`ExecutionPlan`](crate::ExecutionPlan), then run it with a
 /// [`RunSession`](crate::RunSession).
-#[derive(Default)]
 pub struct Graph {
     pub(crate) operators: Vec<OperatorNode>,
     pub(crate) edges: Vec<EdgeNode>,
     by_name: std::collections::HashMap<String, OperatorId>,
+    /// This graph's identity, carried by every port handle it returns.
+    id: u64,
+    /// Flows refused by `add_flow` because a handle came from another graph: the
+    /// operator and port names of each end (`None` where foreign), reported by `compile`.
+    pub(crate) foreign_flows: Vec<ForeignFlow>,
+}
+
+/// A flow whose handle came from another graph (see [`Graph::add_flow`]).
+#[derive(Clone, Debug)]
+pub(crate) struct ForeignFlow {
+    /// The edge id `add_flow` returned.
+    pub(crate) edge: u32,
+    /// The end(s) whose handle is foreign: `"from"`, `"to"` or both.
+    pub(crate) foreign_from: bool,
+    pub(crate) foreign_to: bool,
+}
+
+impl Default for Graph {
+    fn default() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self {
+            operators: Vec::new(),
+            edges: Vec::new(),
+            by_name: std::collections::HashMap::new(),
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            foreign_flows: Vec::new(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Graph {
@@ -167,12 +194,15 @@ impl Graph {
             )
             .at(format!("operator {name:?}")));
         }
-        let id = OperatorId(u32::try_from(self.operators.len()).map_err(|_| {
-            Error::new(
-                ErrorCode::ResourceExhausted,
-                "too many operators in one graph",
-            )
-        })?);
+        let id = OperatorId(
+            u32::try_from(self.operators.len()).map_err(|_| {
+                Error::new(
+                    ErrorCode::ResourceExhausted,
+                    "too many operators in one graph",
+                )
+            })?,
+            self.id,
+        );
         let spec = O::operator_spec();
         let values: &O::Params = params.values();
         let ports = spec
@@ -216,14 +246,25 @@ impl Graph {
 
     /// Connects an output to an input. The payload types must match (a mismatch does not
     /// compile); every other mistake (fan-in, a cycle, incompatible tensor specs) is a
-    /// diagnostic of [`compile`](fn@crate::compile).
+    /// diagnostic of [`compile`](fn@crate::compile), and so is a handle returned by
+    /// another graph's `add_operator` (`GRAPH_FOREIGN_PORT`: such a flow is not added).
     pub fn add_flow<T: Clone + Send + 'static>(
         &mut self,
         from: OutPort<T>,
         to: InPort<T>,
         options: ConnectionOptions,
     ) -> EdgeId {
-        let id = EdgeId(u32::try_from(self.edges.len()).unwrap_or(u32::MAX));
+        let id =
+            EdgeId(u32::try_from(self.edges.len() + self.foreign_flows.len()).unwrap_or(u32::MAX));
+        let (foreign_from, foreign_to) = (from.operator.1 != self.id, to.operator.1 != self.id);
+        if foreign_from || foreign_to {
+            self.foreign_flows.push(ForeignFlow {
+                edge: id.0,
+                foreign_from,
+                foreign_to,
+            });
+            return id;
+        }
         self.edges.push(EdgeNode {
             from: (from.operator, from.port),
             to: (to.operator, to.port),

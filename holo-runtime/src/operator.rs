@@ -8,9 +8,11 @@ use crate::Result;
 use crate::session::{ExecutionContext, LifecycleContext, PortBinder};
 use crate::spec::OperatorSpec;
 
-/// Identifies an operator inside one [`Graph`](crate::Graph).
+/// Identifies an operator inside one [`Graph`](crate::Graph): its index, and which graph
+/// it belongs to (a port handle of another graph given to `add_flow` is a compile
+/// diagnostic, `GRAPH_FOREIGN_PORT`, never a flow to whatever operator has that index).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct OperatorId(pub(crate) u32);
+pub struct OperatorId(pub(crate) u32, pub(crate) u64);
 
 impl OperatorId {
     /// The operator's index in its graph.

@@ -150,10 +150,18 @@ pub mod codes {
     pub const GRAPH_CYCLE: &str = "GRAPH_CYCLE";
     /// A flow names a port of the wrong direction or that does not exist.
     pub const GRAPH_INVALID_FLOW: &str = "GRAPH_INVALID_FLOW";
+    /// A flow was given a port handle that another graph's `add_operator` returned.
+    pub const GRAPH_FOREIGN_PORT: &str = "GRAPH_FOREIGN_PORT";
     /// An authored partition names an unknown operator, names one twice, or misses one.
     pub const PARTITION_INVALID: &str = "PARTITION_INVALID";
     /// An explicit queue depth of zero.
     pub const QUEUE_DEPTH_ZERO: &str = "QUEUE_DEPTH_ZERO";
+    /// A queue depth (explicit, automatic or default) above
+    /// [`MAX_QUEUE_DEPTH`](crate::compile::MAX_QUEUE_DEPTH).
+    pub const QUEUE_DEPTH_LIMIT: &str = "QUEUE_DEPTH_LIMIT";
+    /// `CompileOptions::max_fanout_release_streams` is 0 or above
+    /// [`MAX_FANOUT_RELEASE_STREAMS`](crate::compile::MAX_FANOUT_RELEASE_STREAMS).
+    pub const OPTION_FANOUT_RELEASE_STREAMS: &str = "OPTION_FANOUT_RELEASE_STREAMS";
     /// Checked byte-span arithmetic overflowed.
     pub const PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW: &str = "PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW";
     /// A projector returned an error other than `ArithmeticOverflow`.

@@ -97,6 +97,15 @@ impl Default for AutomaticQueueSizing {
     }
 }
 
+/// The deepest queue one flow may have: every entry is preallocated when the session
+/// starts, so a deeper one is refused by `compile` (`QUEUE_DEPTH_LIMIT`).
+pub const MAX_QUEUE_DEPTH: u32 = 1 << 20;
+
+/// The most release streams one pool slot may register
+/// ([`CompileOptions::max_fanout_release_streams`]): each is a preallocated event per
+/// slot; more is refused by `compile` (`OPTION_FANOUT_RELEASE_STREAMS`).
+pub const MAX_FANOUT_RELEASE_STREAMS: u32 = 64;
+
 /// Options of one compile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompileOptions {
@@ -112,7 +121,8 @@ pub struct CompileOptions {
     /// Automatic, rate-aware sizing of edges with no explicit depth and a proven finite
     /// horizon.
     pub automatic_queue_sizing: AutomaticQueueSizing,
-    /// Release streams each CUDA pool slot may register (default 8).
+    /// Release streams each CUDA pool slot may register (default 8; 1 to
+    /// [`MAX_FANOUT_RELEASE_STREAMS`]).
     pub max_fanout_release_streams: u32,
 }
 
@@ -174,6 +184,44 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         successors: Vec::new(),
         producers: Vec::new(),
     };
+    if !(1..=MAX_FANOUT_RELEASE_STREAMS).contains(&options.max_fanout_release_streams) {
+        work.diagnostics.push(
+            Diagnostic::error(
+                codes::OPTION_FANOUT_RELEASE_STREAMS,
+                format!(
+                    "CompileOptions::max_fanout_release_streams is {}; it must be 1 to {MAX_FANOUT_RELEASE_STREAMS} (each is a preallocated event per device pool slot)",
+                    options.max_fanout_release_streams
+                ),
+            )
+            .hint("the default, 8, covers a fan-out to 8 consumer streams"),
+        );
+    }
+    if !graph.foreign_flows.is_empty() {
+        // Later passes index operators by the handles' indices: stop here.
+        let items = graph
+            .foreign_flows
+            .iter()
+            .map(|f| {
+                let end = match (f.foreign_from, f.foreign_to) {
+                    (true, true) => "both ports",
+                    (true, false) => "the output port",
+                    _ => "the input port",
+                };
+                Diagnostic::error(
+                    codes::GRAPH_FOREIGN_PORT,
+                    format!(
+                        "flow #{} was given a port handle of another graph ({end}); it was not added",
+                        f.edge
+                    ),
+                )
+                .hint("connect the handles that this graph's `add_operator` returned")
+            })
+            .collect::<Vec<_>>();
+        work.diagnostics.extend(items);
+        return Err(Diagnostics {
+            items: work.diagnostics,
+        });
+    }
     partition::check_graph(&mut work);
     if work.topo.len() != graph.operators.len() {
         // A cycle: later passes need a topological order.

@@ -672,6 +672,7 @@ pub(crate) fn allocations(
             memory_kind_source: out.memory_kind_source.clone(),
             device: placed.output_device.get(&(o, p)).copied(),
             dtype: out.dtype.map(|d| d.name().to_owned()),
+            rank: out.rank,
             max_rank: out.max_rank,
             per_slot_bytes: bytes,
             slot_count,

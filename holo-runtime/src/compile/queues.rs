@@ -583,6 +583,18 @@ fn size_edge(
             None => (options.default_queue_depth.max(1).max(floor), "default"),
         },
     };
+    if depth > super::MAX_QUEUE_DEPTH {
+        pass.report(
+            codes::QUEUE_DEPTH_LIMIT,
+            to,
+            Some(port_name),
+            format!(
+                "the {source} queue depth {depth} exceeds holo's limit of {} entries per flow (every entry is preallocated at start)",
+                super::MAX_QUEUE_DEPTH
+            ),
+            "give a depth the pipeline can really hold, or lower the rates or horizon it is derived from",
+        );
+    }
     recipe.queue_depth = depth;
     source.clone_into(&mut recipe.depth_source);
     let admitted = if source == "automatic" {

@@ -191,6 +191,8 @@ pub struct TensorAllocationPlanRecord {
     pub device: Option<u32>,
     /// The dtype name, if declared.
     pub dtype: Option<String>,
+    /// The exact rank every loan must have, when the output declares `rank = N`.
+    pub rank: Option<u32>,
     /// The maximum rank a loan may request.
     pub max_rank: u32,
     /// Bytes per slot.

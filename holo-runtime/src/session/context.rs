@@ -1,6 +1,6 @@
 //! What an operator sees during its callbacks.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// A session's clock: a TSC-backed `quanta` clock for the hot path (~10 ns per read,
@@ -88,6 +88,10 @@ pub(crate) struct ActivationState {
     /// `receive`); the scheduler fails the session with it after the activation.
     error: std::sync::Mutex<Option<crate::Error>>,
     failed: AtomicBool,
+    /// The `free_list::token` of the thread that runs the operator's callbacks now (its
+    /// partition thread while the session runs; the starting or joining thread around
+    /// `start` and `stop`). Its ports work only on that thread.
+    thread: AtomicUsize,
 }
 
 pub(crate) const NO_CAPTURE: u64 = u64::MAX;
@@ -104,7 +108,23 @@ impl ActivationState {
             sequence: AtomicU64::new(0),
             error: std::sync::Mutex::new(None),
             failed: AtomicBool::new(false),
+            thread: AtomicUsize::new(0),
         }
+    }
+
+    /// Makes the calling thread the one that runs the operator's callbacks (and uses its
+    /// ports) from now on.
+    pub(crate) fn bind_thread(&self) {
+        self.thread
+            .store(crate::tensor::free_list::token(), Ordering::Release);
+    }
+
+    /// Whether the calling thread is the one that runs the operator's callbacks: the only
+    /// thread on which its ports may touch their single-threaded state (a same-partition
+    /// queue, the free list of the pool the partition owns).
+    #[inline]
+    pub(crate) fn on_operator_thread(&self) -> bool {
+        self.thread.load(Ordering::Relaxed) == crate::tensor::free_list::token()
     }
 
     /// Activations begun so far.

@@ -15,6 +15,8 @@ pub(crate) mod ports;
 pub(crate) mod queue;
 pub(crate) mod rates;
 mod run;
+#[doc(hidden)]
+pub use run::fault as __fault;
 mod stats;
 mod streams;
 
@@ -157,6 +159,8 @@ pub struct RunSession {
     retire_thread: Option<JoinHandle<()>>,
     started: Instant,
     plan: ExecutionPlan,
+    /// `join` or `Drop` ran the teardown.
+    torn_down: bool,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -218,35 +222,68 @@ impl RunSession {
         self.shared.stop.load(Ordering::Acquire)
     }
 
-    /// Waits until every source has run its `max_source_activations`, every queue is
-    /// empty and no operator is running, or the session stops, or `timeout` passes.
-    /// Returns whether the session became idle.
+    /// Waits until the session is idle — every source has run its
+    /// `max_source_activations`, no activation is running, no entry is queued on any edge
+    /// and no device slot is still retiring — or the session stops, or `timeout` passes
+    /// (`Duration::MAX` waits without a deadline). Returns whether the session became
+    /// idle. Once it returns `true`, every frame the sources produced has been received
+    /// (or dropped by a drop-oldest queue, counted in the report).
     pub fn wait_idle(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut last_epoch = u64::MAX;
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             if self.shared.stop.load(Ordering::Acquire) {
                 return false;
             }
-            let (epoch, scanning) = self.shared.progress();
-            let idle = self.shared.sources_done() && self.edges.iter().all(|e| e.len() == 0);
-            let _ = scanning;
-            if idle && epoch == last_epoch {
+            if self.is_idle() {
                 return true;
             }
-            last_epoch = if idle { epoch } else { u64::MAX };
-            if Instant::now() >= deadline {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 return false;
             }
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// One consistent look at the session: no activation ran across the look, none is
+    /// running, the sources are done, every queue is empty and no slot is retiring.
+    ///
+    /// An activation counts itself begun before it can pop anything and finished after
+    /// everything it pushed, and a pop or push is a release on the queue that the reads
+    /// of `len` acquire: so an entry popped by an activation that is still running shows
+    /// as `begun > finished`, one popped by an activation begun during the look changes
+    /// `begun`, and one pushed by a finished activation is in a queue or was popped by a
+    /// begun one.
+    fn is_idle(&self) -> bool {
+        let begun = self.shared.activations_started();
+        let finished = self.shared.activations_finished();
+        if begun != finished || !self.shared.sources_done() {
+            return false;
+        }
+        if self.edges.iter().any(|e| e.len() != 0) || self.retirer.outstanding() != 0 {
+            return false;
+        }
+        self.shared.activations_started() == begun
     }
 
     /// Stops the session, joins its threads, runs every operator's `stop`, drops every
     /// queued entry and checks that every slot went back to its pool. Returns the run
     /// summary, or the first error an operator returned (or its panic, as `Internal`),
     /// with the operator named in its location.
+    ///
+    /// Dropping a session without `join` runs the same teardown (every `stop` runs, the
+    /// streams are quiesced) and writes the error `join` would have returned to stderr.
     pub fn join(mut self) -> Result<RunReport> {
+        self.teardown()
+    }
+
+    /// The teardown `join` and `Drop` share; runs once.
+    fn teardown(&mut self) -> Result<RunReport> {
+        if std::mem::replace(&mut self.torn_down, true) {
+            return Err(Error::new(
+                ErrorCode::Cancelled,
+                "the session was already torn down",
+            ));
+        }
         self.shared.request_stop();
         let elapsed = self.started.elapsed();
         let mut ops: Vec<OpRuntime> = Vec::new();
@@ -301,10 +338,13 @@ impl RunSession {
             e.clear();
         }
         self.edges.clear();
-        // Device slots retire asynchronously: wait (polling, bounded) for the worker to
-        // return every slot it was handed, then quiesce the streams and stop the worker.
-        // (A slot still held by a tensor kept past the session is not waited for: it is
-        // reported below.)
+        // Device slots retire asynchronously. Close the retirer first: a slot released
+        // from now on (a tensor kept past the session) is returned by its releasing
+        // thread, recording nothing on the streams destroyed below. Then wait (polling,
+        // bounded) for the worker to return every slot it was handed, quiesce the streams
+        // and stop the worker. (A slot still held by a tensor kept past the session is
+        // not waited for: it is reported below.)
+        self.retirer.close();
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.retirer.outstanding() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(200));
@@ -373,12 +413,14 @@ impl RunSession {
 }
 
 impl Drop for RunSession {
+    /// The teardown of [`join`](RunSession::join): every operator's `stop` runs and the
+    /// streams are quiesced; the error `join` would have returned goes to stderr.
     fn drop(&mut self) {
-        self.shared.request_stop();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        if self.torn_down {
+            return;
         }
-        let _ = self.streams.synchronize();
-        self.retirer.shutdown();
+        if let Err(e) = self.teardown() {
+            eprintln!("holo: a RunSession dropped without join ended with an error: {e}");
+        }
     }
 }

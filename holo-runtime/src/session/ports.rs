@@ -32,6 +32,8 @@ pub struct Input<T> {
 struct InputBinding<T> {
     queue: Option<Arc<EdgeQueue<T>>>,
     activation: Arc<ActivationState>,
+    /// `operator "…", port "…"`, for errors.
+    location: &'static str,
     /// The port's index in its operator (for `ctx.rate`).
     port: u32,
     mode: InputMode,
@@ -88,6 +90,10 @@ impl<T: Clone + Send + 'static> Input<T> {
     /// its readiness — the runtime's one blocking call of its own. If either wait fails,
     /// the entry is dropped, `None` is returned and the session stops with the error after
     /// this activation.
+    ///
+    /// Called on a thread that is not the operator's (the port was moved or shared out
+    /// of the operator), it takes nothing, returns `None`, and the session stops with
+    /// `NotSupported` naming the port.
     #[allow(
         clippy::inline_always,
         reason = "the fast path is a pop; left to the heuristic it stayed out of line in operators' compute (measured in benches/host_hop.rs)"
@@ -96,6 +102,10 @@ impl<T: Clone + Send + 'static> Input<T> {
     pub fn receive(&mut self) -> Option<T> {
         let b = self.binding.as_mut()?;
         let q = b.queue.as_ref()?;
+        if !b.activation.on_operator_thread() {
+            b.activation.fail(wrong_thread(b.location));
+            return None;
+        }
         if b.plain {
             let mut capture_ns = 0;
             let value = q.pop_value(&mut capture_ns)?;
@@ -234,6 +244,19 @@ impl<T> fmt::Debug for Output<T> {
 
 const UNBOUND: &str = "the port is not bound: ports work only inside a running session";
 
+/// A port used on a thread that is not its operator's (moved out of the operator, or
+/// shared with a thread the operator spawned): refused, so the queue and pool state that
+/// only the operator's partition thread touches is never touched by two threads at once.
+#[cold]
+#[inline(never)]
+fn wrong_thread(location: &'static str) -> Error {
+    Error::new(
+        ErrorCode::NotSupported,
+        "a port was used on a thread that is not its operator's: ports work only inside the operator's own callbacks (start, compute, stop), on the thread that runs them",
+    )
+    .at(location)
+}
+
 fn check_requirement(t: &Tensor, req: &TensorInputSpec) -> bool {
     req.memory_kind.is_none_or(|k| k == t.memory_kind())
         && req.dtype.is_none_or(|d| d == t.dtype())
@@ -247,13 +270,17 @@ impl<T: Clone + Send + 'static> Output<T> {
     /// returned (the value is dropped; a tensor's slot goes back to its pool): the
     /// operator decides whether to drop, degrade or retry on its next activation. A
     /// drop-oldest queue evicts its oldest entry instead. A tensor that does not meet a
-    /// consumer's declared `TensorInputSpec` is refused with `ProtocolError`.
+    /// consumer's declared `TensorInputSpec` is refused with `ProtocolError`. On a thread
+    /// that is not the operator's, nothing is published: `NotSupported`.
     #[inline]
     pub fn emit(&mut self, value: impl Into<T>, options: EmitOptions) -> Result<()> {
         let value = value.into();
         let Some(b) = self.binding.as_ref() else {
             return Err(Error::new(ErrorCode::InvalidArgument, UNBOUND));
         };
+        if !b.activation.on_operator_thread() {
+            return Err(wrong_thread(b.location));
+        }
         if !b.requirements.is_empty()
             && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
         {
@@ -322,12 +349,15 @@ impl Output<Tensor> {
     /// Borrows a slot of this output's runtime pool, or fails at once: `ResourceExhausted`
     /// when every slot is in use (there is no waiting variant), `InvalidArgument` when the
     /// request exceeds the declared bounds or dtype, `NotSupported` for a pass-through
-    /// output (it has no pool).
+    /// output (it has no pool), and `NotSupported` on a thread that is not the operator's.
     #[inline]
     pub fn allocate_tensor(&mut self, request: TensorLoanRequest<'_>) -> Result<TensorOutputLoan> {
         let Some(b) = self.binding.as_ref() else {
             return Err(Error::new(ErrorCode::InvalidArgument, UNBOUND));
         };
+        if !b.activation.on_operator_thread() {
+            return Err(wrong_thread(b.location));
+        }
         let Some(pool) = &b.pool else {
             return Err(Error::new(
                 ErrorCode::NotSupported,
@@ -409,6 +439,11 @@ impl PortBinder<'_> {
                 && stream_wait.is_none(),
             queue,
             activation: Arc::clone(self.activation),
+            location: self
+                .locations
+                .get(port as usize)
+                .copied()
+                .unwrap_or("an input"),
             host_wait,
             stream_wait,
             port,

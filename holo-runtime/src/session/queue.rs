@@ -11,6 +11,7 @@ use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 
 use super::stats::LatencyHistogram;
+use crate::cold::{self, ColdAllocError};
 use crate::graph::QueuePolicy;
 
 /// One partition's shared state: its thread (to wake it), whether it is scanning its
@@ -20,6 +21,10 @@ use crate::graph::QueuePolicy;
 pub(crate) struct PartitionSignal {
     thread: OnceLock<Thread>,
     pub(crate) scanning: AtomicBool,
+    /// Activations begun (written before `compute` runs, so before anything it pops).
+    pub(crate) started: AtomicU64,
+    /// Activations finished (written after `compute` returned, so after anything it
+    /// pushed).
     pub(crate) progress: AtomicU64,
     pub(crate) latency: LatencyHistogram,
 }
@@ -29,6 +34,7 @@ impl Default for PartitionSignal {
         Self {
             thread: OnceLock::new(),
             scanning: AtomicBool::new(false),
+            started: AtomicU64::new(0),
             progress: AtomicU64::new(0),
             latency: LatencyHistogram::new(),
         }
@@ -141,8 +147,11 @@ impl<T> Ring<T> {
 /// index is a mask, not a division). Pushes, pops
 /// and the final drop happen on one thread at a time: the partition thread while it runs,
 /// and before it starts (an operator's `start`) or after it is joined (`stop`, teardown),
-/// with thread spawn and join ordering those phases. Other threads only read the two
-/// counters (`len`, e.g. `RunSession::wait_idle`), which are atomics.
+/// with thread spawn and join ordering those phases. The ports enforce it: an `Input` or
+/// `Output` used on any other thread (moved out of its operator) is refused before it
+/// touches the ring (`ActivationState::on_operator_thread`). Other threads only read the
+/// two counters (`len`, e.g. `RunSession::wait_idle`), which are atomics, stored with
+/// release and loaded with acquire.
 struct LocalRing<T> {
     /// Values and capture times in separate arrays: a value the size of two registers
     /// (a `Tensor`) is stored and loaded as itself, never through a stack copy of a
@@ -164,9 +173,12 @@ pub(crate) struct RingIndex {
 impl RingIndex {
     #[inline]
     fn len(&self) -> usize {
-        // Read from another thread, `head` may be newer than `tail`: never negative.
-        let tail = self.tail.load(Ordering::Relaxed);
-        tail.saturating_sub(self.head.load(Ordering::Relaxed))
+        // Acquire: an observer on another thread (`RunSession::wait_idle`) that sees an
+        // entry pushed or popped sees what the pushing or popping activation wrote
+        // before it. Read from another thread, `head` may be newer than `tail`: never
+        // negative.
+        let tail = self.tail.load(Ordering::Acquire);
+        tail.saturating_sub(self.head.load(Ordering::Acquire))
     }
 
     #[inline]
@@ -184,20 +196,22 @@ unsafe impl<T: Send> Sync for LocalRing<T> {}
 unsafe impl<T: Send> Send for LocalRing<T> {}
 
 impl<T> LocalRing<T> {
-    fn new(cap: usize) -> Self {
-        let size = cap.next_power_of_two();
-        Self {
-            buf: (0..size)
-                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
-                .collect(),
-            captures: (0..size).map(|_| UnsafeCell::new(0)).collect(),
+    fn new(cap: usize) -> Result<Self, ColdAllocError> {
+        let size = cap.checked_next_power_of_two().ok_or(ColdAllocError {
+            count: cap,
+            elem_bytes: size_of::<T>() + size_of::<u64>(),
+            bytes: None,
+        })?;
+        Ok(Self {
+            buf: cold::uninit_slice(size)?,
+            captures: cold::boxed_slice(size, |_| UnsafeCell::new(0))?,
             mask: size - 1,
             index: RingIndex {
                 cap,
                 head: AtomicUsize::new(0),
                 tail: AtomicUsize::new(0),
             },
-        }
+        })
     }
 
     #[inline]
@@ -233,7 +247,7 @@ impl<T> LocalRing<T> {
             (*self.buf[i].get()).write(value);
             *self.captures[i].get() = capture_ns;
         }
-        self.index.tail.store(tail + 1, Ordering::Relaxed);
+        self.index.tail.store(tail + 1, Ordering::Release);
         Ok(())
     }
 
@@ -258,7 +272,7 @@ impl<T> LocalRing<T> {
             *capture_ns = *self.captures[i].get();
             (*self.buf[i].get()).assume_init_read()
         };
-        self.index.head.store(head + 1, Ordering::Relaxed);
+        self.index.head.store(head + 1, Ordering::Release);
         Some(value)
     }
 }
@@ -457,26 +471,30 @@ pub(crate) struct NewEdge {
     pub(crate) erased: Arc<dyn ErasedEdge>,
 }
 
-/// Makes the queue of an edge whose payload type `add_flow` knew.
+/// Makes the queue of an edge whose payload type `add_flow` knew, or says how many bytes
+/// it could not reserve.
 pub(crate) type EdgeFactory = fn(
     depth: usize,
     QueuePolicy,
     Arc<CachePadded<PartitionSignal>>,
     Arc<CachePadded<PartitionSignal>>,
-) -> NewEdge;
+) -> Result<NewEdge, ColdAllocError>;
 
 fn make_edge<T: Send + 'static>(
     depth: usize,
     policy: QueuePolicy,
     consumer: Arc<CachePadded<PartitionSignal>>,
     producer: Arc<CachePadded<PartitionSignal>>,
-) -> NewEdge {
+) -> Result<NewEdge, ColdAllocError> {
     let cross_partition = !Arc::ptr_eq(&consumer, &producer);
+    let depth = depth.max(1);
     let q = Arc::new(EdgeQueue::<T> {
         queue: if cross_partition {
-            Ring::Shared(ArrayQueue::new(depth.max(1)))
+            // An ArrayQueue slot: a stamp and the entry.
+            cold::probe(depth, size_of::<(AtomicUsize, Sample<T>)>())?;
+            Ring::Shared(ArrayQueue::new(depth))
         } else {
-            Ring::Local(LocalRing::new(depth.max(1)))
+            Ring::Local(LocalRing::new(depth)?)
         },
         policy,
         counters: EdgeCounters::default(),
@@ -484,10 +502,10 @@ fn make_edge<T: Send + 'static>(
         consumer,
         producer,
     });
-    NewEdge {
+    Ok(NewEdge {
         typed: Arc::clone(&q) as Arc<dyn Any + Send + Sync>,
         erased: q,
-    }
+    })
 }
 
 pub(crate) fn edge_factory<T: Send + 'static>() -> EdgeFactory {
@@ -509,7 +527,7 @@ mod tests {
     fn local_ring_is_bounded_fifo_evicts_oldest_and_drops_what_it_holds() {
         let live = Arc::new(0u32);
         // Depth 3 rounds the buffer up to 4 slots; the bound stays 3.
-        let r = Ring::Local(LocalRing::new(3));
+        let r = Ring::Local(LocalRing::new(3).unwrap());
         for i in 0..3 {
             assert!(r.push(s(Arc::new(i))).is_ok());
         }

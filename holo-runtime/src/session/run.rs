@@ -80,15 +80,20 @@ impl Shared {
         self.sources_pending.load(Ordering::Acquire) == 0
     }
 
-    /// Activations run so far, and whether any partition is scanning its operators.
-    pub(crate) fn progress(&self) -> (u64, bool) {
-        let mut total = 0;
-        let mut scanning = false;
-        for s in &self.signals {
-            scanning |= s.scanning.load(Ordering::Acquire);
-            total += s.progress.load(Ordering::Acquire);
-        }
-        (total, scanning)
+    /// Activations begun so far, over every partition.
+    pub(crate) fn activations_started(&self) -> u64 {
+        self.signals
+            .iter()
+            .map(|s| s.started.load(Ordering::Acquire))
+            .sum()
+    }
+
+    /// Activations finished so far, over every partition.
+    pub(crate) fn activations_finished(&self) -> u64 {
+        self.signals
+            .iter()
+            .map(|s| s.progress.load(Ordering::Acquire))
+            .sum()
     }
 }
 
@@ -253,6 +258,13 @@ fn locate(e: Error, operator: &str) -> Error {
 /// so a source that emits without a capture time does not read the clock again. A sink's
 /// end-of-activation reading becomes the next `fresh`.
 fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime, fresh: &mut u64) {
+    // Counted as begun before `compute` can pop anything: an observer that sees an input
+    // emptied by this activation (a release on the queue's index) sees it begun
+    // (`RunSession::wait_idle`).
+    signal.started.store(
+        signal.started.load(Ordering::Relaxed) + 1,
+        Ordering::Relaxed,
+    );
     op.activation.begin(*fresh);
     *fresh = UNSET;
     let mut ctx = ExecutionContext {
@@ -346,6 +358,9 @@ fn partition_loop(
         }
     }
     signal.register();
+    for op in &ops {
+        op.activation.bind_thread();
+    }
     let owned = Owned(ops.iter().flat_map(|o| o.pools.iter().cloned()).collect());
     for p in &owned.0 {
         p.claim_free_list();
@@ -414,6 +429,7 @@ pub(crate) fn stop_operator(shared: &Shared, op: &mut OpRuntime) {
         return;
     }
     op.started = false;
+    op.activation.bind_thread();
     let mut ctx = LifecycleContext {
         operator: &op.name,
         rates: OperatorRates {
@@ -509,6 +525,7 @@ pub(crate) fn start(
                 location,
                 kind: a.memory_kind,
                 dtype: a.dtype.as_deref().and_then(crate::spec::DType::from_name),
+                rank: a.rank,
                 max_rank: a.max_rank,
                 per_slot_bytes: a.per_slot_bytes,
                 slot_count: a.slot_count,
@@ -553,7 +570,21 @@ pub(crate) fn start(
             e.options.policy,
             Arc::clone(&signals[partition_of[to]]),
             Arc::clone(&signals[partition_of[fo]]),
-        );
+        )
+        .map_err(|err| {
+            let (from, to) = (&graph.operators[fo], &graph.operators[to]);
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!(
+                    "the queue of depth {} of the flow {}.{} -> {}.{}: {err}",
+                    rec.queue_depth, from.name, from.ports[fp].name, to.name, to.ports[tp].name
+                ),
+            )
+            .at(format!(
+                "flow {}.{} -> {}.{}",
+                from.name, from.ports[fp].name, to.name, to.ports[tp].name
+            ))
+        })?;
         typed[fo][fp].push(Arc::clone(&new.typed));
         typed[to][tp].push(new.typed);
         erased_in[to].push((tp, Arc::clone(&new.erased)));
@@ -767,6 +798,7 @@ pub(crate) fn start(
                     offset: rt.rate_offset,
                 },
             };
+            rt.activation.bind_thread();
             let r = catch_unwind(AssertUnwindSafe(|| rt.op.start(&mut ctx)));
             let err = match r {
                 Ok(Ok(())) => {
@@ -849,34 +881,66 @@ pub(crate) fn start(
             _ => None,
         })
         .collect();
+    // Every partition thread is spawned before any of them gets its operators: a spawn
+    // that fails leaves every operator on this thread, where each is stopped, the
+    // retirement worker is shut down and nothing ran `compute`.
     let mut threads = Vec::with_capacity(by_partition.len());
-    for (k, ops) in by_partition.into_iter().enumerate() {
+    let mut handoffs = Vec::with_capacity(by_partition.len());
+    let mut spawn_error = None;
+    for k in 0..by_partition.len() {
         let shared_t = Arc::clone(&shared);
         let signal = Arc::clone(&signals[k]);
         let name = format!("holo-{}", plan.partitions()[k].name);
         let own = own_streams[k];
-        let spawned = std::thread::Builder::new().name(name).spawn(move || {
-            crate::tensor::pool::set_own_stream(own);
-            partition_loop(&shared_t, &signal, ops)
-        });
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<OpRuntime>>(1);
+        let spawned = if fault::spawn_fails(k) {
+            Err(std::io::Error::other("injected by the test fault hook"))
+        } else {
+            std::thread::Builder::new().name(name).spawn(move || {
+                // No operators: a sibling failed to spawn and the session is not starting.
+                let Ok(ops) = rx.recv() else {
+                    return Vec::new();
+                };
+                crate::tensor::pool::set_own_stream(own);
+                partition_loop(&shared_t, &signal, ops)
+            })
+        };
         match spawned {
-            Ok(t) => threads.push(t),
+            Ok(t) => {
+                threads.push(t);
+                handoffs.push(tx);
+            }
             Err(e) => {
-                shared.request_stop();
-                let mut ops: Vec<OpRuntime> = threads
-                    .into_iter()
-                    .filter_map(|t| t.join().ok())
-                    .flatten()
-                    .collect();
-                for rt in &mut ops {
-                    stop_operator(&shared, rt);
-                }
-                return Err(Error::new(
+                spawn_error = Some(Error::new(
                     ErrorCode::ResourceExhausted,
-                    format!("cannot spawn a partition thread: {e}"),
+                    format!(
+                        "cannot spawn the thread of partition {:?}: {e}",
+                        plan.partitions()[k].name
+                    ),
                 ));
+                break;
             }
         }
+    }
+    if let Some(err) = spawn_error {
+        drop(handoffs);
+        shared.request_stop();
+        for t in threads {
+            let _ = t.join();
+        }
+        for rt in by_partition.iter_mut().flatten().rev() {
+            stop_operator(&shared, rt);
+        }
+        retirer.close();
+        retirer.shutdown();
+        if let Some(t) = retire_thread {
+            let _ = t.join();
+        }
+        return Err(err);
+    }
+    for (tx, ops) in handoffs.iter().zip(by_partition) {
+        // The thread waits in `recv` until it gets its operators or the sender is gone.
+        let _ = tx.send(ops);
     }
     Ok(RunSession {
         shared,
@@ -889,5 +953,24 @@ pub(crate) fn start(
         retire_thread,
         started: Instant::now(),
         plan: plan.clone(),
+        torn_down: false,
     })
+}
+
+/// Fault injection for the session's own tests: which partition's thread spawn fails.
+#[doc(hidden)]
+pub mod fault {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static FAIL_SPAWN: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+    /// Makes the spawn of partition `k`'s thread fail in every later `RunSession::start`
+    /// of this process (`None`: none fails). For tests only.
+    pub fn fail_partition_spawn(k: Option<usize>) {
+        FAIL_SPAWN.store(k.unwrap_or(usize::MAX), Ordering::SeqCst);
+    }
+
+    pub(super) fn spawn_fails(k: usize) -> bool {
+        FAIL_SPAWN.load(Ordering::Relaxed) == k
+    }
 }

@@ -19,15 +19,24 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crossbeam_queue::ArrayQueue;
 
-thread_local! {
-    /// Its address identifies the current thread (distinct for every live thread).
-    static TOKEN: u8 = const { 0 };
-}
-
-/// The calling thread's identity: the address of its `TOKEN`. Never 0.
+/// A token unique to the calling thread for the life of the process — never 0, and never
+/// reused by a later thread (unlike a thread-local's address): one thread-local read
+/// after the thread's first call. It names the owner of a free list and the thread that
+/// runs an operator's callbacks (`ActivationState`).
 #[inline]
-fn token() -> usize {
-    TOKEN.with(|t| std::ptr::from_ref(t) as usize)
+pub(crate) fn token() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
+    thread_local! {
+        static TOKEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    TOKEN.with(|t| match t.get() {
+        0 => {
+            let fresh = NEXT.fetch_add(1, Ordering::Relaxed);
+            t.set(fresh);
+            fresh
+        }
+        token => token,
+    })
 }
 
 const NO_OWNER: usize = 0;
@@ -46,24 +55,36 @@ pub(crate) struct FreeList {
 
 // SAFETY: `local` is read and written only by the thread whose token is in `owner` (see
 // `is_owner`); a thread puts its token there and takes it out itself, and gives the
-// entries back to the shared queue before it takes it out. A thread that starts later
-// with the same token address (a reused thread-local block) is ordered after the old
-// owner's exit by the thread's creation. Everything else is atomic.
+// entries back to the shared queue before it takes it out. Tokens are never reused.
+// Everything else is atomic.
 unsafe impl Sync for FreeList {}
 // SAFETY: as above; the list owns only `u32`s.
 unsafe impl Send for FreeList {}
 
 impl FreeList {
     /// A list holding every slot `0..count`, with no owner.
-    pub(crate) fn full(count: u32) -> FreeList {
-        let shared = ArrayQueue::new(count.max(1) as usize);
+    pub(crate) fn full(count: u32) -> Result<FreeList, crate::cold::ColdAllocError> {
+        let n = count.max(1) as usize;
+        // An ArrayQueue slot: a stamp and the index.
+        crate::cold::probe(n, size_of::<(AtomicUsize, u32)>())?;
+        let shared = ArrayQueue::new(n);
         for i in 0..count {
             let _ = shared.push(i);
         }
-        FreeList {
+        Ok(FreeList {
             shared,
             owner: AtomicUsize::new(NO_OWNER),
-            local: (0..count).map(|_| UnsafeCell::new(0)).collect(),
+            local: crate::cold::boxed_slice(count as usize, |_| UnsafeCell::new(0))?,
+            local_len: AtomicUsize::new(0),
+        })
+    }
+
+    /// A list with room for one slot and none free (a pass-through tensor's pool).
+    pub(crate) fn empty() -> FreeList {
+        FreeList {
+            shared: ArrayQueue::new(1),
+            owner: AtomicUsize::new(NO_OWNER),
+            local: Box::new([]),
             local_len: AtomicUsize::new(0),
         }
     }
@@ -155,7 +176,7 @@ mod tests {
 
     #[test]
     fn the_owner_reuses_its_own_returns_and_gives_them_back() {
-        let f = FreeList::full(3);
+        let f = FreeList::full(3).unwrap();
         f.claim();
         let a = f.pop().unwrap();
         let b = f.pop().unwrap();
@@ -198,7 +219,7 @@ mod tests {
 
     #[test]
     fn only_one_thread_owns_and_give_back_elsewhere_is_a_no_op() {
-        let f = FreeList::full(2);
+        let f = FreeList::full(2).unwrap();
         f.claim();
         std::thread::scope(|s| {
             s.spawn(|| {

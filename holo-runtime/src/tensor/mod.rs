@@ -10,7 +10,7 @@
 //! clones and [`TensorReadLease`]s keep the slot out of the pool; the last one dropped
 //! returns it.
 
-mod free_list;
+pub(crate) mod free_list;
 pub(crate) mod pool;
 pub(crate) mod retire;
 
@@ -646,6 +646,7 @@ mod tests {
                 location: "p.out",
                 kind: MemoryKind::Host,
                 dtype: Some(DType::U8),
+                rank: None,
                 max_rank: 2,
                 per_slot_bytes: bytes,
                 slot_count: slots,

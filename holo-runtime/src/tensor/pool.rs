@@ -229,6 +229,8 @@ pub(crate) struct Pool {
     pub(crate) location: &'static str,
     pub(crate) kind: MemoryKind,
     pub(crate) dtype: Option<DType>,
+    /// The smallest rank a loan may request: the declared exact rank, else 0.
+    pub(crate) min_rank: u32,
     pub(crate) max_rank: u32,
     pub(crate) per_slot_bytes: usize,
     pub(crate) slot_count: u32,
@@ -301,6 +303,8 @@ pub(crate) struct PoolSpec {
     pub(crate) location: &'static str,
     pub(crate) kind: MemoryKind,
     pub(crate) dtype: Option<DType>,
+    /// The exact rank of every loan (`rank = N`), if declared.
+    pub(crate) rank: Option<u32>,
     pub(crate) max_rank: u32,
     pub(crate) per_slot_bytes: u64,
     pub(crate) slot_count: u32,
@@ -372,17 +376,21 @@ impl Pool {
             };
             Backing::Device(device_backing(&spec, backend, retirer, total.max(1))?)
         };
-        let slots = (0..spec.slot_count)
-            .map(|_| Slot::new(0, TensorMeta::EMPTY))
-            .collect();
-        let free = FreeList::full(spec.slot_count);
+        let slots = crate::cold::boxed_slice(spec.slot_count as usize, |_| {
+            Slot::new(0, TensorMeta::EMPTY)
+        })
+        .map_err(|e| exhausted(&spec, format!("its slot records: {e}")))?;
+        let free = FreeList::full(spec.slot_count)
+            .map_err(|e| exhausted(&spec, format!("its free list: {e}")))?;
         Ok(Pool {
             name: spec.name,
             location: spec.location,
             kind: spec.kind,
             dtype: spec.dtype,
-            // The slot metadata has room for MAX_TENSOR_RANK extents.
-            max_rank: spec.max_rank.min(MAX_TENSOR_RANK),
+            // A declared rank is exact; the slot metadata has room for MAX_TENSOR_RANK
+            // extents.
+            min_rank: spec.rank.unwrap_or(0),
+            max_rank: spec.rank.unwrap_or(spec.max_rank).min(MAX_TENSOR_RANK),
             per_slot_bytes: per_slot,
             slot_count: spec.slot_count,
             pass_through: false,
@@ -418,6 +426,7 @@ impl Pool {
             location: "a pass-through tensor",
             kind: MemoryKind::Host,
             dtype: Some(meta.dtype),
+            min_rank: u32::from(meta.rank),
             max_rank: u32::from(meta.rank),
             per_slot_bytes: len,
             slot_count: 1,
@@ -429,7 +438,7 @@ impl Pool {
                 layout: None,
             },
             slots: Box::new([Slot::new(1, meta)]),
-            free: FreeList::full(0),
+            free: FreeList::empty(),
             closing: CachePadded::default(),
             counters: PoolCounters::default(),
         })
@@ -480,7 +489,10 @@ impl Pool {
     /// bound first, and a pool with no free slot gives `ResourceExhausted` at once.
     #[inline]
     pub(crate) fn loan(&self, shape: &[u64], dtype: DType) -> Result<u32> {
-        if self.dtype.is_some_and(|d| d != dtype) || shape.len() > self.max_rank as usize {
+        if self.dtype.is_some_and(|d| d != dtype)
+            || shape.len() > self.max_rank as usize
+            || shape.len() < self.min_rank as usize
+        {
             return Err(self.refuse(shape, dtype));
         }
         let Some(bytes) =
@@ -515,6 +527,14 @@ impl Pool {
             (
                 ErrorCode::InvalidArgument,
                 "the loan's dtype differs from the dtype the output declares",
+            )
+        } else if self.min_rank > 0
+            && self.min_rank == self.max_rank
+            && shape.len() != self.max_rank as usize
+        {
+            (
+                ErrorCode::InvalidArgument,
+                "the loan's rank differs from the rank the output declares (`rank = N` is exact)",
             )
         } else if shape.len() > self.max_rank as usize {
             (
@@ -685,6 +705,10 @@ impl Pool {
     /// release.
     #[cold]
     fn retire(this: &Arc<Pool>, d: &DeviceBacking, slot: u32, recorded_own: bool) {
+        if !d.retirer.enter() {
+            Self::release_after_teardown(this, d, slot);
+            return;
+        }
         let s = &this.slots[slot as usize];
         let base = slot as usize * d.release_capacity as usize;
         let own = own_stream();
@@ -710,6 +734,34 @@ impl Pool {
         // carried it); the worker gives it back through `return_retired`.
         let carried = unsafe { Arc::from_raw(Arc::as_ptr(this)) };
         d.retirer.retire(carried, slot);
+    }
+
+    /// The last handle of `slot` was dropped after its session's teardown closed the
+    /// retirer (a tensor kept past `join`): the session's streams were synchronized then
+    /// and may be destroyed now, so nothing is recorded on them; a stream a user call
+    /// registered (`copy_to_host_async`, `synchronize_for_consumer_stream`) is the
+    /// caller's own, and the slot waits on the host for its release event (a cold path:
+    /// once per late release). Then the slot and its count go back without the worker —
+    /// the pool is freed once nothing else holds it.
+    #[cold]
+    #[inline(never)]
+    fn release_after_teardown(this: &Arc<Pool>, d: &DeviceBacking, slot: u32) {
+        let s = &this.slots[slot as usize];
+        let base = slot as usize * d.release_capacity as usize;
+        let sticky = s.release_sticky.load(Ordering::Acquire);
+        let n = s.release_count.load(Ordering::Acquire) as usize;
+        for i in (0..n.min(CLEAN_BITS)).filter(|i| sticky & (1 << i) != 0) {
+            let stream =
+                StreamHandle::from_raw(d.release_streams[base + i].load(Ordering::Relaxed));
+            let event = d.release_events[base + i];
+            // A failure here has no session left to report to; the slot goes back anyway.
+            if d.backend.record_event(event, stream).is_ok() {
+                let _ = d.backend.synchronize_event(event);
+            }
+        }
+        // SAFETY: the caller's handle carried the slot's count, which `park` takes over
+        // (and drops, the pool being closed).
+        unsafe { Self::park(Arc::as_ptr(this), slot) };
     }
 
     /// Parks `slot` and its strong count on the shared free list from any thread (every
@@ -959,8 +1011,23 @@ fn device_backing(
     };
     let n = spec.slot_count as usize;
     let r = spec.release_capacity as usize;
-    let mut events = Vec::with_capacity(n * (1 + r));
-    let created: Result<()> = (0..n * (1 + r)).try_for_each(|_| {
+    let too_many =
+        |e: crate::cold::ColdAllocError| exhausted(spec, format!("its event inventory: {e}"));
+    let total = r
+        .checked_add(1)
+        .and_then(|per_slot| per_slot.checked_mul(n))
+        .ok_or_else(|| {
+            too_many(crate::cold::ColdAllocError {
+                count: n,
+                elem_bytes: (r + 1).saturating_mul(size_of::<EventHandle>()),
+                bytes: None,
+            })
+        })?;
+    // The release streams' positions first (plain memory), then the events.
+    out.release_streams =
+        crate::cold::boxed_slice(n * r, |_| AtomicU64::new(0)).map_err(too_many)?;
+    let mut events = crate::cold::vec_with_capacity(total).map_err(too_many)?;
+    let created: Result<()> = (0..total).try_for_each(|_| {
         events.push(backend.create_event()?);
         Ok(())
     });
@@ -974,7 +1041,6 @@ fn device_backing(
         )
         .at(spec.location)
     })?;
-    out.release_streams = (0..n * r).map(|_| AtomicU64::new(0)).collect();
     Ok(out)
 }
 
@@ -988,6 +1054,7 @@ mod tests {
             location: "op.out",
             kind,
             dtype: Some(DType::U8),
+            rank: None,
             max_rank: 1,
             per_slot_bytes: 16,
             slot_count: slots,

@@ -25,9 +25,13 @@ pub(crate) struct Retirer {
     queue: OnceLock<ArrayQueue<(Arc<Pool>, u32)>>,
     thread: OnceLock<Thread>,
     stop: AtomicBool,
+    /// Set by the session's teardown before it synchronizes its streams: from then on a
+    /// slot released late (a tensor kept past its session) is returned by the releasing
+    /// thread itself, recording nothing on the session's streams (see [`Self::enter`]).
+    closed: AtomicBool,
     /// Slots returned by the worker so far.
     pub(crate) retired: AtomicU64,
-    /// Slots handed to the worker and not yet returned.
+    /// Slots announced ([`Self::enter`]) or handed to the worker, and not yet returned.
     outstanding: AtomicU64,
     /// Polls made (event queries), for tests.
     pub(crate) polls: AtomicU64,
@@ -40,6 +44,7 @@ impl Retirer {
             queue: OnceLock::new(),
             thread: OnceLock::new(),
             stop: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             retired: AtomicU64::new(0),
             outstanding: AtomicU64::new(0),
             polls: AtomicU64::new(0),
@@ -57,7 +62,15 @@ impl Retirer {
         capacity: usize,
         idle_spin: Duration,
     ) -> Result<JoinHandle<()>> {
-        let _ = self.queue.set(ArrayQueue::new(capacity.max(1)));
+        let capacity = capacity.max(1);
+        // The queue and the worker's pending list, each with room for every slot.
+        crate::cold::probe(capacity, size_of::<(usize, Arc<Pool>, u32)>() * 2).map_err(|e| {
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!("the retirement worker's queue for {capacity} device slots: {e}"),
+            )
+        })?;
+        let _ = self.queue.set(ArrayQueue::new(capacity));
         let me = Arc::clone(self);
         let ready = Arc::new(std::sync::Barrier::new(2));
         let worker_ready = Arc::clone(&ready);
@@ -75,9 +88,31 @@ impl Retirer {
         Ok(handle)
     }
 
-    /// Hands a slot whose release events were just recorded to the worker.
+    /// Announces a slot about to be handed over (its release events are recorded next,
+    /// then [`retire`](Self::retire) is called): counted as outstanding from now on, so the
+    /// teardown, which [`close`](Self::close)s and then waits for no slot to be
+    /// outstanding, never destroys a stream this thread is about to record on. Returns
+    /// `false`, counting nothing, once the retirer is closed: the caller returns the slot
+    /// itself.
+    #[inline]
+    pub(crate) fn enter(&self) -> bool {
+        self.outstanding.fetch_add(1, Ordering::SeqCst);
+        if self.closed.load(Ordering::SeqCst) {
+            self.outstanding.fetch_sub(1, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Refuses every later [`enter`](Self::enter). Slots entered before are still handed
+    /// over and retired: wait for [`outstanding`](Self::outstanding) to reach zero.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Hands a slot whose release events were just recorded to the worker. The caller
+    /// [`enter`](Self::enter)ed first.
     pub(crate) fn retire(&self, pool: Arc<Pool>, slot: u32) {
-        self.outstanding.fetch_add(1, Ordering::AcqRel);
         match self.queue.get() {
             Some(q) => {
                 // Room for every slot of every device pool: a slot is queued at most once.

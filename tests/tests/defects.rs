@@ -1,0 +1,837 @@
+//! Regression tests of issue 11, "Defects found by trying holo as a hostile user": each
+//! provokes a promise that was broken (nothing lost at the end of a run, no abort on an
+//! absurd size, no panic on an out-of-range wait, no pool leaked by a tensor kept past
+//! its session, an exact declared rank, no data race through a port moved to another
+//! thread, teardown on drop, foreign port handles) and asserts the exact code or count.
+#![allow(
+    clippy::many_single_char_names,
+    reason = "test fixtures: short names for graph handles"
+)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use holo_runtime::device::{DeviceBackend, SoftwareDevice};
+use holo_runtime::{
+    CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
+    Input, LifecycleContext, Operator, Output, ParamSet, PartitionSpec, Partitioning, Result,
+    RunSession, SessionOptions, Tensor, TensorLoanRequest, codes, compile, operator,
+};
+
+// ---- 1. wait_idle means every frame arrived -------------------------------------------
+
+/// Emits its activation number.
+#[operator]
+struct Counter {
+    out: Output<u64>,
+    n: u64,
+}
+
+impl Operator for Counter {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        self.n += 1;
+        self.out.emit(self.n, EmitOptions::default())
+    }
+}
+
+/// Receives one value, sleeps, forwards it (the queues are deep enough that an emit is
+/// never refused: a refusal fails the session).
+#[operator]
+struct Slow {
+    input: Input<u64>,
+    out: Output<u64>,
+    sleep: Duration,
+}
+
+impl Operator for Slow {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let Some(v) = self.input.receive() else {
+            return Ok(());
+        };
+        std::thread::sleep(self.sleep);
+        self.out.emit(v, EmitOptions::default())
+    }
+}
+
+/// Receives everything, sleeping after each value.
+#[operator]
+struct SlowSink {
+    input: Input<u64>,
+    sleep: Duration,
+    got: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Operator for SlowSink {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(v) = self.input.receive() {
+            std::thread::sleep(self.sleep);
+            self.got.lock().unwrap().push(v);
+        }
+        Ok(())
+    }
+}
+
+fn slow_chain(sleep: Duration, frames: u64, split: bool) -> (Vec<u64>, holo_runtime::RunReport) {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::new();
+    let d = || ParamSet::defaults().unwrap();
+    let s = g
+        .add_operator(
+            "source",
+            Counter {
+                out: Output::default(),
+                n: 0,
+            },
+            d(),
+        )
+        .unwrap();
+    let slow = |sleep| Slow {
+        input: Input::default(),
+        out: Output::default(),
+        sleep,
+    };
+    let m1 = g.add_operator("slow1", slow(sleep), d()).unwrap();
+    let m2 = g.add_operator("slow2", slow(sleep / 2), d()).unwrap();
+    let k = g
+        .add_operator(
+            "sink",
+            SlowSink {
+                input: Input::default(),
+                sleep,
+                got: Arc::clone(&got),
+            },
+            d(),
+        )
+        .unwrap();
+    let c = ConnectionOptions {
+        queue_depth: Some(8),
+        ..ConnectionOptions::default()
+    };
+    g.add_flow(s.out, m1.input, c);
+    g.add_flow(m1.out, m2.input, c);
+    g.add_flow(m2.out, k.input, c);
+    let partitioning = if split {
+        let p = |name: &str, ops: &[&str]| PartitionSpec {
+            name: name.to_owned(),
+            operators: ops.iter().map(|&o| o.to_owned()).collect(),
+        };
+        Partitioning::Authored(vec![
+            p("a", &["source"]),
+            p("b", &["slow1"]),
+            p("c", &["slow2", "sink"]),
+        ])
+    } else {
+        Partitioning::Automatic
+    };
+    let plan = compile(
+        &g,
+        CompileOptions {
+            partitioning,
+            ..CompileOptions::default()
+        },
+    )
+    .unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(frames)).unwrap();
+    assert!(session.wait_idle(Duration::from_secs(30)));
+    let report = session.join().unwrap();
+    let got = got.lock().unwrap().clone();
+    (got, report)
+}
+
+#[test]
+fn wait_idle_returns_only_once_every_frame_reached_the_sink() {
+    for ms in [0, 1, 2, 3, 5, 8] {
+        for split in [false, true] {
+            let (got, report) = slow_chain(Duration::from_millis(ms), 5, split);
+            assert_eq!(got, [1, 2, 3, 4, 5], "sleep {ms} ms, split {split}");
+            assert_eq!(report.produced, [("source".to_owned(), 5)]);
+            assert_eq!(report.received, [("sink".to_owned(), 5)]);
+        }
+    }
+}
+
+#[test]
+fn wait_idle_without_a_deadline_does_not_panic() {
+    let (got, _) = slow_chain(Duration::ZERO, 3, true);
+    assert_eq!(got.len(), 3);
+    let mut g = Graph::new();
+    let s = g
+        .add_operator(
+            "source",
+            Counter {
+                out: Output::default(),
+                n: 0,
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    let _ = s;
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(2)).unwrap();
+    assert!(session.wait_idle(Duration::MAX));
+    session.join().unwrap();
+}
+
+// ---- 2. absurd sizes: compile says so, start refuses without aborting ------------------
+
+#[operator]
+struct Sink64 {
+    input: Input<u64>,
+    started: Arc<AtomicU64>,
+}
+
+impl Operator for Sink64 {
+    fn start(&mut self, _ctx: &mut LifecycleContext<'_>) -> Result<()> {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while self.input.receive().is_some() {}
+        Ok(())
+    }
+}
+
+#[test]
+fn an_absurd_queue_depth_is_a_compile_diagnostic() {
+    let mut g = Graph::new();
+    let d = || ParamSet::defaults().unwrap();
+    let s = g
+        .add_operator(
+            "source",
+            Counter {
+                out: Output::default(),
+                n: 0,
+            },
+            d(),
+        )
+        .unwrap();
+    let k = g
+        .add_operator(
+            "sink",
+            Sink64 {
+                input: Input::default(),
+                started: Arc::default(),
+            },
+            d(),
+        )
+        .unwrap();
+    g.add_flow(
+        s.out,
+        k.input,
+        ConnectionOptions {
+            queue_depth: Some(u32::MAX),
+            ..ConnectionOptions::default()
+        },
+    );
+    let e = compile(&g, CompileOptions::default()).unwrap_err();
+    assert_eq!(e.codes(), vec![codes::QUEUE_DEPTH_LIMIT], "{e}");
+    assert!(e.to_string().contains("4294967295"), "{e}");
+
+    let e = compile(
+        &g,
+        CompileOptions {
+            max_fanout_release_streams: u32::MAX,
+            ..CompileOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        e.codes().contains(&codes::OPTION_FANOUT_RELEASE_STREAMS),
+        "{e}"
+    );
+}
+
+/// A 1 MiB message: a queue of a million of them (1 TiB) cannot be reserved. (An `Input`
+/// holds one inline for `missing = reuse_last`, so the test runs on a large stack.)
+#[derive(Clone)]
+#[allow(dead_code, reason = "only its size matters: it is never built")]
+struct Huge([u8; 1 << 20]);
+
+#[operator]
+struct HugeSource {
+    out: Output<Huge>,
+}
+impl Operator for HugeSource {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[operator]
+struct HugeSink {
+    input: Input<Huge>,
+    started: Arc<AtomicU64>,
+}
+impl Operator for HugeSink {
+    fn start(&mut self, _ctx: &mut LifecycleContext<'_>) -> Result<()> {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_queue_that_cannot_be_reserved_is_resource_exhausted_and_nothing_starts() {
+    std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(unreservable_queue)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+fn unreservable_queue() {
+    for split in [false, true] {
+        let started = Arc::new(AtomicU64::new(0));
+        let mut g = Graph::new();
+        let d = || ParamSet::defaults().unwrap();
+        let s = g
+            .add_operator(
+                "huge",
+                HugeSource {
+                    out: Output::default(),
+                },
+                d(),
+            )
+            .unwrap();
+        let k = g
+            .add_operator(
+                "sink",
+                HugeSink {
+                    input: Input::default(),
+                    started: Arc::clone(&started),
+                },
+                d(),
+            )
+            .unwrap();
+        g.add_flow(
+            s.out,
+            k.input,
+            ConnectionOptions {
+                queue_depth: Some(holo_runtime::compile::MAX_QUEUE_DEPTH),
+                ..ConnectionOptions::default()
+            },
+        );
+        let partitioning = if split {
+            Partitioning::Authored(vec![
+                PartitionSpec {
+                    name: "a".into(),
+                    operators: vec!["huge".into()],
+                },
+                PartitionSpec {
+                    name: "b".into(),
+                    operators: vec!["sink".into()],
+                },
+            ])
+        } else {
+            Partitioning::Automatic
+        };
+        let plan = compile(
+            &g,
+            CompileOptions {
+                partitioning,
+                ..CompileOptions::default()
+            },
+        )
+        .unwrap();
+        let e = RunSession::start(g, &plan, SessionOptions::frames(1)).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::ResourceExhausted, "{e}");
+        let text = e.to_string();
+        assert!(text.contains("huge.out -> sink.input"), "{text}");
+        assert!(
+            text.contains("cannot reserve") && text.contains("bytes"),
+            "{text}"
+        );
+        assert_eq!(started.load(Ordering::SeqCst), 0, "no operator started");
+    }
+}
+
+// ---- 4. a device tensor kept past its session frees its pool when dropped -------------
+
+#[operator]
+struct DevSource {
+    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 64)]
+    frames: Output<Tensor>,
+}
+
+impl Operator for DevSource {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let stream = ctx.cuda_stream()?;
+        let device = Arc::clone(ctx.device().expect("a device"));
+        let Ok(loan) = self.frames.allocate_tensor(TensorLoanRequest {
+            shape: &[64],
+            dtype: DType::U8,
+        }) else {
+            return Ok(());
+        };
+        let guard = loan.write(stream)?;
+        // SAFETY: the fill stays inside the loaned slot, ordered before commit's event.
+        unsafe { device.memset_async(guard.device_ptr(), 7, guard.byte_size(), guard.stream())? };
+        let _ = self.frames.emit(guard.commit()?, EmitOptions::default());
+        Ok(())
+    }
+}
+
+/// Keeps the last tensor it received (in a slot the test can reach).
+#[operator]
+struct Keeper {
+    #[input(memory = cuda_device, dtype = u8, rank = 1)]
+    frames: Input<Tensor>,
+    kept: Arc<Mutex<Option<Tensor>>>,
+}
+
+impl Operator for Keeper {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.frames.receive() {
+            *self.kept.lock().unwrap() = Some(t);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_device_tensor_kept_past_its_session_frees_its_pool_when_dropped() {
+    let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+    let before = device.counters().snapshot();
+    for _ in 0..3 {
+        let kept = [Arc::default(), Arc::default()];
+        let mut g = Graph::new();
+        let d = || ParamSet::defaults().unwrap();
+        let s = g
+            .add_operator(
+                "src",
+                DevSource {
+                    frames: Output::default(),
+                },
+                d(),
+            )
+            .unwrap();
+        for (i, slot) in kept.iter().enumerate() {
+            let k = g
+                .add_operator(
+                    &format!("keep{i}"),
+                    Keeper {
+                        frames: Input::default(),
+                        kept: Arc::clone(slot),
+                    },
+                    d(),
+                )
+                .unwrap();
+            g.add_flow(s.frames, k.frames, ConnectionOptions::default());
+        }
+        let mut options = CompileOptions::default();
+        options
+            .deployment
+            .bind_tensor_output_device("src", "frames", device.ordinal());
+        let plan = compile(&g, options).unwrap();
+        let session = RunSession::start(
+            g,
+            &plan,
+            SessionOptions::frames(4).on_device(Arc::clone(&device)),
+        )
+        .unwrap();
+        assert!(session.wait_idle(Duration::from_secs(20)));
+        // The kept tensors hold slots: join reports them...
+        let e = session.join().unwrap_err();
+        assert!(e.to_string().contains("still held after teardown"), "{e}");
+        // ...and dropping them after teardown returns them without the worker.
+        for slot in &kept {
+            assert!(slot.lock().unwrap().take().is_some());
+        }
+    }
+    let calls = device.counters().snapshot() - before;
+    assert_eq!(calls.alloc, 3, "one pool per session");
+    assert_eq!(
+        calls.free, 3,
+        "every pool freed once its last tensor was dropped"
+    );
+    assert_eq!(calls.event_create, calls.event_destroy);
+    assert_eq!(calls.stream_create, calls.stream_destroy);
+}
+
+// ---- 5. a declared rank is exact ---------------------------------------------------------
+
+#[operator]
+struct Rank2 {
+    #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 2, bounds = 64)]
+    out: Output<Tensor>,
+    codes: Arc<Mutex<Vec<std::result::Result<(), ErrorCode>>>>,
+}
+
+impl Operator for Rank2 {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        for shape in [&[16][..], &[], &[4, 4], &[2, 2, 2]] {
+            let r = self
+                .out
+                .allocate_tensor(TensorLoanRequest {
+                    shape,
+                    dtype: DType::U8,
+                })
+                .map(drop)
+                .map_err(|e| e.code());
+            self.codes.lock().unwrap().push(r);
+        }
+        ctx_stop(_ctx);
+        Ok(())
+    }
+}
+
+fn ctx_stop(ctx: &mut ExecutionContext<'_>) {
+    ctx.request_stop();
+}
+
+#[test]
+fn a_loan_of_another_rank_than_the_declared_one_is_refused() {
+    let codes = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::new();
+    g.add_operator(
+        "r",
+        Rank2 {
+            out: Output::default(),
+            codes: Arc::clone(&codes),
+        },
+        ParamSet::defaults().unwrap(),
+    )
+    .unwrap();
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(1)).unwrap();
+    let _ = session.wait_idle(Duration::from_secs(10));
+    session.join().unwrap();
+    assert_eq!(
+        *codes.lock().unwrap(),
+        [
+            Err(ErrorCode::InvalidArgument),
+            Err(ErrorCode::InvalidArgument),
+            Ok(()),
+            Err(ErrorCode::InvalidArgument)
+        ]
+    );
+}
+
+/// Emits a rank-1 host tensor on a pass-through output.
+#[operator]
+struct PassThrough1 {
+    #[output(storage = pass_through, memory = host, dtype = u8)]
+    out: Output<Tensor>,
+    result: Arc<Mutex<Option<ErrorCode>>>,
+}
+
+impl Operator for PassThrough1 {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let t = Tensor::from_host_vec(&[16], DType::U8, vec![1u8; 16])?;
+        *self.result.lock().unwrap() = self
+            .out
+            .emit(t, EmitOptions::default())
+            .err()
+            .map(|e| e.code());
+        ctx.request_stop();
+        Ok(())
+    }
+}
+
+#[operator]
+struct NeedsRank2 {
+    #[input(memory = host, dtype = u8, rank = 2)]
+    input: Input<Tensor>,
+}
+impl Operator for NeedsRank2 {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while self.input.receive().is_some() {}
+        Ok(())
+    }
+}
+
+#[test]
+fn a_pass_through_tensor_of_another_rank_is_a_protocol_error() {
+    let result = Arc::new(Mutex::new(None));
+    let mut g = Graph::new();
+    let d = || ParamSet::defaults().unwrap();
+    let p = g
+        .add_operator(
+            "p",
+            PassThrough1 {
+                out: Output::default(),
+                result: Arc::clone(&result),
+            },
+            d(),
+        )
+        .unwrap();
+    let c = g
+        .add_operator(
+            "c",
+            NeedsRank2 {
+                input: Input::default(),
+            },
+            d(),
+        )
+        .unwrap();
+    g.add_flow(p.out, c.input, ConnectionOptions::default());
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(1)).unwrap();
+    let _ = session.wait_idle(Duration::from_secs(10));
+    session.join().unwrap();
+    assert_eq!(*result.lock().unwrap(), Some(ErrorCode::ProtocolError));
+}
+
+// ---- 6. a port moved to another thread is refused, never raced -------------------------
+
+#[operator]
+struct MovesItsInput {
+    input: Input<u64>,
+    got: Arc<Mutex<Vec<Option<u64>>>>,
+}
+
+impl Operator for MovesItsInput {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let mut input = std::mem::take(&mut self.input);
+        let got = std::thread::spawn(move || input.receive()).join().unwrap();
+        self.got.lock().unwrap().push(got);
+        Ok(())
+    }
+}
+
+#[test]
+fn an_input_moved_to_another_thread_takes_nothing_and_stops_the_session() {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::new();
+    let d = || ParamSet::defaults().unwrap();
+    let s = g
+        .add_operator(
+            "source",
+            Counter {
+                out: Output::default(),
+                n: 0,
+            },
+            d(),
+        )
+        .unwrap();
+    let k = g
+        .add_operator(
+            "thief",
+            MovesItsInput {
+                input: Input::default(),
+                got: Arc::clone(&got),
+            },
+            d(),
+        )
+        .unwrap();
+    g.add_flow(s.out, k.input, ConnectionOptions::default());
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(3)).unwrap();
+    let _ = session.wait_idle(Duration::from_secs(10));
+    let e = session.join().unwrap_err();
+    assert_eq!(e.code(), ErrorCode::NotSupported, "{e}");
+    assert!(e.to_string().contains("\"thief\", port \"input\""), "{e}");
+    assert_eq!(got.lock().unwrap().first(), Some(&None));
+}
+
+#[operator]
+struct EmitsFromAThread {
+    out: Output<u64>,
+    result: Arc<Mutex<Option<ErrorCode>>>,
+}
+
+impl Operator for EmitsFromAThread {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let mut out = std::mem::take(&mut self.out);
+        let r = std::thread::spawn(move || out.emit(1u64, EmitOptions::default()))
+            .join()
+            .unwrap();
+        *self.result.lock().unwrap() = r.err().map(|e| e.code());
+        ctx.request_stop();
+        Ok(())
+    }
+}
+
+#[test]
+fn an_output_moved_to_another_thread_publishes_nothing() {
+    let result = Arc::new(Mutex::new(None));
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::new();
+    let d = || ParamSet::defaults().unwrap();
+    let s = g
+        .add_operator(
+            "source",
+            EmitsFromAThread {
+                out: Output::default(),
+                result: Arc::clone(&result),
+            },
+            d(),
+        )
+        .unwrap();
+    let k = g
+        .add_operator(
+            "sink",
+            SlowSink {
+                input: Input::default(),
+                sleep: Duration::ZERO,
+                got: Arc::clone(&got),
+            },
+            d(),
+        )
+        .unwrap();
+    g.add_flow(s.out, k.input, ConnectionOptions::default());
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(1)).unwrap();
+    let _ = session.wait_idle(Duration::from_secs(10));
+    let report = session.join().unwrap();
+    assert_eq!(*result.lock().unwrap(), Some(ErrorCode::NotSupported));
+    assert!(got.lock().unwrap().is_empty());
+    assert_eq!(report.received, [("sink".to_owned(), 0)]);
+}
+
+// ---- 8. dropping a session without join stops every operator ---------------------------
+
+#[operator]
+struct Stops {
+    input: Input<u64>,
+    stopped: Arc<AtomicU64>,
+}
+
+impl Operator for Stops {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while self.input.receive().is_some() {}
+        Ok(())
+    }
+    fn stop(&mut self, _ctx: &mut LifecycleContext<'_>) -> Result<()> {
+        self.stopped.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[test]
+fn dropping_a_session_without_join_runs_every_stop() {
+    let stopped = Arc::new(AtomicU64::new(0));
+    let mut g = Graph::new();
+    let d = || ParamSet::defaults().unwrap();
+    let s = g
+        .add_operator(
+            "source",
+            Counter {
+                out: Output::default(),
+                n: 0,
+            },
+            d(),
+        )
+        .unwrap();
+    let k = g
+        .add_operator(
+            "stops",
+            Stops {
+                input: Input::default(),
+                stopped: Arc::clone(&stopped),
+            },
+            d(),
+        )
+        .unwrap();
+    g.add_flow(s.out, k.input, ConnectionOptions::default());
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(10)).unwrap();
+    assert!(session.wait_idle(Duration::from_secs(10)));
+    drop(session);
+    assert_eq!(stopped.load(Ordering::SeqCst), 1);
+}
+
+// ---- 9. a port handle of another graph is a diagnostic ----------------------------------
+
+#[test]
+fn a_port_handle_of_another_graph_is_a_diagnostic_not_a_panic() {
+    let d = || ParamSet::defaults().unwrap();
+    let mut other = Graph::new();
+    for i in 0..3 {
+        other
+            .add_operator(
+                &format!("pad{i}"),
+                Counter {
+                    out: Output::default(),
+                    n: 0,
+                },
+                d(),
+            )
+            .unwrap();
+    }
+    let foreign = other
+        .add_operator(
+            "foreign",
+            Sink64 {
+                input: Input::default(),
+                started: Arc::default(),
+            },
+            d(),
+        )
+        .unwrap();
+    let mut g = Graph::new();
+    let s = g
+        .add_operator(
+            "source",
+            Counter {
+                out: Output::default(),
+                n: 0,
+            },
+            d(),
+        )
+        .unwrap();
+    g.add_flow(s.out, foreign.input, ConnectionOptions::default());
+    let e = compile(&g, CompileOptions::default()).unwrap_err();
+    assert_eq!(e.codes(), vec![codes::GRAPH_FOREIGN_PORT], "{e}");
+    assert!(e.to_string().contains("the input port"), "{e}");
+
+    // A handle whose index exists in this graph is refused too, never wired to whatever
+    // operator has that index here.
+    let mut a = Graph::new();
+    let src = a
+        .add_operator(
+            "source",
+            Counter {
+                out: Output::default(),
+                n: 0,
+            },
+            d(),
+        )
+        .unwrap();
+    let mut b = Graph::new();
+    b.add_operator(
+        "sink",
+        Sink64 {
+            input: Input::default(),
+            started: Arc::default(),
+        },
+        d(),
+    )
+    .unwrap();
+    let b_src = b
+        .add_operator(
+            "source",
+            Counter {
+                out: Output::default(),
+                n: 0,
+            },
+            d(),
+        )
+        .unwrap();
+    let _ = b_src;
+    let sink_in_a = a
+        .add_operator(
+            "sink",
+            Sink64 {
+                input: Input::default(),
+                started: Arc::default(),
+            },
+            d(),
+        )
+        .unwrap();
+    b.add_flow(src.out, sink_in_a.input, ConnectionOptions::default());
+    let e = compile(&b, CompileOptions::default()).unwrap_err();
+    assert_eq!(
+        e.codes(),
+        vec![codes::GRAPH_FOREIGN_PORT, codes::GRAPH_FOREIGN_PORT]
+            .into_iter()
+            .take(1)
+            .collect::<Vec<_>>(),
+        "{e}"
+    );
+    assert!(e.to_string().contains("both ports"), "{e}");
+}
