@@ -30,7 +30,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use holo_params::{FieldPath, ParamSchema, ParamSet};
 
@@ -59,7 +59,7 @@ pub struct AppArgs {
     #[arg(long, value_name = "N")]
     pub frames: Option<u64>,
     /// Run for SECS seconds.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub duration: Option<f64>,
 }
 
@@ -67,6 +67,12 @@ impl AppArgs {
     /// Parses the process's command line (exits with clap's usage message on a bad flag).
     pub fn from_env() -> AppArgs {
         <AppArgs as clap::Parser>::parse()
+    }
+
+    /// Checks what clap cannot: a `--duration` that is a representable run length. A
+    /// failure is `InvalidArgument` naming the flag.
+    pub fn check(&self) -> Result<()> {
+        run_length(self.duration).map(|_| ())
     }
 }
 
@@ -93,8 +99,10 @@ impl std::fmt::Debug for App {
 }
 
 impl App {
-    /// Loads `--config FILE` (or `embedded_default` when no file is given).
+    /// Checks the flags ([`AppArgs::check`]) and loads `--config FILE` (or
+    /// `embedded_default` when no file is given).
     pub fn new(args: AppArgs, embedded_default: &str) -> Result<App> {
+        args.check()?;
         let (source, text) = match &args.config {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
@@ -255,7 +263,8 @@ impl App {
 }
 
 /// Runs a plan for `frames` source activations (default 100 when neither limit is given)
-/// or for `duration` seconds.
+/// or for `duration` seconds (a `duration` that is not a representable run length is
+/// `InvalidArgument` naming `--duration`, before anything starts).
 pub fn run_plan(
     graph: Graph,
     plan: &ExecutionPlan,
@@ -263,6 +272,32 @@ pub fn run_plan(
     duration: Option<f64>,
 ) -> Result<RunReport> {
     run_plan_with(graph, plan, frames, duration, None)
+}
+
+/// `--duration SECS` as a run length: a non-negative number of seconds whose deadline,
+/// counted from now, the monotonic clock can represent.
+fn run_length(duration: Option<f64>) -> Result<Option<Duration>> {
+    let Some(secs) = duration else {
+        return Ok(None);
+    };
+    // `{secs:?}` prints `1e300` as the user wrote it, where `{secs}` prints 301 digits.
+    let usage = |why: &str| {
+        Error::new(
+            ErrorCode::InvalidArgument,
+            format!("--duration {secs:?}: {why}"),
+        )
+    };
+    if secs.is_nan() || secs < 0.0 {
+        return Err(usage("must be a non-negative number of seconds"));
+    }
+    let length = Duration::try_from_secs_f64(secs)
+        .map_err(|_| usage("is longer than a duration can be (about 1.8e19 s)"))?;
+    if Instant::now().checked_add(length).is_none() {
+        return Err(usage(
+            "is longer than this platform's monotonic clock can count from now",
+        ));
+    }
+    Ok(Some(length))
 }
 
 fn run_plan_with(
@@ -276,16 +311,7 @@ fn run_plan_with(
         (None, None) => Some(100),
         (f, _) => f,
     };
-    let limit = match duration {
-        Some(s) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s)),
-        Some(s) => {
-            return Err(Error::new(
-                ErrorCode::InvalidArgument,
-                format!("--duration must be a non-negative number of seconds, found {s}"),
-            ));
-        }
-        None => None,
-    };
+    let limit = run_length(duration)?;
     let device = if plan_needs_device(plan) {
         let d = crate::device::open_backend_from_env()?;
         match d.backend_kind() {
@@ -310,9 +336,16 @@ fn run_plan_with(
     if let Some(f) = on_session {
         f(plan, &session);
     }
+    // `run_length` checked that the deadline is representable; should the clock have moved
+    // past that since, the run has no deadline rather than a panic.
+    let deadline = limit.and_then(|d| Instant::now().checked_add(d));
     match (frames, limit) {
-        (Some(_), Some(d)) => {
-            let _ = session.wait_idle(d);
+        (Some(_), Some(_)) => {
+            if let Some(deadline) = deadline {
+                let _ = session.wait_idle(deadline.saturating_duration_since(Instant::now()));
+            } else {
+                while !session.wait_idle(Duration::from_hours(1)) && !session.is_stopping() {}
+            }
         }
         (Some(_), None) => {
             if !session.wait_idle(Duration::from_mins(10)) && !session.is_stopping() {
@@ -324,12 +357,12 @@ fn run_plan_with(
                 ));
             }
         }
-        (None, Some(d)) => {
-            let deadline = std::time::Instant::now() + d;
-            while std::time::Instant::now() < deadline && !session.is_stopping() {
-                std::thread::sleep(
-                    Duration::from_millis(5).min(deadline - std::time::Instant::now()),
-                );
+        (None, Some(_)) => {
+            while deadline.is_none_or(|d| Instant::now() < d) && !session.is_stopping() {
+                let left = deadline.map_or(Duration::MAX, |d| {
+                    d.saturating_duration_since(Instant::now())
+                });
+                std::thread::sleep(Duration::from_millis(5).min(left));
             }
         }
         (None, None) => {}

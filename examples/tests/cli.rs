@@ -1,0 +1,115 @@
+//! Every example as a user runs it: a process with the standard flags.
+//!
+//! A bad flag value is a usage error, never a panic.
+//!
+//! `cargo test` builds every example before it runs any test, and this test runs the
+//! binaries it built (`target/<profile>/examples/<name>`). Selecting this test alone
+//! (`--test cli`) does not build the examples: build them first with
+//! `cargo build -p holo-examples --examples`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Every example, as named in `Cargo.toml`.
+const ALL: [&str; 6] = [
+    "params",
+    "tensors_in_depth",
+    "tensors_in_depth_cuda",
+    "fork_streams",
+    "derived_tensor_pool_capacity",
+    "rate_aware_ports",
+];
+
+/// The examples that take the standard flags (`params` has flags of its own).
+const EXAMPLES: [&str; 5] = [
+    "tensors_in_depth",
+    "tensors_in_depth_cuda",
+    "fork_streams",
+    "derived_tensor_pool_capacity",
+    "rate_aware_ports",
+];
+
+fn source(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("{name}.rs"))
+}
+
+/// The example's binary beside this test's (`…/deps/cli-HASH` → `…/examples/NAME`).
+fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary lies in <target>/<profile>/deps");
+    let path = profile_dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    let built = std::fs::metadata(&path).and_then(|m| m.modified());
+    let Ok(built) = built else {
+        panic!(
+            "the example binary {} is missing: `cargo test` builds every example, but a \
+             single `--test` does not; run `cargo build -p holo-examples --examples` first",
+            path.display()
+        );
+    };
+    let edited = std::fs::metadata(source(name))
+        .and_then(|m| m.modified())
+        .expect("the example's source");
+    assert!(
+        built >= edited,
+        "the example binary {} is older than {}.rs; run `cargo build -p holo-examples --examples`",
+        path.display(),
+        name
+    );
+    path
+}
+
+fn run(name: &str, args: &[&str]) -> Output {
+    let out = Command::new(binary(name))
+        .args(args)
+        // What goes where on stdout does not depend on the device: run on whichever opens
+        // (CUDA device 0, else the software device), even under HOLO_REQUIRE_DEVICE=cuda.
+        .env_remove("HOLO_REQUIRE_DEVICE")
+        .output()
+        .expect("the example starts");
+    assert_ne!(
+        out.status.code(),
+        Some(101),
+        "{name} {args:?} panicked:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn text(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).expect("UTF-8 output")
+}
+
+#[test]
+fn the_list_names_every_example() {
+    let mut found: Vec<String> = std::fs::read_dir(env!("CARGO_MANIFEST_DIR"))
+        .unwrap()
+        .filter_map(|e| {
+            let path = e.unwrap().path();
+            (path.extension()? == "rs").then(|| path.file_stem()?.to_str().map(str::to_owned))?
+        })
+        .collect();
+    found.sort();
+    let mut listed: Vec<String> = ALL.iter().map(|&s| s.to_owned()).collect();
+    listed.sort();
+    assert_eq!(found, listed);
+}
+
+#[test]
+fn an_out_of_range_duration_is_a_usage_error_not_a_panic() {
+    for name in EXAMPLES {
+        for secs in ["1e300", "1e19", "NaN", "-1"] {
+            let out = run(name, &["--duration", secs]);
+            assert_eq!(out.status.code(), Some(1), "{name} --duration {secs}");
+            let err = text(&out.stderr);
+            assert!(
+                err.starts_with("error: InvalidArgument: --duration "),
+                "{name} --duration {secs}: {err}"
+            );
+        }
+    }
+}
