@@ -28,7 +28,7 @@
 //! ```
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -100,20 +100,13 @@ impl std::fmt::Debug for App {
 
 impl App {
     /// Checks the flags ([`AppArgs::check`]) and loads `--config FILE` (or
-    /// `embedded_default` when no file is given).
+    /// `embedded_default` when no file is given). A missing file is `NotFound`; one that
+    /// cannot be a config (a directory, bytes that are not UTF-8 text, malformed TOML) is
+    /// `InvalidArgument`; both are located at the file.
     pub fn new(args: AppArgs, embedded_default: &str) -> Result<App> {
         args.check()?;
         let (source, text) = match &args.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    Error::new(
-                        ErrorCode::NotFound,
-                        format!("cannot read the config file: {e}"),
-                    )
-                    .at(path.display().to_string())
-                })?;
-                (path.display().to_string(), text)
-            }
+            Some(path) => (path.display().to_string(), read_config(path)?),
             None => (
                 "the embedded default config".to_owned(),
                 embedded_default.to_owned(),
@@ -368,6 +361,31 @@ fn run_plan_with(
         (None, None) => {}
     }
     session.join()
+}
+
+/// The text of the config file at `path`, with the errors [`App::new`] documents.
+fn read_config(path: &Path) -> Result<String> {
+    let at = || path.display().to_string();
+    let invalid = |why: String| Error::new(ErrorCode::InvalidArgument, why).at(at());
+    // Reading a directory fails with a platform-specific error (or, on some, succeeds with
+    // nothing), so ask first.
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        return Err(invalid("the config file is a directory".to_owned()));
+    }
+    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::new(
+            ErrorCode::NotFound,
+            format!("cannot read the config file: {e}"),
+        )
+        .at(at()),
+        _ => invalid(format!("cannot read the config file: {e}")),
+    })?;
+    String::from_utf8(bytes).map_err(|e| {
+        invalid(format!(
+            "the config file is not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
 }
 
 /// Whether a plan needs a device backend: it has CUDA streams or device-backed pools.
