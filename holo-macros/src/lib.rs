@@ -43,6 +43,15 @@ pub fn operator(args: TokenStream, input: TokenStream) -> TokenStream {
     operator::operator(args.into(), input.into()).into()
 }
 
+/// What `#[operator]` expands to, on the struct as configured (after `cfg`): the port
+/// handles and the `OperatorPorts` impl. Not a public API; write `#[operator]`.
+/// `__holo_operator` carries the attribute's arguments (`symbol::OPERATOR_ARGS`).
+#[doc(hidden)]
+#[proc_macro_derive(__OperatorPorts, attributes(input, output, __holo_operator))]
+pub fn derive_operator_ports(input: TokenStream) -> TokenStream {
+    operator::derive(input.into()).into()
+}
+
 /// Declares a named, versioned byte-span formula over declared parameter fields.
 /// Documented on `holo_runtime::byte_span_projector`.
 #[proc_macro_attribute]

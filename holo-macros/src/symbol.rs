@@ -77,6 +77,10 @@ pub(crate) const SKIP: Symbol = Symbol("skip");
 pub(crate) const REUSE_LAST: Symbol = Symbol("reuse_last");
 pub(crate) const MISSING_WORDS: &[Symbol] = &[SKIP, REUSE_LAST];
 
+/// The helper attribute that carries `#[operator(...)]`'s arguments to its internal
+/// derive (named in the derive's `attributes(...)` in `lib.rs`).
+pub(crate) const OPERATOR_ARGS: Symbol = Symbol("__holo_operator");
+
 pub(crate) const OPERATOR_CONTAINER_KEYS: &[Symbol] = &[PARAMS, TRIGGER, CRATE];
 pub(crate) const OUTPUT_KEYS: &[Symbol] = &[
     NAME,
@@ -177,6 +181,13 @@ pub(crate) fn one_of(keys: &[Symbol]) -> String {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
         Some((last, _)) => last.clone(),
         None => String::new(),
+    }
+}
+
+impl Symbol {
+    /// The word as an identifier, for generated attributes.
+    pub(crate) fn ident(self) -> Ident {
+        Ident::new(self.0, proc_macro2::Span::call_site())
     }
 }
 

@@ -81,7 +81,7 @@ pub mod __private {
         TensorOutputSpec, TensorOutputStorage, TensorRepresentation, Trigger,
     };
     pub use crate::tensor::{IsTensor, Tensor};
-    pub use holo_macros::param_ref;
+    pub use holo_macros::{__OperatorPorts, param_ref};
     pub use holo_params::__private::*;
 
     /// The dependency record of a typed field path (used by `#[byte_span_projector]`).

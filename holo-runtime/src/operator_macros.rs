@@ -81,6 +81,11 @@
 ///
 /// A `pub` operator needs a `pub` params type (it appears in `OperatorPorts::Params`).
 ///
+/// The ports are read from the struct as configured: a field under a `#[cfg(...)]` that
+/// is off is no port, and `#[cfg_attr(feature = "…", output(...))]` applies its keys only
+/// when the condition holds. (The attribute re-emits the struct under an internal derive,
+/// which rustc hands the fields after `cfg` is applied.)
+///
 /// ```
 /// use holo_runtime::{ExecutionContext, Input, Operator, Output, ParamSchema, Result, Tensor, operator};
 ///

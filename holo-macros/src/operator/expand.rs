@@ -1,24 +1,14 @@
-//! Expand: the struct without its port attributes, the `<Name>Ports` handles and the
-//! `OperatorPorts` impl, naming runtime items only through `<root>::__private` and
-//! `::core`.
+//! Expand: the `<Name>Ports` handles and the `OperatorPorts` impl of the struct as
+//! configured, naming runtime items only through `<root>::__private` and `::core`. The
+//! struct itself stays where the user wrote it: this is a derive's output.
 
 use proc_macro2::{Literal, TokenStream};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Ident, ItemStruct, Type};
 
-use super::ast::{Direction, Keyed, OpField, Operator, PortAttr, is_port_attr, port_type};
+use super::ast::{Direction, Keyed, OpField, Operator, PortAttr, port_type};
 use crate::param::private;
-
-/// The struct with every `#[input]` / `#[output]` attribute removed; all other
-/// attributes (docs, `cfg`, derives) are kept.
-pub(crate) fn stripped(item: &ItemStruct) -> ItemStruct {
-    let mut item = item.clone();
-    for field in &mut item.fields {
-        field.attrs.retain(|a| !is_port_attr(a));
-    }
-    item
-}
 
 /// `Tensor` / `Vec<u8>`: the payload type as text, without the spaces `quote` puts in.
 fn type_text(ty: &Type) -> String {
@@ -417,13 +407,13 @@ fn ports_and_bind(p: &TokenStream, item: &ItemStruct, fields: &[PortField<'_>]) 
 
 pub(crate) fn operator(op: &Operator<'_>) -> TokenStream {
     let p = private(op.krate.as_ref());
-    let item = stripped(op.item);
+    let item = op.item;
     let ident = &item.ident;
     let type_name = ident.to_string();
     let params = params_type(&p, op.params.as_ref());
     let fields = port_fields(op);
-    let ports = ports_ident(&item);
-    let ports_struct = ports_struct(&p, &item, &fields);
+    let ports = ports_ident(item);
+    let ports_struct = ports_struct(&p, item, &fields);
     let inputs: Vec<(&Ident, String)> = fields
         .iter()
         .filter(|f| f.direction == Direction::Input)
@@ -435,10 +425,8 @@ pub(crate) fn operator(op: &Operator<'_>) -> TokenStream {
         .filter_map(|f| port_spec(&p, &params, &inputs, f));
     let assertions = payload_assertions(&p, op);
     let trigger = trigger_spec(&p, &params, &inputs, op);
-    let ports_and_bind = ports_and_bind(&p, &item, &fields);
+    let ports_and_bind = ports_and_bind(&p, item, &fields);
     quote! {
-        #item
-
         #ports_struct
 
         #[allow(unused_variables, unused_qualifications, clippy::all, clippy::pedantic)]
@@ -462,16 +450,15 @@ pub(crate) fn operator(op: &Operator<'_>) -> TokenStream {
     }
 }
 
-/// After an error: the struct, its port handles (for the fields whose type could be read)
-/// and an `OperatorPorts` impl whose bodies never run, so uses of the operator elsewhere
-/// add no errors of their own.
+/// After an error: the port handles (for the fields whose type could be read) and an
+/// `OperatorPorts` impl whose bodies never run, so uses of the operator elsewhere add no
+/// errors of their own.
 pub(crate) fn fallback(
     item: &ItemStruct,
     krate: Option<&syn::Path>,
     params: Option<&Type>,
 ) -> TokenStream {
     let p = private(krate);
-    let item = stripped(item);
     let ident = &item.ident;
     let fields: Vec<PortField<'_>> = match &item.fields {
         syn::Fields::Named(named) => named
@@ -491,14 +478,12 @@ pub(crate) fn fallback(
         _ => Vec::new(),
     };
     if !item.generics.params.is_empty() {
-        return item.to_token_stream();
+        return TokenStream::new();
     }
-    let ports = ports_ident(&item);
-    let ports_struct = ports_struct(&p, &item, &fields);
+    let ports = ports_ident(item);
+    let ports_struct = ports_struct(&p, item, &fields);
     let params = params_type(&p, params);
     quote! {
-        #item
-
         #ports_struct
 
         #[allow(unused_variables, clippy::all, clippy::pedantic)]

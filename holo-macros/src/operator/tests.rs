@@ -3,10 +3,16 @@
 use proc_macro2::TokenStream;
 use quote::quote;
 
-use super::operator;
+use super::{derive, operator};
 
+/// What rustc makes of `#[operator(args)] item`: the attribute's output, then the
+/// internal derive's output over the struct it re-emitted.
 fn expand(args: TokenStream, item: TokenStream) -> String {
-    operator(args, item).to_string()
+    let attributed = operator(args, item);
+    let derived = syn::parse2::<syn::ItemStruct>(attributed.clone())
+        .map(|item| derive(quote!(#item)))
+        .unwrap_or_default();
+    format!("{attributed} {derived}")
 }
 
 /// The messages of every `compile_error!` in an expansion.
@@ -49,8 +55,14 @@ fn ports_spec_and_binding_expand_in_declaration_order() {
     );
     assert!(!out.contains("compile_error"), "{out}");
     assert!(
-        !out.contains("# [input"),
-        "port attributes are stripped: {out}"
+        out.starts_with(
+            "# [derive (:: holo_runtime :: __private :: __OperatorPorts)] # [__holo_operator (params = ResizeParams)]"
+        ),
+        "the struct goes to the internal derive with the arguments: {out}"
+    );
+    assert!(
+        out.contains("# [input (memory = host , dtype = u8 , rank = 3)]"),
+        "port attributes stay, as the derive's inert helpers: {out}"
     );
     assert!(out.contains("# [doc = r\" Resizes.\"]"), "{out}");
     assert!(out.contains("pub struct ResizePorts"), "{out}");
@@ -330,5 +342,41 @@ fn every_mistake_is_reported_with_a_fallback() {
     let out = expand(quote!(), item);
     assert!(out.contains("struct OpPorts"), "{out}");
     assert!(out.contains("unreachable"), "{out}");
-    assert!(!out.contains("# [output"), "{out}");
+}
+
+#[test]
+fn the_derive_sees_only_the_fields_cfg_left() {
+    // rustc strips `cfg`'d-out fields before the derive runs; the derive numbers the
+    // ports that remain.
+    let out = derive(quote! {
+        #[__holo_operator()]
+        struct Op {
+            #[cfg(all())]
+            a: Input<u8>,
+            #[output(name = "b")]
+            b: Output<u8>,
+        }
+    });
+    assert!(!out.to_string().contains("compile_error"), "{out}");
+    assert!(
+        out.to_string()
+            .contains("binder . bind_output (1u32 , & mut self . b) ?"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_port_attribute_on_the_struct_is_an_error() {
+    let out = derive(quote! {
+        #[__holo_operator()]
+        #[input]
+        struct Op {
+            a: Input<u8>,
+        }
+    })
+    .to_string();
+    assert!(
+        out.contains("`#[input]` goes on a port field, not on the operator struct"),
+        "{out}"
+    );
 }
