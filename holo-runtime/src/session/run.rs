@@ -892,13 +892,14 @@ pub(crate) fn start(
         let signal = Arc::clone(&signals[k]);
         let name = format!("holo-{}", plan.partitions()[k].name);
         let own = own_streams[k];
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<OpRuntime>>(1);
+        let handoff = Arc::new(Handoff::default());
+        let thread_handoff = Arc::clone(&handoff);
         let spawned = if fault::spawn_fails(k) {
             Err(std::io::Error::other("injected by the test fault hook"))
         } else {
             std::thread::Builder::new().name(name).spawn(move || {
                 // No operators: a sibling failed to spawn and the session is not starting.
-                let Ok(ops) = rx.recv() else {
+                let Some(ops) = thread_handoff.receive() else {
                     return Vec::new();
                 };
                 crate::tensor::pool::set_own_stream(own);
@@ -907,8 +908,8 @@ pub(crate) fn start(
         };
         match spawned {
             Ok(t) => {
+                handoffs.push((handoff, t.thread().clone()));
                 threads.push(t);
-                handoffs.push(tx);
             }
             Err(e) => {
                 spawn_error = Some(Error::new(
@@ -923,7 +924,9 @@ pub(crate) fn start(
         }
     }
     if let Some(err) = spawn_error {
-        drop(handoffs);
+        for (h, thread) in &handoffs {
+            h.give(None, thread);
+        }
         shared.request_stop();
         for t in threads {
             let _ = t.join();
@@ -938,9 +941,8 @@ pub(crate) fn start(
         }
         return Err(err);
     }
-    for (tx, ops) in handoffs.iter().zip(by_partition) {
-        // The thread waits in `recv` until it gets its operators or the sender is gone.
-        let _ = tx.send(ops);
+    for ((h, thread), ops) in handoffs.iter().zip(by_partition) {
+        h.give(Some(ops), thread);
     }
     Ok(RunSession {
         shared,
@@ -955,6 +957,39 @@ pub(crate) fn start(
         plan: plan.clone(),
         torn_down: false,
     })
+}
+
+/// A partition thread's operators, handed over once every partition thread exists: the
+/// thread parks until it gets them (`None`: the session is not starting). Parking
+/// allocates nothing (a channel's first blocking receive would, on the partition thread,
+/// at a moment no one controls).
+#[derive(Default)]
+struct Handoff {
+    ops: Mutex<Option<Option<Vec<OpRuntime>>>>,
+}
+
+impl Handoff {
+    fn give(&self, ops: Option<Vec<OpRuntime>>, thread: &std::thread::Thread) {
+        *self
+            .ops
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ops);
+        thread.unpark();
+    }
+
+    fn receive(&self) -> Option<Vec<OpRuntime>> {
+        loop {
+            if let Some(ops) = self
+                .ops
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+            {
+                return ops;
+            }
+            std::thread::park();
+        }
+    }
 }
 
 /// Fault injection for the session's own tests: which partition's thread spawn fails.

@@ -7,8 +7,6 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
-
 use crate::device::handle::addr_usize;
 use crate::{Error, ErrorCode, Result};
 
@@ -96,37 +94,57 @@ struct Job {
     op: Op,
 }
 
+/// The queue and its bookkeeping, under one lock. Waits are on condition variables, so
+/// neither side allocates: the ring is preallocated to `QUEUE_DEPTH` and never grows
+/// (crossbeam's channel allocated a per-thread context and a waker entry on a thread's
+/// first blocking wait, which a warm-up could not force deterministically: the
+/// allocation-free test saw it land in its measured window 8 times in 100).
 struct Submit {
     /// Sequence number of the last enqueued operation.
     last_seq: u64,
-    /// `None` once the stream is destroyed.
-    sender: Option<Sender<Job>>,
+    jobs: std::collections::VecDeque<Job>,
+    /// Set once the stream is destroyed: nothing more is enqueued, and the worker drains
+    /// what is queued and exits.
+    closed: bool,
+    /// The worker waits for a job (only then does an enqueue notify it).
+    worker_waiting: bool,
+    /// Threads waiting for room.
+    submitters_waiting: usize,
 }
 
 pub(super) struct SoftStream {
     progress: Arc<Progress>,
-    submit: Mutex<Submit>,
+    submit: Arc<(Mutex<Submit>, Condvar, Condvar)>,
     worker: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl SoftStream {
     pub(super) fn spawn(name: String, completion_delay: Duration) -> Result<Self> {
-        let (sender, receiver) = crossbeam_channel::bounded(QUEUE_DEPTH);
+        let submit = Arc::new((
+            Mutex::new(Submit {
+                last_seq: 0,
+                jobs: std::collections::VecDeque::with_capacity(QUEUE_DEPTH),
+                closed: false,
+                worker_waiting: false,
+                submitters_waiting: 0,
+            }),
+            // A job was queued (or the stream closed).
+            Condvar::new(),
+            // Room was made.
+            Condvar::new(),
+        ));
         let progress = Arc::new(Progress::new());
         let worker_progress = Arc::clone(&progress);
-        // The worker makes one blocking wait on the empty queue before anything can be
-        // enqueued: crossbeam allocates its per-thread context and the channel's waker
-        // entry on a thread's first blocking wait (after a short spin, hence 2 ms), and that
-        // must happen here, on the cold path, not in the middle of a steady-state run (the
-        // allocation-free tests found it there on a loaded machine).
-        let warmed = Arc::new(std::sync::Barrier::new(2));
-        let worker_warmed = Arc::clone(&warmed);
+        let worker_submit = Arc::clone(&submit);
+        // The worker's thread start-up (std allocates its name for the stack-overflow
+        // handler there) happens before `spawn` returns, never later in a steady-state run.
+        let started = Arc::new(std::sync::Barrier::new(2));
+        let worker_started = Arc::clone(&started);
         let worker = thread::Builder::new()
             .name(name)
             .spawn(move || {
-                let _ = receiver.recv_timeout(Duration::from_millis(2));
-                worker_warmed.wait();
-                run_worker(&receiver, &worker_progress, completion_delay);
+                worker_started.wait();
+                run_worker(&worker_submit, &worker_progress, completion_delay);
             })
             .map_err(|error| {
                 Error::new(
@@ -134,13 +152,10 @@ impl SoftStream {
                     format!("cannot start a software stream worker thread: {error}"),
                 )
             })?;
-        warmed.wait();
+        started.wait();
         Ok(Self {
             progress,
-            submit: Mutex::new(Submit {
-                last_seq: 0,
-                sender: Some(sender),
-            }),
+            submit,
             worker: Mutex::new(Some(worker)),
         })
     }
@@ -149,26 +164,33 @@ impl SoftStream {
         &self.progress
     }
 
-    /// Enqueues `op` and returns its sequence number. No allocation: the channel is a
+    /// Enqueues `op` and returns its sequence number. No allocation: the queue is a
     /// preallocated ring. Waits only if `QUEUE_DEPTH` operations are already queued.
     pub(super) fn enqueue(&self, op: Op) -> Result<u64> {
+        let (lock, queued, room) = &*self.submit;
         // The lock makes sequence numbers follow FIFO order when threads enqueue at once.
-        let mut submit = self.submit.lock().unwrap_or_else(PoisonError::into_inner);
-        let seq = submit.last_seq + 1;
-        let sent = match &submit.sender {
-            Some(sender) => sender.send(Job { seq, op }).is_ok(),
-            None => false,
-        };
-        if !sent {
+        let mut submit = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        while !submit.closed && submit.jobs.len() >= QUEUE_DEPTH {
+            submit.submitters_waiting += 1;
+            submit = room.wait(submit).unwrap_or_else(PoisonError::into_inner);
+            submit.submitters_waiting -= 1;
+        }
+        if submit.closed {
             return Err(Error::invalid_argument("the stream was destroyed"));
         }
+        let seq = submit.last_seq + 1;
+        submit.jobs.push_back(Job { seq, op });
         submit.last_seq = seq;
+        if submit.worker_waiting {
+            queued.notify_one();
+        }
         Ok(seq)
     }
 
     /// Sequence number of the last enqueued operation.
     pub(super) fn last_seq(&self) -> u64 {
         self.submit
+            .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .last_seq
@@ -176,13 +198,13 @@ impl SoftStream {
 
     /// Closes the queue, lets the worker run what is queued, and joins it.
     pub(super) fn shut_down(&self) {
-        let sender = self
-            .submit
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .sender
-            .take();
-        drop(sender);
+        {
+            let (lock, queued, room) = &*self.submit;
+            let mut submit = lock.lock().unwrap_or_else(PoisonError::into_inner);
+            submit.closed = true;
+            queued.notify_all();
+            room.notify_all();
+        }
         let worker = self
             .worker
             .lock()
@@ -201,9 +223,33 @@ impl Drop for SoftStream {
     }
 }
 
-fn run_worker(receiver: &Receiver<Job>, progress: &Progress, completion_delay: Duration) {
-    // `recv` fails once the queue is closed and empty: a destroyed stream drains first.
-    while let Ok(Job { seq, op }) = receiver.recv() {
+/// The next job, waiting for one; `None` once the stream is closed and drained (a
+/// destroyed stream runs what was queued first).
+fn next_job(submit: &(Mutex<Submit>, Condvar, Condvar)) -> Option<Job> {
+    let (lock, queued, room) = submit;
+    let mut s = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        if let Some(job) = s.jobs.pop_front() {
+            if s.submitters_waiting > 0 {
+                room.notify_all();
+            }
+            return Some(job);
+        }
+        if s.closed {
+            return None;
+        }
+        s.worker_waiting = true;
+        s = queued.wait(s).unwrap_or_else(PoisonError::into_inner);
+        s.worker_waiting = false;
+    }
+}
+
+fn run_worker(
+    submit: &(Mutex<Submit>, Condvar, Condvar),
+    progress: &Progress,
+    completion_delay: Duration,
+) {
+    while let Some(Job { seq, op }) = next_job(submit) {
         if !completion_delay.is_zero() {
             thread::sleep(completion_delay);
         }
