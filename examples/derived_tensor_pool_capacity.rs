@@ -45,7 +45,7 @@
 
 use std::process::ExitCode;
 
-use holo_runtime::app::{App, AppArgs};
+use holo_runtime::app::{App, AppArgs, HumanOutput};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EdgeId, EmitOptions, Error, ErrorCode,
     ExecutionContext, ExecutionPlan, Graph, Input, Operator, Output, ParamEnum, ParamSchema,
@@ -482,11 +482,11 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         sizing.values().headroom_numerator,
         sizing.values().headroom_denominator,
     );
-    app.on_plan(move |plan| {
-        print_derivations(plan);
-        print_lifecycle(plan, lifecycle);
+    app.on_plan(move |plan, out| {
+        print_derivations(plan, out);
+        print_lifecycle(plan, lifecycle, out);
     });
-    app.on_session(move |plan, session| inspect_lifecycle(plan, session, lifecycle));
+    app.on_session(move |plan, session, out| inspect_lifecycle(plan, session, lifecycle, out));
     Ok((g, options))
 }
 
@@ -502,12 +502,12 @@ fn mib(bytes: u64) -> String {
 }
 
 /// The lifecycle pool's logical capacity, active and admitted, from the plan's records.
-fn print_lifecycle(plan: &ExecutionPlan, edge: EdgeId) {
+fn print_lifecycle(plan: &ExecutionPlan, edge: EdgeId, out: HumanOutput) {
     let Some(d) = plan.pool_capacity_dependency("sensor.frames") else {
         return;
     };
     if let Some(r) = plan.queue_sizing_recipe(u32::try_from(edge.index()).unwrap_or(u32::MAX)) {
-        println!(
+        out.println(format_args!(
             "lifecycle edge e{}: {} Hz × {} s, headroom {} → depth {} ({}); admitted {} Hz → {}",
             r.edge,
             r.rate_hz.as_deref().unwrap_or("unavailable"),
@@ -518,9 +518,9 @@ fn print_lifecycle(plan: &ExecutionPlan, edge: EdgeId) {
             r.admitted_max_hz.as_deref().unwrap_or("unavailable"),
             r.admitted_ceiling
                 .map_or("unavailable".to_owned(), |c| c.to_string()),
-        );
+        ));
     }
-    println!(
+    out.println(format_args!(
         "active: {} + {} + {} + {} = {} entries; {} × {} = {}",
         d.active_queue_entries,
         d.consumer_retention,
@@ -530,39 +530,39 @@ fn print_lifecycle(plan: &ExecutionPlan, edge: EdgeId) {
         d.active_entries,
         mib(d.per_slot_bytes),
         mib(d.active_logical_payload_bytes)
-    );
+    ));
     match (
         d.admitted_queue_entries,
         d.admitted_entries,
         d.admitted_logical_payload_bytes,
     ) {
-        (Some(q), Some(n), Some(b)) => println!(
+        (Some(q), Some(n), Some(b)) => out.println(format_args!(
             "admitted: {q} + {} + {} + {} = {n} entries; {n} × {} = {}",
             d.consumer_retention,
             d.producer_loans,
             d.retirement,
             mib(d.per_slot_bytes),
             mib(b)
-        ),
-        _ => println!("admitted: unavailable (a rate has no admitted maximum)"),
+        )),
+        _ => out.println("admitted: unavailable (a rate has no admitted maximum)"),
     }
     for p in plan.provider_allocation_plans() {
         if p.pool == d.pool {
-            println!(
+            out.println(format_args!(
                 "provider {}: {} logical entries, {} logical payload; physical reservation {}",
                 p.provider,
                 p.logical_entries,
                 mib(p.logical_payload_bytes),
                 p.physical_reserved_bytes
                     .map_or("unavailable".to_owned(), mib)
-            );
+            ));
         }
     }
 }
 
 /// Renders the lifecycle edge against the session's published generation (and the
 /// latest rejected candidate, when there is one), in both formats.
-fn inspect_lifecycle(plan: &ExecutionPlan, session: &RunSession, edge: EdgeId) {
+fn inspect_lifecycle(plan: &ExecutionPlan, session: &RunSession, edge: EdgeId, out: HumanOutput) {
     let snapshot = session.capture_rate_generations();
     for generation in [
         snapshot.published().map(|p| p.rate_generation),
@@ -578,12 +578,12 @@ fn inspect_lifecycle(plan: &ExecutionPlan, session: &RunSession, edge: EdgeId) {
             match render_rate_queue_inspection(plan, &snapshot, generation, edge, format) {
                 Ok(text) if format == RateQueueInspectionFormat::CanonicalJson => {
                     let marker = text.contains(holo_runtime::plan::RATE_QUEUE_INSPECTION_SCHEMA);
-                    println!(
+                    out.println(format_args!(
                         "canonical JSON inspection: {} bytes, schema marker present: {marker}",
                         text.len()
-                    );
+                    ));
                 }
-                Ok(text) => print!("{text}"),
+                Ok(text) => out.print(text),
                 Err(e) => eprintln!("inspection failed: {e}"),
             }
         }
@@ -592,25 +592,25 @@ fn inspect_lifecycle(plan: &ExecutionPlan, session: &RunSession, edge: EdgeId) {
 
 /// Prints every derivation: the expression, what it read, per-slot bytes (from the
 /// derivation), slot count and aggregate bytes (from the allocation, authoritative there).
-fn print_derivations(plan: &holo_runtime::ExecutionPlan) {
-    println!("byte-span derivations:");
+fn print_derivations(plan: &holo_runtime::ExecutionPlan, out: HumanOutput) {
+    out.println("byte-span derivations:");
     for d in plan.tensor_byte_span_derivations() {
         let kind = plan.tensor_allocation(&d.pool).map_or("?".to_owned(), |a| {
             format!("{} (from {})", a.memory_kind, a.memory_kind_source)
         });
-        println!(
+        out.println(format_args!(
             "  {}: {}  reads [{}]",
             d.pool,
             d.expression,
             d.dependencies.join(", ")
-        );
-        println!(
+        ));
+        out.println(format_args!(
             "    {} B/slot × {} slots = {} B, {kind}",
             d.per_slot_bytes,
             d.slot_count.map_or("null".to_owned(), |n| n.to_string()),
             d.aggregate_bytes
                 .map_or("null".to_owned(), |n| n.to_string()),
-        );
+        ));
     }
 }
 

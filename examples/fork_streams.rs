@@ -14,7 +14,7 @@
 
 use std::process::ExitCode;
 
-use holo_runtime::app::{App, AppArgs};
+use holo_runtime::app::{App, AppArgs, HumanOutput};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, CudaComputeStreamPolicy, CudaExecutionOptions, DType,
     EmitOptions, Error, ErrorCode, ExecutionContext, ExecutionPlan, Graph, Input, Operator, Output,
@@ -133,8 +133,11 @@ fn options(device: u32, policy: CudaComputeStreamPolicy) -> CompileOptions {
     o
 }
 
-fn print_streams(title: &str, plan: &ExecutionPlan) {
-    println!("{title}: {} streams", plan.cuda_compute_streams().len());
+fn print_streams(title: &str, plan: &ExecutionPlan, out: HumanOutput) {
+    out.println(format_args!(
+        "{title}: {} streams",
+        plan.cuda_compute_streams().len()
+    ));
     for p in plan.partitions() {
         let ops: Vec<&str> = p
             .operators
@@ -147,13 +150,13 @@ fn print_streams(title: &str, plan: &ExecutionPlan) {
             .filter(|s| s.partitions.contains(&p.id))
             .map(|s| format!("S{} on cuda:{}", s.id, s.device))
             .collect();
-        println!(
+        out.println(format_args!(
             "  partition {} ({}): {} → {}",
             p.name,
             p.reason,
             ops.join(", "),
             streams.join(", ")
-        );
+        ));
     }
 }
 
@@ -179,8 +182,14 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
     // the application compiles and runs, printed from there.
     let alternative =
         compile(&graph(fill, a.clone())?, options(device, other)).map_err(compile_err)?;
-    print_streams(&format!("{other:?} (not run)"), &alternative);
-    app.on_plan(move |plan| print_streams(&format!("{policy:?} (configured, runs)"), plan));
+    print_streams(
+        &format!("{other:?} (not run)"),
+        &alternative,
+        app.human_output(),
+    );
+    app.on_plan(move |plan, out| {
+        print_streams(&format!("{policy:?} (configured, runs)"), plan, out);
+    });
     Ok((graph(fill, a)?, options(device, policy)))
 }
 

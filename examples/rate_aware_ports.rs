@@ -22,7 +22,7 @@
 
 use std::process::ExitCode;
 
-use holo_runtime::app::{App, AppArgs};
+use holo_runtime::app::{App, AppArgs, HumanOutput};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, EdgeId, EmitOptions, ErrorCode, ExecutionContext,
     ExecutionPlan, Graph, Input, Operator, Output, ParamSchema, ParamSet,
@@ -320,8 +320,8 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         },
     );
     let fallback_edge = g.add_flow(legacy.out, logger.values, auto);
-    app.on_plan(move |plan| print_rates(plan, imu_edge, explicit_edge, fallback_edge));
-    app.on_session(move |plan, session| inspect(plan, session, imu_edge));
+    app.on_plan(move |plan, out| print_rates(plan, imu_edge, explicit_edge, fallback_edge, out));
+    app.on_session(move |plan, session, out| inspect(plan, session, imu_edge, out));
     Ok((g, options))
 }
 
@@ -330,13 +330,19 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
 }
 
 /// Prints the declaration chain and the three sizing cases, all from the plan.
-fn print_rates(plan: &ExecutionPlan, imu: EdgeId, explicit: EdgeId, fallback: EdgeId) {
-    println!("port rates (Hz):");
+fn print_rates(
+    plan: &ExecutionPlan,
+    imu: EdgeId,
+    explicit: EdgeId,
+    fallback: EdgeId,
+    out: HumanOutput,
+) {
+    out.println("port rates (Hz):");
     for r in plan.port_rates() {
         if r.active_hz.is_none() && r.expected_rate_hz.is_none() {
             continue;
         }
-        println!(
+        out.println(format_args!(
             "  {}.{} ({}): {} [{}{}]{}",
             r.operator_name,
             r.port,
@@ -351,7 +357,7 @@ fn print_rates(plan: &ExecutionPlan, imu: EdgeId, explicit: EdgeId, fallback: Ed
                 .as_deref()
                 .map(|e| format!(", expected_rate {e}"))
                 .unwrap_or_default(),
-        );
+        ));
     }
     for (label, edge) in [
         ("camera-driven imu (automatic)", imu),
@@ -362,7 +368,7 @@ fn print_rates(plan: &ExecutionPlan, imu: EdgeId, explicit: EdgeId, fallback: Ed
         else {
             continue;
         };
-        println!(
+        out.println(format_args!(
             "{label}: e{}: ⌈{} Hz × {} s⌉ = {} arrivals; ⌈{} × {}⌉ = {} recommended; hard floor {}; depth {} ({}); admitted ceiling {}",
             r.edge,
             opt(r.rate_hz.as_deref()),
@@ -375,15 +381,15 @@ fn print_rates(plan: &ExecutionPlan, imu: EdgeId, explicit: EdgeId, fallback: Ed
             r.queue_depth,
             r.depth_source,
             opt(r.admitted_ceiling),
-        );
+        ));
     }
     for w in plan.warnings() {
-        println!("{w}");
+        out.println(w);
     }
 }
 
 /// Renders the IMU edge against the published generation (and the rejected one, if any).
-fn inspect(plan: &ExecutionPlan, session: &RunSession, edge: EdgeId) {
+fn inspect(plan: &ExecutionPlan, session: &RunSession, edge: EdgeId, out: HumanOutput) {
     let snapshot = session.capture_rate_generations();
     if let Some(published) = snapshot.published() {
         match render_rate_queue_inspection(
@@ -393,15 +399,15 @@ fn inspect(plan: &ExecutionPlan, session: &RunSession, edge: EdgeId) {
             edge,
             RateQueueInspectionFormat::HumanText,
         ) {
-            Ok(text) => print!("{text}"),
+            Ok(text) => out.print(text),
             Err(e) => eprintln!("inspection failed: {e}"),
         }
     }
     if let Some(rejected) = snapshot.last_rejected() {
-        println!(
+        out.println(format_args!(
             "rejected rate generation {}: {} ({})",
             rejected.rate_generation, rejected.code, rejected.reason
-        );
+        ));
     }
 }
 

@@ -108,6 +108,8 @@ impl Operator for CheckingConsumer {
 }
 
 fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
+    app.human_output()
+        .println("tensors_in_depth (host memory): camera → consumer_a, consumer_b, consumer_c");
     let mut graph = Graph::new();
     let camera = app.params::<CameraParams>("camera")?;
     let source = CameraSource {
@@ -135,7 +137,6 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
 }
 
 fn main() -> ExitCode {
-    println!("tensors_in_depth (host memory): camera → consumer_a, consumer_b, consumer_c");
     App::main(
         AppArgs::from_env(),
         include_str!("config/tensors_in_depth.toml"),

@@ -136,6 +136,9 @@ impl Operator for CheckingConsumer {
 }
 
 fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
+    app.human_output().println(
+        "tensors_in_depth (CUDA): camera → consumer_a, consumer_b, consumer_c, each on its own stream",
+    );
     let deployment = app.params::<DeploymentParams>("deployment")?;
     let camera = app.params::<CameraParams>("camera")?;
     let mut graph = Graph::new();
@@ -165,9 +168,6 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
 }
 
 fn main() -> ExitCode {
-    println!(
-        "tensors_in_depth (CUDA): camera → consumer_a, consumer_b, consumer_c, each on its own stream"
-    );
     App::main(
         AppArgs::from_env(),
         include_str!("config/tensors_in_depth_cuda.toml"),

@@ -1,6 +1,8 @@
 //! Every example as a user runs it: a process with the standard flags.
 //!
-//! A bad flag value is a usage error, never a panic.
+//! A flag that prints a document prints exactly that document on stdout (`--plan-json`
+//! parses as one JSON value, `--plan-dot` is one `digraph { … }`), with or without a run;
+//! human text goes to stderr then. A bad flag value is a usage error, never a panic.
 //!
 //! `cargo test` builds every example before it runs any test, and this test runs the
 //! binaries it built (`target/<profile>/examples/<name>`). Selecting this test alone
@@ -97,6 +99,86 @@ fn the_list_names_every_example() {
     let mut listed: Vec<String> = ALL.iter().map(|&s| s.to_owned()).collect();
     listed.sort();
     assert_eq!(found, listed);
+}
+
+fn assert_one_json_document(name: &str, args: &[&str]) -> serde_json::Value {
+    let out = run(name, args);
+    assert!(
+        out.status.success(),
+        "{name} {args:?}: {}",
+        text(&out.stderr)
+    );
+    match serde_json::from_str::<serde_json::Value>(text(&out.stdout)) {
+        Ok(plan) => plan,
+        Err(e) => panic!(
+            "{name} {args:?}: stdout is not one JSON document ({e}):\n{}",
+            text(&out.stdout)
+        ),
+    }
+}
+
+fn assert_one_dot_document(name: &str, args: &[&str]) {
+    let out = run(name, args);
+    assert!(
+        out.status.success(),
+        "{name} {args:?}: {}",
+        text(&out.stderr)
+    );
+    let dot = text(&out.stdout);
+    assert!(
+        dot.starts_with("digraph") && dot.trim_end().ends_with('}'),
+        "{name} {args:?}: stdout is not one DOT graph:\n{dot}"
+    );
+    assert_eq!(
+        dot.matches("digraph").count(),
+        1,
+        "{name} {args:?}: one graph:\n{dot}"
+    );
+}
+
+#[test]
+fn plan_json_prints_exactly_the_plan_on_stdout() {
+    for name in EXAMPLES {
+        let plan = assert_one_json_document(name, &["--plan-json"]);
+        assert!(plan.is_object(), "{name}: {plan}");
+    }
+}
+
+#[test]
+fn plan_dot_prints_exactly_the_graph_on_stdout() {
+    for name in EXAMPLES {
+        assert_one_dot_document(name, &["--plan-dot"]);
+    }
+}
+
+#[test]
+fn with_a_run_the_document_stays_alone_on_stdout_and_the_summary_goes_to_stderr() {
+    for name in EXAMPLES {
+        assert_one_json_document(name, &["--plan-json", "--frames", "3"]);
+        assert_one_dot_document(name, &["--plan-dot", "--frames", "3"]);
+        let out = run(name, &["--plan-json", "--frames", "3"]);
+        assert!(
+            text(&out.stderr).contains("run summary: "),
+            "{name}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn two_documents_on_stdout_are_a_usage_error_naming_both_flags() {
+    for name in EXAMPLES {
+        let out = run(name, &["--plan-json", "--plan-dot"]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        assert!(out.stdout.is_empty(), "{name}: {}", text(&out.stdout));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("InvalidArgument")
+                && err.contains("--plan-json")
+                && err.contains("--plan-dot"),
+            "{name}: {err}"
+        );
+    }
 }
 
 #[test]

@@ -14,6 +14,13 @@
 //! prints a run summary: frames, drops, p50/p99 latency from capture time, and every
 //! pool's slots after teardown.
 //!
+//! A flag that prints a document prints exactly that document on stdout: with
+//! `--plan-json` or `--plan-dot`, everything else the application says (its title, its
+//! explanations, the `device:` line, the run summary) goes to stderr, so
+//! `--plan-json | jq` and `--plan-dot | dot -Tsvg` work. That is what [`HumanOutput`] is
+//! for: an application prints its human text there, never with `println!`. The three plan
+//! flags each print a document, so two of them together are a usage error.
+//!
 //! ```no_run
 //! use holo_runtime::app::{App, AppArgs};
 //! # use holo_runtime::{CompileOptions, Graph};
@@ -21,6 +28,7 @@
 //! fn main() -> std::process::ExitCode {
 //!     let args = AppArgs::from_env();
 //!     App::main(args, "[camera]\nwidth = 640\n", |app| {
+//!         app.human_output().println("camera → display");
 //!         let graph = build(app)?;
 //!         Ok((graph, CompileOptions::default()))
 //!     })
@@ -28,6 +36,8 @@
 //! ```
 
 use std::collections::BTreeSet;
+use std::fmt::Display;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -69,10 +79,72 @@ impl AppArgs {
         <AppArgs as clap::Parser>::parse()
     }
 
-    /// Checks what clap cannot: a `--duration` that is a representable run length. A
-    /// failure is `InvalidArgument` naming the flag.
+    /// Checks what clap cannot: at most one plan flag (each prints a document on stdout),
+    /// and a `--duration` that is a representable run length. A failure is
+    /// `InvalidArgument` naming the flags.
     pub fn check(&self) -> Result<()> {
+        let documents: Vec<&str> = [
+            (self.print_plan, "--print-plan"),
+            (self.plan_json, "--plan-json"),
+            (self.plan_dot, "--plan-dot"),
+        ]
+        .into_iter()
+        .filter_map(|(given, flag)| given.then_some(flag))
+        .collect();
+        if let [first, .., last] = documents[..] {
+            let all = if documents.len() == 2 {
+                format!("{first} and {last}")
+            } else {
+                format!(
+                    "{}, and {last}",
+                    documents[..documents.len() - 1].join(", ")
+                )
+            };
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                format!("{all} each print the plan on stdout; give one of them"),
+            ));
+        }
         run_length(self.duration).map(|_| ())
+    }
+
+    /// Where human text goes under these flags.
+    pub fn human_output(&self) -> HumanOutput {
+        HumanOutput {
+            to_stderr: self.plan_json || self.plan_dot,
+        }
+    }
+}
+
+/// Where an application's human text goes — its title and explanations, the `device:`
+/// line, the run summary: stdout, or stderr when stdout carries a document
+/// (`--plan-json`, `--plan-dot`).
+///
+/// A failed write (a closed pipe) is ignored: human text is never worth a panic or an
+/// error of the pipeline.
+#[derive(Clone, Copy, Debug)]
+pub struct HumanOutput {
+    to_stderr: bool,
+}
+
+impl HumanOutput {
+    /// Human text on stdout (what [`run_plan`] uses: it prints no document).
+    pub fn stdout() -> HumanOutput {
+        HumanOutput { to_stderr: false }
+    }
+
+    /// Prints `text` as it is.
+    pub fn print(self, text: impl Display) {
+        if self.to_stderr {
+            let _ = write!(std::io::stderr().lock(), "{text}");
+        } else {
+            let _ = write!(std::io::stdout().lock(), "{text}");
+        }
+    }
+
+    /// Prints `text` and a newline.
+    pub fn println(self, text: impl Display) {
+        self.print(format_args!("{text}\n"));
     }
 }
 
@@ -86,8 +158,8 @@ pub struct App {
     on_session: Option<Box<SessionHook>>,
 }
 
-type PlanHook = Box<dyn Fn(&ExecutionPlan)>;
-type SessionHook = dyn Fn(&ExecutionPlan, &RunSession);
+type PlanHook = Box<dyn Fn(&ExecutionPlan, HumanOutput)>;
+type SessionHook = dyn Fn(&ExecutionPlan, &RunSession, HumanOutput);
 
 impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -137,20 +209,28 @@ impl App {
     }
 
     /// Calls `f` with the compiled plan before the flags' printing and the run (for an
-    /// application that explains part of its plan every time it starts).
-    pub fn on_plan(&mut self, f: impl Fn(&ExecutionPlan) + 'static) {
+    /// application that explains part of its plan every time it starts); `f` prints to
+    /// the [`HumanOutput`] it is given.
+    pub fn on_plan(&mut self, f: impl Fn(&ExecutionPlan, HumanOutput) + 'static) {
         self.on_plan = Some(Box::new(f));
     }
 
     /// Calls `f` with the plan and the running session right after it starts (for an
-    /// application that inspects its rate generations).
-    pub fn on_session(&mut self, f: impl Fn(&ExecutionPlan, &RunSession) + 'static) {
+    /// application that inspects its rate generations); `f` prints to the [`HumanOutput`]
+    /// it is given.
+    pub fn on_session(&mut self, f: impl Fn(&ExecutionPlan, &RunSession, HumanOutput) + 'static) {
         self.on_session = Some(Box::new(f));
     }
 
     /// The parsed flags.
     pub fn args(&self) -> &AppArgs {
         &self.args
+    }
+
+    /// Where the application prints human text: stdout, or stderr when a flag prints a
+    /// document on stdout.
+    pub fn human_output(&self) -> HumanOutput {
+        self.args.human_output()
     }
 
     /// The parameters of operator `operator`: its table (absent means all defaults),
@@ -203,24 +283,28 @@ impl App {
     /// Compiles `graph`, prints what the flags ask for, runs it, and prints the summary.
     /// Returns `None` when only printing was asked for.
     pub fn run(&self, graph: Graph, options: CompileOptions) -> Result<Option<RunReport>> {
+        let a = &self.args;
         self.check_unused()?;
         let plan = crate::compile(&graph, options)
             .map_err(|d| Error::new(ErrorCode::InvalidArgument, d.to_string()).at("compile"))?;
+        let human = self.human_output();
         if let Some(f) = &self.on_plan {
-            f(&plan);
+            f(&plan, human);
         }
-        let a = &self.args;
-        if a.print_plan {
-            print!("{}", plan.render_human());
+        // The document, alone on stdout (`App::new` checked that one flag at most asks).
+        let document = if a.print_plan {
+            Some(plan.render_human())
+        } else if a.plan_json {
+            Some(format!("{}\n", plan.json()))
+        } else if a.plan_dot {
+            Some(plan.dot())
+        } else {
+            None
+        };
+        if let Some(document) = &document {
+            let _ = std::io::stdout().lock().write_all(document.as_bytes());
         }
-        if a.plan_json {
-            println!("{}", plan.json());
-        }
-        if a.plan_dot {
-            print!("{}", plan.dot());
-        }
-        if (a.print_plan || a.plan_json || a.plan_dot) && a.frames.is_none() && a.duration.is_none()
-        {
+        if document.is_some() && a.frames.is_none() && a.duration.is_none() {
             return Ok(None);
         }
         let report = run_plan_with(
@@ -228,9 +312,10 @@ impl App {
             &plan,
             a.frames,
             a.duration,
+            human,
             self.on_session.as_deref(),
         )?;
-        print!("{}", summary(&report));
+        human.print(summary(&report));
         Ok(Some(report))
     }
 
@@ -257,14 +342,15 @@ impl App {
 
 /// Runs a plan for `frames` source activations (default 100 when neither limit is given)
 /// or for `duration` seconds (a `duration` that is not a representable run length is
-/// `InvalidArgument` naming `--duration`, before anything starts).
+/// `InvalidArgument` naming `--duration`, before anything starts). Prints which device
+/// runs the plan on stdout.
 pub fn run_plan(
     graph: Graph,
     plan: &ExecutionPlan,
     frames: Option<u64>,
     duration: Option<f64>,
 ) -> Result<RunReport> {
-    run_plan_with(graph, plan, frames, duration, None)
+    run_plan_with(graph, plan, frames, duration, HumanOutput::stdout(), None)
 }
 
 /// `--duration SECS` as a run length: a non-negative number of seconds whose deadline,
@@ -298,6 +384,7 @@ fn run_plan_with(
     plan: &ExecutionPlan,
     frames: Option<u64>,
     duration: Option<f64>,
+    human: HumanOutput,
     on_session: Option<&SessionHook>,
 ) -> Result<RunReport> {
     let frames = match (frames, duration) {
@@ -308,9 +395,11 @@ fn run_plan_with(
     let device = if plan_needs_device(plan) {
         let d = crate::device::open_backend_from_env()?;
         match d.backend_kind() {
-            crate::device::BackendKind::Cuda => println!("device: cuda:{}", d.ordinal()),
-            crate::device::BackendKind::Software => println!(
-                "device: no CUDA device here, so the plan runs on holo's software device (worker-thread streams over host memory); set HOLO_REQUIRE_DEVICE=cuda to make this an error"
+            crate::device::BackendKind::Cuda => {
+                human.println(format_args!("device: cuda:{}", d.ordinal()));
+            }
+            crate::device::BackendKind::Software => human.println(
+                "device: no CUDA device here, so the plan runs on holo's software device (worker-thread streams over host memory); set HOLO_REQUIRE_DEVICE=cuda to make this an error",
             ),
         }
         Some(d)
@@ -327,7 +416,7 @@ fn run_plan_with(
         },
     )?;
     if let Some(f) = on_session {
-        f(plan, &session);
+        f(plan, &session, human);
     }
     // `run_length` checked that the deadline is representable; should the clock have moved
     // past that since, the run has no deadline rather than a panic.
