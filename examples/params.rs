@@ -1,17 +1,37 @@
 //! `params`: holo's deployment parameters end to end.
 //!
-//! Defines the parameter schema a resize operator would use, lists it as JSON, loads a
+//! Defines the parameter schema of a resize operator, loads its `[resize]` table from a
 //! TOML file (`--config FILE`, default: the embedded `config/params.toml`), prints the
-//! accepted generation-zero values (sensitive fields redacted), and then shows the exact
-//! error holo gives for each class of bad value.
+//! accepted generation-zero values (sensitive fields redacted) and the exact error holo
+//! gives for each class of bad value, and then runs `resize → display`: the resize's pool
+//! takes its per-slot bytes from `output_shape` and its memory kind from
+//! `output_storage`. `--schema` prints the schema as JSON instead, and nothing else.
 //!
 //! ```text
-//! cargo run -p holo-examples --example params -- [--config FILE.toml] [--schema]
+//! cargo run -p holo-examples --example params -- [--schema] [--config FILE.toml]
+//!     [--print-plan] [--plan-json] [--plan-dot] [--frames N] [--duration SECS]
 //! ```
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
-use holo_runtime::{MemoryKind, ParamEnum, ParamSchema, ParamSet, param_ref};
+use holo_runtime::app::{App, AppArgs, HumanOutput};
+use holo_runtime::{
+    CompileOptions, ConnectionOptions, DType, EmitOptions, Error, ErrorCode, ExecutionContext,
+    Graph, Input, MemoryKind, Operator, Output, ParamEnum, ParamSchema, ParamSet, Result, Tensor,
+    TensorLoanRequest, operator, param_ref,
+};
+
+/// The standard flags and this example's own.
+#[derive(Debug, clap::Parser)]
+#[command(about = "holo's deployment parameters end to end")]
+struct Args {
+    #[command(flatten)]
+    app: AppArgs,
+    /// Print the resize parameters' schema as JSON, and nothing else.
+    #[arg(long)]
+    schema: bool,
+}
 
 /// How the resize interpolates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ParamEnum)]
@@ -55,68 +75,83 @@ struct ResizeParams {
 
 const EMBEDDED: &str = include_str!("config/params.toml");
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut config: Option<String> = None;
-    let mut show_schema = false;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--config" => {
-                let Some(path) = it.next() else {
-                    eprintln!("error: --config needs a file path");
-                    return ExitCode::from(2);
-                };
-                config = Some(path.clone());
-            }
-            "--schema" => show_schema = true,
-            other => {
-                eprintln!(
-                    "error: unknown argument {other:?}; usage: params [--config FILE.toml] [--schema]"
-                );
-                return ExitCode::from(2);
-            }
+/// Stands in for a resize (this example has no camera): fills each output frame of
+/// `output_shape` with a byte that depends on the interpolation.
+#[operator(params = ResizeParams)]
+struct Resize {
+    #[output(storage = runtime_pool, dtype = u8, rank = 3,
+        byte_span = parameter_contiguous_byte_span(param_ref!(ResizeParams::output_shape)),
+        memory_kind = parameter_memory_kind_exact(param_ref!(ResizeParams::output_storage)))]
+    output: Output<Tensor>,
+    shape: [u64; 3],
+    fill: u8,
+}
+
+impl Operator for Resize {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let loan = match self.output.allocate_tensor(TensorLoanRequest {
+            shape: &self.shape,
+            dtype: DType::U8,
+        }) {
+            Ok(loan) => loan,
+            // Real-time: a producer that outruns its consumer drops the frame.
+            Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let fill = self.fill;
+        let frame = loan.write_host_and_commit(|bytes| bytes.fill(fill))?;
+        match self.output.emit(
+            frame,
+            EmitOptions {
+                capture_time: Some(ctx.activation_time()),
+            },
+        ) {
+            Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
+            other => other,
         }
     }
-    if show_schema {
-        println!(
-            "schema:\n{:#}",
-            holo_runtime::params::schema_json::<ResizeParams>()
-        );
-    }
-    let (origin, text) = match &config {
-        Some(path) => match std::fs::read_to_string(path) {
-            Ok(t) => (path.clone(), t),
-            Err(e) => {
-                eprintln!("error: cannot read {path}: {e}");
-                return ExitCode::FAILURE;
+}
+
+/// Checks every byte of every frame it receives.
+#[operator]
+struct Display {
+    #[input(dtype = u8, rank = 3)]
+    frames: Input<Tensor>,
+    expect: u8,
+}
+
+impl Operator for Display {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(frame) = self.frames.receive() {
+            if frame.data()?.iter().any(|&b| b != self.expect) {
+                return Err(Error::new(
+                    ErrorCode::ProtocolError,
+                    "display saw a byte other than the resize's fill",
+                ));
             }
-        },
-        None => (
-            "embedded config/params.toml".to_owned(),
-            EMBEDDED.to_owned(),
-        ),
-    };
-    let set = match ParamSet::<ResizeParams>::from_toml_str(&text) {
-        Ok(set) => set,
-        Err(e) => {
-            eprintln!("error: {origin}: {e}");
-            return ExitCode::FAILURE;
         }
-    };
-    println!("accepted {origin} as generation {}:", set.generation());
-    println!("{:#}", set.to_json());
+        Ok(())
+    }
+}
+
+/// Prints the accepted values, then one rejection per class of bad value.
+fn explain(set: &ParamSet<ResizeParams>, origin: &str, out: HumanOutput) -> Result<()> {
+    out.println(format_args!(
+        "accepted [resize] of {origin} as generation {}:",
+        set.generation()
+    ));
+    out.println(format_args!("{:#}", set.to_json()));
     let shape = param_ref!(ResizeParams::output_shape);
     let width = param_ref!(ResizeParams::geometry.width);
-    println!(
+    out.println(format_args!(
         "{} = {:?}; {} = {}",
         shape.path(),
         shape.get(set.values()),
         width.path(),
         width.get(set.values())
-    );
+    ));
 
-    println!("\nrejections (each names the field path, what was expected and what was found):");
+    out.println("\nrejections (each names the field path, what was expected and what was found):");
     let bad = [
         (
             "unknown key",
@@ -143,11 +178,59 @@ fn main() -> ExitCode {
     for (what, doc) in bad {
         match ParamSet::<ResizeParams>::from_toml_str(doc) {
             Ok(_) => {
-                eprintln!("error: the {what} document was accepted");
-                return ExitCode::FAILURE;
+                return Err(Error::new(
+                    ErrorCode::Internal,
+                    format!("the {what} document was accepted"),
+                ));
             }
-            Err(e) => println!("  {what:<26} {e}"),
+            Err(e) => out.println(format_args!("  {what:<26} {e}")),
         }
     }
-    ExitCode::SUCCESS
+    Ok(())
+}
+
+fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
+    let set = app.params::<ResizeParams>("resize")?;
+    let origin = app.args().config.as_ref().map_or_else(
+        || "the embedded config/params.toml".to_owned(),
+        |p| p.display().to_string(),
+    );
+    explain(&set, &origin, app.human_output())?;
+    let fill = match set.values().interpolation {
+        Interpolation::Nearest => 0x4e,
+        Interpolation::Linear => 0x4c,
+    };
+    let mut graph = Graph::new();
+    let resize = Resize {
+        output: Output::default(),
+        shape: set.values().output_shape,
+        fill,
+    };
+    let resize = graph.add_operator("resize", resize, set)?;
+    let display = Display {
+        frames: Input::default(),
+        expect: fill,
+    };
+    let display = graph.add_operator("display", display, ParamSet::defaults()?)?;
+    graph.add_flow(resize.output, display.frames, ConnectionOptions::default());
+    Ok((graph, CompileOptions::default()))
+}
+
+fn main() -> ExitCode {
+    let args = <Args as clap::Parser>::parse();
+    if args.schema {
+        // A flag that prints a document prints that document alone.
+        let a = &args.app;
+        if a.print_plan || a.plan_json || a.plan_dot {
+            eprintln!(
+                "error: InvalidArgument: --schema and the plan flags each print a document on stdout; give one of them"
+            );
+            return ExitCode::FAILURE;
+        }
+        // A closed pipe (`--schema | head`) is ignored: the reader has what it wanted.
+        let schema = holo_runtime::params::schema_json::<ResizeParams>();
+        let _ = writeln!(std::io::stdout(), "{schema:#}");
+        return ExitCode::SUCCESS;
+    }
+    App::main(args.app, EMBEDDED, build)
 }

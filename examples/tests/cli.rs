@@ -13,17 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Every example, as named in `Cargo.toml`.
-const ALL: [&str; 6] = [
+const EXAMPLES: [&str; 6] = [
     "params",
-    "tensors_in_depth",
-    "tensors_in_depth_cuda",
-    "fork_streams",
-    "derived_tensor_pool_capacity",
-    "rate_aware_ports",
-];
-
-/// The examples that take the standard flags (`params` has flags of its own).
-const EXAMPLES: [&str; 5] = [
     "tensors_in_depth",
     "tensors_in_depth_cuda",
     "fork_streams",
@@ -96,7 +87,7 @@ fn the_list_names_every_example() {
         })
         .collect();
     found.sort();
-    let mut listed: Vec<String> = ALL.iter().map(|&s| s.to_owned()).collect();
+    let mut listed: Vec<String> = EXAMPLES.iter().map(|&s| s.to_owned()).collect();
     listed.sort();
     assert_eq!(found, listed);
 }
@@ -194,4 +185,40 @@ fn an_out_of_range_duration_is_a_usage_error_not_a_panic() {
             );
         }
     }
+}
+
+#[test]
+fn params_takes_the_standard_flags() {
+    let out = run("params", &["--print-plan", "--frames", "2"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("run summary: "), "{stdout}");
+    assert!(stdout.contains("resize"), "{stdout}");
+
+    let out = run("params", &["--duration", "0.05"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let config = std::env::temp_dir().join(format!("holo-params-{}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        "[resize]\noutput_shape = [2, 2, 3]\n[resize.geometry]\nwidth = 2\nheight = 2\n",
+    )
+    .unwrap();
+    let out = run(
+        "params",
+        &["--config", config.to_str().unwrap(), "--plan-json"],
+    );
+    let _ = std::fs::remove_file(&config);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plan: serde_json::Value = serde_json::from_str(text(&out.stdout)).unwrap();
+    assert!(plan.to_string().contains("resize"), "{plan}");
+
+    // The example's own flag prints its own document, alone.
+    let out = run("params", &["--schema"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let schema: serde_json::Value = serde_json::from_str(text(&out.stdout)).unwrap();
+    assert!(
+        schema.to_string().contains("com.example.ResizeParams"),
+        "{schema}"
+    );
 }
