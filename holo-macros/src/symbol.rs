@@ -8,6 +8,10 @@ use syn::{Ident, Path};
 pub(crate) struct Symbol(pub(crate) &'static str);
 
 pub(crate) const PARAM: Symbol = Symbol("param");
+/// The typed field path macro, recognised inside `history = parameter_count(...)`.
+pub(crate) const PARAM_REF: Symbol = Symbol("param_ref");
+/// The function `history = ...` takes a parameter's count through.
+pub(crate) const PARAMETER_COUNT: Symbol = Symbol("parameter_count");
 pub(crate) const DOC: Symbol = Symbol("doc");
 
 // Container keys of `#[derive(ParamSchema)]`.

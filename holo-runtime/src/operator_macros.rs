@@ -68,7 +68,7 @@
 /// | `memory`, `dtype`, `rank` | exact requirements: a producer that does not meet them is `PHYSICAL_TENSOR_LAYOUT_MISMATCH` at compile time (declared producers) or `ProtocolError` on emit (pass-through values) |
 /// | `optional` | the input may stay unconnected |
 /// | `latest` / `window` / `window = N` | what one activation sees: the newest sample, or every sample since the last activation (N: the samples the window must hold) |
-/// | `history = N` / `history = parameter_count(param_ref!(P::n))` | retained history entries ([`Input::history`](crate::Input::history)); they count in the producer's pool |
+/// | `history = N` / `history = parameter_count(param_ref!(P::n))` | retained history entries ([`Input::history`](crate::Input::history)); they count in the producer's pool, so the field is, like a byte span's, not `sensitive` and `compile_time` or `recompile_required` (a compile error otherwise) |
 /// | `missing = skip \| reuse_last` | what happens when the input has no new data at an activation |
 /// | `expected_rate = EXPR` | a weaker fallback rate, used only when the producer declares none |
 ///

@@ -12,6 +12,7 @@ use syn::{
 };
 
 use crate::ctxt::Ctxt;
+use crate::param::ParamRefInput;
 use crate::symbol::{self, Symbol};
 
 /// An `#[operator]` struct.
@@ -77,6 +78,41 @@ pub(crate) struct PortType<'a> {
     pub(crate) tensor: bool,
 }
 
+/// `history = parameter_count(param_ref!(Params::field))`: the expression, and the field
+/// it reads (checked at compile time to be neither sensitive nor changeable).
+pub(crate) struct HistoryCount {
+    pub(crate) expr: Expr,
+    pub(crate) field: ParamRefInput,
+}
+
+impl HistoryCount {
+    /// `Some` when `expr` is `parameter_count(param_ref!(...))` (the function's path may
+    /// be qualified).
+    fn of(expr: &Expr) -> Option<Self> {
+        let Expr::Call(call) = expr else { return None };
+        let Expr::Path(func) = &*call.func else {
+            return None;
+        };
+        if func.qself.is_some()
+            || func
+                .path
+                .segments
+                .last()
+                .is_none_or(|s| s.ident != symbol::PARAMETER_COUNT.0)
+            || call.args.len() != 1
+        {
+            return None;
+        }
+        let Expr::Macro(mac) = &call.args[0] else {
+            return None;
+        };
+        Some(Self {
+            expr: expr.clone(),
+            field: ParamRefInput::of_macro(&mac.mac)?,
+        })
+    }
+}
+
 /// A key as written, with the span of the key token and of its value.
 pub(crate) struct Keyed<T> {
     pub(crate) key: Span,
@@ -118,8 +154,8 @@ pub(crate) struct PortAttr {
     pub(crate) window: Option<Keyed<u64>>,
     pub(crate) latest: Option<Span>,
     pub(crate) history: Option<Keyed<u64>>,
-    /// `history = <expression>` (a `parameter_count(...)`).
-    pub(crate) history_expr: Option<Keyed<Expr>>,
+    /// `history = parameter_count(param_ref!(...))`.
+    pub(crate) history_count: Option<Keyed<HistoryCount>>,
     pub(crate) missing: Option<Keyed<Symbol>>,
     pub(crate) expected_rate: Option<Keyed<Expr>>,
     pub(crate) nominal_rate: Option<Keyed<Expr>>,
@@ -148,7 +184,7 @@ impl PortAttr {
             window: None,
             latest: None,
             history: None,
-            history_expr: None,
+            history_count: None,
             missing: None,
             expected_rate: None,
             nominal_rate: None,
@@ -685,14 +721,23 @@ fn parse_key(
             );
         }
         "history" if !matches!(expr, Expr::Lit(_)) => {
-            set(
-                cx,
-                &mut out.history_expr,
-                Keyed::new(span, value_span, expr),
-                word,
-                key,
-                span,
-            );
+            if let Some(count) = HistoryCount::of(&expr) {
+                set(
+                    cx,
+                    &mut out.history_count,
+                    Keyed::new(span, value_span, count),
+                    word,
+                    key,
+                    span,
+                );
+            } else {
+                // Only this form names its field in tokens, where the macro can check
+                // that the field is neither sensitive nor changeable.
+                cx.error_spanned_by(
+                    &expr,
+                    "`#[input(history)]` needs a non-negative integer literal or `parameter_count(param_ref!(Params::field))`, like `history = 4`",
+                );
+            }
         }
         "rank" | "max_rank" | "max_loans" | "history" | "burst" | "window" => {
             if let Some(v) = int_value(cx, &expr, word, key) {

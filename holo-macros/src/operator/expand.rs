@@ -8,7 +8,7 @@ use syn::spanned::Spanned;
 use syn::{Ident, ItemStruct, Type};
 
 use super::ast::{Direction, Keyed, OpField, Operator, PortAttr, port_type};
-use crate::param::private;
+use crate::param::{fixed_field_checks, private};
 
 /// `Tensor` / `Vec<u8>`: the payload type as text, without the spaces `quote` puts in.
 fn type_text(ty: &Type) -> String {
@@ -161,8 +161,8 @@ fn temporal_spec(
         (None, None) => quote!(#p::InputMode::Queue),
     };
     let history = u32_lit(attr.and_then(|a| a.history.as_ref()).map_or(0, |h| h.value));
-    let history_parameter = option(attr.and_then(|a| a.history_expr.as_ref()).map(|e| {
-        let value = &e.value;
+    let history_parameter = option(attr.and_then(|a| a.history_count.as_ref()).map(|e| {
+        let value = &e.value.expr;
         let ty = quote_spanned!(e.value_span=> #p::ParameterCount<#params>);
         quote! {{
             #[allow(unused_imports)]
@@ -372,6 +372,29 @@ fn payload_assertions(p: &TokenStream, op: &Operator<'_>) -> TokenStream {
     quote!(const _: () = { #(#checks)* };)
 }
 
+/// `const` checks that each `history = parameter_count(param_ref!(S::field))` reads a
+/// field that is not sensitive and is fixed for the life of a plan: the count sizes the
+/// producer's pool, as a byte span does.
+fn history_checks(p: &TokenStream, op: &Operator<'_>) -> TokenStream {
+    let checks = op.fields.iter().filter_map(|f| {
+        let count = &f.attr.as_ref()?.history_count.as_ref()?.value.field;
+        let text = count.text();
+        let schema = &count.schema;
+        Some(fixed_field_checks(
+            p,
+            quote!(#schema),
+            &count.segments,
+            &format!(
+                "`{text}` is `sensitive`: `#[input(history = parameter_count(...))]` may read only non-sensitive `compile_time` or `recompile_required` fields"
+            ),
+            &format!(
+                "`{text}` is neither `compile_time` nor `recompile_required`: a history count sizes the producer's pool, so it may read only fields fixed for the life of a plan; mark it `#[param(recompile_required)]`"
+            ),
+        ))
+    });
+    quote!(#(#checks)*)
+}
+
 fn params_type(p: &TokenStream, params: Option<&Type>) -> TokenStream {
     params.map_or_else(|| quote!(#p::NoParams), ToTokens::to_token_stream)
 }
@@ -424,6 +447,7 @@ pub(crate) fn operator(op: &Operator<'_>) -> TokenStream {
         .iter()
         .filter_map(|f| port_spec(&p, &params, &inputs, f));
     let assertions = payload_assertions(&p, op);
+    let history_checks = history_checks(&p, op);
     let trigger = trigger_spec(&p, &params, &inputs, op);
     let ports_and_bind = ports_and_bind(&p, item, &fields);
     quote! {
@@ -432,6 +456,7 @@ pub(crate) fn operator(op: &Operator<'_>) -> TokenStream {
         #[allow(unused_variables, unused_qualifications, clippy::all, clippy::pedantic)]
         const _: () = {
             #assertions
+            #history_checks
 
             #[automatically_derived]
             impl #p::OperatorPorts for #ident {

@@ -233,6 +233,10 @@ fn key_mistakes_are_reported_one_each() {
             quote!(#[output(name = frames)] o: Output<Tensor>),
             "needs a string literal",
         ),
+        (
+            quote!(#[input(history = depth() * 2)] i: Input<u64>),
+            "`#[input(history)]` needs a non-negative integer literal or `parameter_count(param_ref!(Params::field))`",
+        ),
     ];
     for (field, expected) in cases {
         assert_one_error(quote!(), quote!(struct Op { #field }), expected);
@@ -377,6 +381,32 @@ fn a_port_attribute_on_the_struct_is_an_error() {
     .to_string();
     assert!(
         out.contains("`#[input]` goes on a port field, not on the operator struct"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_history_count_checks_its_field_at_compile_time() {
+    let out = expand(
+        quote!(params = P),
+        quote! {
+            struct Op {
+                #[input(history = holo_runtime::parameter_count(param_ref!(P::limits.depth)))]
+                i: Input<u64>,
+            }
+        },
+    );
+    assert!(!out.contains("compile_error"), "{out}");
+    let field = "< < P as :: holo_runtime :: __private :: Field < { :: holo_runtime :: __private :: field_hash (\"limits\") } >> :: Type as :: holo_runtime :: __private :: Field < { :: holo_runtime :: __private :: field_hash (\"depth\") } >>";
+    assert!(
+        out.contains(&format!(
+            "const _ : () = :: core :: assert ! (! {field} :: SENSITIVE"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("`limits.depth` is `sensitive`"), "{out}");
+    assert!(
+        out.contains(&format!("{field} :: COMPILE_READABLE")),
         "{out}"
     );
 }

@@ -15,7 +15,7 @@ use syn::DeriveInput;
 
 use crate::ctxt::Ctxt;
 pub(crate) use expand::private;
-pub(crate) use param_ref::param_ref_tokens;
+pub(crate) use param_ref::{ParamRefInput, field_text, fixed_field_checks, param_ref_tokens};
 
 pub(crate) fn derive_param_schema(input: TokenStream) -> TokenStream {
     let input: DeriveInput = match syn::parse2(input) {

@@ -1,18 +1,49 @@
 //! `param_ref!(Schema::field.nested)`: parsed into the schema type and the field segments,
 //! expanded to a field access so a misspelled segment is a rustc error on that segment.
 
-use proc_macro2::TokenStream;
-use quote::quote;
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
 use syn::{Ident, Path, Token};
 
 use super::expand::private;
+use crate::symbol;
 
 /// The parsed invocation: `[crate = path;] Schema::first.second...`.
 pub(crate) struct ParamRefInput {
     krate: Option<Path>,
-    schema: Path,
-    segments: Vec<Ident>,
+    pub(crate) schema: Path,
+    pub(crate) segments: Vec<Ident>,
+}
+
+impl ParamRefInput {
+    /// The invocation a `param_ref!(...)` macro call holds; `None` for any other macro
+    /// or for one that does not parse (rustc reports that when it expands the call).
+    pub(crate) fn of_macro(mac: &syn::Macro) -> Option<Self> {
+        if mac
+            .path
+            .segments
+            .last()
+            .is_none_or(|s| s.ident != symbol::PARAM_REF.0)
+        {
+            return None;
+        }
+        mac.parse_body().ok()
+    }
+
+    /// `geometry.width`.
+    pub(crate) fn text(&self) -> String {
+        field_text(&self.segments)
+    }
+}
+
+/// `geometry.width`.
+pub(crate) fn field_text(segments: &[Ident]) -> String {
+    segments
+        .iter()
+        .map(Ident::to_string)
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 impl Parse for ParamRefInput {
@@ -77,5 +108,38 @@ pub(crate) fn param_ref_tokens(
     let names = segments.iter().map(Ident::to_string);
     quote! {
         #p::ParamRef::__new(&[#(#names),*], |params: &#schema| &(*params) #(.#segments)*)
+    }
+}
+
+/// `<<S as Field<{h(a)}>>::Type as Field<{h(b)}>>`: the compile-time facts of `schema`'s
+/// field at `segments`, each step spanned on its segment, so a field the schema lacks is
+/// an error there.
+pub(crate) fn field_facts(p: &TokenStream, schema: TokenStream, segments: &[Ident]) -> TokenStream {
+    let mut ty = schema;
+    let mut last = TokenStream::new();
+    for segment in segments {
+        let name = segment.to_string();
+        let step = quote_spanned!(segment.span()=> <#ty as #p::Field<{ #p::field_hash(#name) }>>);
+        last = step.clone();
+        ty = quote!(#step::Type);
+    }
+    last
+}
+
+/// `const` checks, spanned on the field's last segment, that the field is not sensitive
+/// and is fixed for the life of a plan (`compile_time` or `recompile_required`): what the
+/// compiler may read when it sizes pools. The messages say who is reading.
+pub(crate) fn fixed_field_checks(
+    p: &TokenStream,
+    schema: TokenStream,
+    segments: &[Ident],
+    sensitive: &str,
+    not_fixed: &str,
+) -> TokenStream {
+    let field = field_facts(p, schema, segments);
+    let span = segments.last().map_or_else(Span::call_site, Ident::span);
+    quote_spanned! {span=>
+        const _: () = ::core::assert!(!#field::SENSITIVE, #sensitive);
+        const _: () = ::core::assert!(#field::SENSITIVE || #field::COMPILE_READABLE, #not_fixed);
     }
 }

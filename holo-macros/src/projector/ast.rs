@@ -44,11 +44,7 @@ impl ReadPath {
 
     /// `geometry.width`.
     pub(crate) fn text(&self) -> String {
-        self.segments
-            .iter()
-            .map(Ident::to_string)
-            .collect::<Vec<_>>()
-            .join(".")
+        crate::param::field_text(&self.segments)
     }
 }
 

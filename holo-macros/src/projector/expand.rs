@@ -7,7 +7,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::{Ident, ItemFn, Type};
 
 use super::ast::{Projector, ReadPath};
-use crate::param::{param_ref_tokens, private};
+use crate::param::{fixed_field_checks, param_ref_tokens, private};
 
 /// The declared reads as a tree: `geometry.width` and `geometry.height` share `geometry`.
 struct ReadNode {
@@ -94,24 +94,6 @@ fn narrowed(item: &ItemFn, param: &Ident, reads: &[ReadPath]) -> TokenStream {
     }
 }
 
-/// `<<P as Field<{h(a)}>>::Type as Field<{h(b)}>>`, each step spanned on its segment.
-fn field_type(p: &TokenStream, params: &Type, read: &ReadPath) -> TokenStream {
-    // The schema type, respanned onto the read: a field the schema lacks is an error there.
-    let first = read
-        .segments
-        .first()
-        .map_or_else(Span::call_site, Ident::span);
-    let mut ty = respan(quote!(#params), first);
-    let mut last = TokenStream::new();
-    for segment in &read.segments {
-        let name = segment.to_string();
-        let step = quote_spanned!(segment.span()=> <#ty as #p::Field<{ #p::field_hash(#name) }>>);
-        last = step.clone();
-        ty = quote!(#step::Type);
-    }
-    last
-}
-
 /// `tokens` with every span set to `span`.
 fn respan(tokens: TokenStream, span: Span) -> TokenStream {
     tokens
@@ -130,22 +112,23 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
 }
 
 fn read_checks(p: &TokenStream, params: &Type, read: &ReadPath) -> TokenStream {
-    let field = field_type(p, params, read);
-    let text = read.text();
-    let span = read
+    // The schema type, respanned onto the read: a field the schema lacks is an error there.
+    let first = read
         .segments
-        .last()
+        .first()
         .map_or_else(Span::call_site, Ident::span);
-    let sensitive = format!(
-        "`{text}` is `sensitive`: a byte-span projector may read only non-sensitive `compile_time` or `recompile_required` fields"
-    );
-    let not_fixed = format!(
-        "`{text}` is neither `compile_time` nor `recompile_required`: a byte-span projector may read only fields fixed for the life of a plan; mark it `#[param(recompile_required)]` or remove it from `reads(...)`"
-    );
-    quote_spanned! {span=>
-        const _: () = ::core::assert!(!#field::SENSITIVE, #sensitive);
-        const _: () = ::core::assert!(#field::SENSITIVE || #field::COMPILE_READABLE, #not_fixed);
-    }
+    let text = read.text();
+    fixed_field_checks(
+        p,
+        respan(quote!(#params), first),
+        &read.segments,
+        &format!(
+            "`{text}` is `sensitive`: a byte-span projector may read only non-sensitive `compile_time` or `recompile_required` fields"
+        ),
+        &format!(
+            "`{text}` is neither `compile_time` nor `recompile_required`: a byte-span projector may read only fields fixed for the life of a plan; mark it `#[param(recompile_required)]` or remove it from `reads(...)`"
+        ),
+    )
 }
 
 /// The type of the function's name (braced, so only in the type namespace) and its impl.

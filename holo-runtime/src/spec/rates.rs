@@ -240,7 +240,9 @@ impl<P> fmt::Debug for ParameterCount<P> {
     }
 }
 
-/// An entry count (for `#[input(history = ...)]`) read from an integer parameter.
+/// An entry count (for `#[input(history = ...)]`) read from an integer parameter. The
+/// count sizes the producer's pool, so `#[operator]` requires the field to be not
+/// sensitive and `compile_time` or `recompile_required`, as a byte span's is.
 pub fn parameter_count<P: ParamSchema, T>(field: ParamRef<P, T>) -> ParameterCount<P>
 where
     T: Copy + Into<i128> + 'static,
