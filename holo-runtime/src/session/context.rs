@@ -113,10 +113,16 @@ impl ActivationState {
     }
 
     /// Makes the calling thread the one that runs the operator's callbacks (and uses its
-    /// ports) from now on.
+    /// ports), until [`unbind_thread`](Self::unbind_thread), which that thread calls
+    /// before it exits (a later thread may reuse its token).
     pub(crate) fn bind_thread(&self) {
         self.thread
             .store(crate::tensor::free_list::token(), Ordering::Release);
+    }
+
+    /// No thread runs the operator's callbacks now: every port call is refused.
+    pub(crate) fn unbind_thread(&self) {
+        self.thread.store(0, Ordering::Release);
     }
 
     /// Whether the calling thread is the one that runs the operator's callbacks: the only

@@ -349,11 +349,16 @@ fn partition_loop(
 ) -> Vec<OpRuntime> {
     // This thread borrows from its operators' pools: it owns their free lists while it
     // runs, and gives them back when it leaves (also by unwinding).
-    struct Owned(Vec<Arc<Pool>>);
+    // Likewise its operators' ports: bound to this thread while it runs, unbound when it
+    // leaves.
+    struct Owned(Vec<Arc<Pool>>, Vec<Arc<ActivationState>>);
     impl Drop for Owned {
         fn drop(&mut self) {
             for p in &self.0 {
                 p.give_back_free_list();
+            }
+            for a in &self.1 {
+                a.unbind_thread();
             }
         }
     }
@@ -361,7 +366,10 @@ fn partition_loop(
     for op in &ops {
         op.activation.bind_thread();
     }
-    let owned = Owned(ops.iter().flat_map(|o| o.pools.iter().cloned()).collect());
+    let owned = Owned(
+        ops.iter().flat_map(|o| o.pools.iter().cloned()).collect(),
+        ops.iter().map(|o| Arc::clone(&o.activation)).collect(),
+    );
     for p in &owned.0 {
         p.claim_free_list();
     }
@@ -437,7 +445,9 @@ pub(crate) fn stop_operator(shared: &Shared, op: &mut OpRuntime) {
             offset: op.rate_offset,
         },
     };
-    match catch_unwind(AssertUnwindSafe(|| op.op.stop(&mut ctx))) {
+    let result = catch_unwind(AssertUnwindSafe(|| op.op.stop(&mut ctx)));
+    op.activation.unbind_thread();
+    match result {
         Ok(Ok(())) => {}
         Ok(Err(e)) => shared.fail(locate(e, &op.name)),
         Err(p) => shared.fail(
@@ -800,6 +810,7 @@ pub(crate) fn start(
             };
             rt.activation.bind_thread();
             let r = catch_unwind(AssertUnwindSafe(|| rt.op.start(&mut ctx)));
+            rt.activation.unbind_thread();
             let err = match r {
                 Ok(Ok(())) => {
                     rt.started = true;
@@ -965,29 +976,42 @@ pub(crate) fn start(
 /// at a moment no one controls).
 #[derive(Default)]
 struct Handoff {
-    ops: Mutex<Option<Option<Vec<OpRuntime>>>>,
+    given: Mutex<Given>,
+}
+
+/// What a partition thread was handed.
+#[derive(Default)]
+enum Given {
+    #[default]
+    Nothing,
+    Operators(Vec<OpRuntime>),
+    /// The session is not starting.
+    Abort,
 }
 
 impl Handoff {
     fn give(&self, ops: Option<Vec<OpRuntime>>, thread: &std::thread::Thread) {
         *self
-            .ops
+            .given
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ops);
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            ops.map_or(Given::Abort, Given::Operators);
         thread.unpark();
     }
 
     fn receive(&self) -> Option<Vec<OpRuntime>> {
         loop {
-            if let Some(ops) = self
-                .ops
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take()
-            {
-                return ops;
+            let given = std::mem::take(
+                &mut *self
+                    .given
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            match given {
+                Given::Nothing => std::thread::park(),
+                Given::Operators(ops) => return Some(ops),
+                Given::Abort => return None,
             }
-            std::thread::park();
         }
     }
 }

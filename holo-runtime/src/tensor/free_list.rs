@@ -19,24 +19,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crossbeam_queue::ArrayQueue;
 
-/// A token unique to the calling thread for the life of the process — never 0, and never
-/// reused by a later thread (unlike a thread-local's address): one thread-local read
-/// after the thread's first call. It names the owner of a free list and the thread that
-/// runs an operator's callbacks (`ActivationState`).
+thread_local! {
+    /// Its address identifies the current thread (distinct for every live thread).
+    static TOKEN: u8 = const { 0 };
+}
+
+/// The calling thread's identity: the address of its `TOKEN`, one instruction. Never 0.
+/// Distinct among live threads; a later thread may get a dead one's address, so whoever
+/// records a token (a free list's owner, the thread that runs an operator's callbacks)
+/// clears it before that thread exits.
 #[inline]
 pub(crate) fn token() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(1);
-    thread_local! {
-        static TOKEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    }
-    TOKEN.with(|t| match t.get() {
-        0 => {
-            let fresh = NEXT.fetch_add(1, Ordering::Relaxed);
-            t.set(fresh);
-            fresh
-        }
-        token => token,
-    })
+    TOKEN.with(|t| std::ptr::from_ref(t) as usize)
 }
 
 const NO_OWNER: usize = 0;
@@ -55,8 +49,9 @@ pub(crate) struct FreeList {
 
 // SAFETY: `local` is read and written only by the thread whose token is in `owner` (see
 // `is_owner`); a thread puts its token there and takes it out itself, and gives the
-// entries back to the shared queue before it takes it out. Tokens are never reused.
-// Everything else is atomic.
+// entries back to the shared queue before it takes it out, so a later thread with the
+// same token address (a reused thread-local block) is ordered after the old owner's exit
+// by the thread's creation. Everything else is atomic.
 unsafe impl Sync for FreeList {}
 // SAFETY: as above; the list owns only `u32`s.
 unsafe impl Send for FreeList {}
