@@ -45,7 +45,8 @@ pub(crate) const SCHEMA_FIELD_KEYS: &[Symbol] = &[
 pub(crate) const ENUM_CONTAINER_KEYS: &[Symbol] = &[CRATE];
 pub(crate) const ENUM_VARIANT_KEYS: &[Symbol] = &[NAME];
 
-// `#[operator(...)]` container keys, and the port attributes with their keys.
+// `#[operator(...)]` and its container keys, and the port attributes with their keys.
+pub(crate) const OPERATOR: Symbol = Symbol("operator");
 pub(crate) const PARAMS: Symbol = Symbol("params");
 pub(crate) const INPUT: Symbol = Symbol("input");
 pub(crate) const OUTPUT: Symbol = Symbol("output");
@@ -173,7 +174,8 @@ pub(crate) const MEMORY_KIND_VARIANTS: &[Symbol] = &[
     Symbol("CudaManaged"),
 ];
 
-// `#[byte_span_projector(...)]` keys.
+// `#[byte_span_projector(...)]` and its keys.
+pub(crate) const BYTE_SPAN_PROJECTOR: Symbol = Symbol("byte_span_projector");
 pub(crate) const ID: Symbol = Symbol("id");
 pub(crate) const READS: Symbol = Symbol("reads");
 pub(crate) const PROJECTOR_KEYS: &[Symbol] = &[ID, READS, CRATE];

@@ -124,18 +124,46 @@ pub mod __private {
     /// Compile-time check that a field type is a parameter enum; spanned on the type.
     pub const fn assert_param_enum<T: crate::ParamEnum>() {}
 
+    /// FNV-1a 64: holo's one implementation, `const` so that generated code can key a
+    /// field by its name at compile time ([`field_hash`]); the runtime's plan fingerprint
+    /// uses it too.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Fnv1a64(u64);
+
+    impl Fnv1a64 {
+        /// The offset basis.
+        pub const fn new() -> Self {
+            Self(0xcbf2_9ce4_8422_2325)
+        }
+
+        /// Folds `bytes` in.
+        #[must_use]
+        pub const fn write(mut self, bytes: &[u8]) -> Self {
+            let mut i = 0;
+            while i < bytes.len() {
+                self.0 ^= bytes[i] as u64;
+                self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+                i += 1;
+            }
+            self
+        }
+
+        /// The hash of everything written.
+        pub const fn finish(self) -> u64 {
+            self.0
+        }
+    }
+
+    impl Default for Fnv1a64 {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
     /// FNV-1a 64 of a Rust field name; used as a const-generic key, so generated code can
     /// name a field of a schema by its Rust name at compile time.
     pub const fn field_hash(name: &str) -> u64 {
-        let bytes = name.as_bytes();
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut i = 0;
-        while i < bytes.len() {
-            hash ^= bytes[i] as u64;
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-            i += 1;
-        }
-        hash
+        Fnv1a64::new().write(name.as_bytes()).finish()
     }
 
     /// Compile-time facts about one field of a schema, implemented by
@@ -178,6 +206,19 @@ mod tests {
         assert_ne!(
             __private::field_hash("width"),
             __private::field_hash("height")
+        );
+    }
+
+    #[test]
+    fn fnv1a_64_folds_writes_in_sequence() {
+        let parts = __private::Fnv1a64::new()
+            .write(b"wid")
+            .write(b"")
+            .write(b"th");
+        assert_eq!(parts.finish(), __private::field_hash("width"));
+        assert_eq!(
+            __private::Fnv1a64::default().finish(),
+            __private::field_hash("")
         );
     }
 

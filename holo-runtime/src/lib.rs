@@ -75,10 +75,11 @@ pub mod __private {
     pub use crate::operator::{InPort, OperatorId, OperatorPorts, OutPort};
     pub use crate::session::{Input, Output, PortBinder};
     pub use crate::spec::{
-        ByteSpanExpr, ByteSpanProjector, DType, InputMode, InputName, MemoryKindDerivation,
-        MissingPolicy, OperatorSpec, ParamDependency, ParameterCount, PortDirection, PortPayload,
-        PortSpec, PortTemporalSpec, Rate, RateExpr, RateRatio, TensorBounds, TensorInputSpec,
-        TensorOutputSpec, TensorOutputStorage, TensorRepresentation, Trigger,
+        ByteSpanExpr, ByteSpanProjector, DType, InputMode, InputName, MAX_TENSOR_RANK,
+        MemoryKindDerivation, MissingPolicy, OperatorSpec, ParamDependency, ParameterCount,
+        PortDirection, PortPayload, PortSpec, PortTemporalSpec, Rate, RateExpr, RateRatio,
+        TensorBounds, TensorInputSpec, TensorOutputSpec, TensorOutputStorage, TensorRepresentation,
+        Trigger,
     };
     pub use crate::tensor::{IsTensor, Tensor};
     pub use holo_macros::{__OperatorPorts, param_ref};

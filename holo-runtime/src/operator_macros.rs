@@ -30,8 +30,8 @@
 /// | `memory = host \| pinned \| cuda_device \| cuda_managed` | the memory kind |
 /// | `memory_kind = EXPR` | the memory kind from a parameter: `parameter_memory_kind(param_ref!(P::field), memory_kind_map!(…))` or `parameter_memory_kind_exact(param_ref!(P::kind))` |
 /// | `dtype = u8 \| … \| f64` | the element type |
-/// | `rank = N` | the exact rank (1..=8) |
-/// | `max_rank = N` | the largest rank a loan may request (default: `rank`, else 8) |
+/// | `rank = N` | the exact rank, 1 to [`MAX_TENSOR_RANK`](crate::spec::MAX_TENSOR_RANK) |
+/// | `max_rank = N` | the largest rank a loan may request (default: `rank`, else [`MAX_TENSOR_RANK`](crate::spec::MAX_TENSOR_RANK)) |
 /// | `bounds = EXPR` | a literal per-slot byte bound (a `u64` expression); zero rejects every loan |
 /// | `byte_span = EXPR` | a per-slot byte span resolved when the plan is compiled (below) |
 /// | `max_loans = N` | loans the producer may hold at once (default 1) |

@@ -259,7 +259,7 @@ impl ContainerArgs {
                     trigger = Some(Keyed::new(span, value_span, t));
                 }
             } else if meta.path == symbol::CRATE {
-                let path = crate_path(cx, &meta, "operator")?;
+                let path = crate_path(cx, &meta, symbol::OPERATOR)?;
                 if krate.is_some() {
                     cx.error_spanned_by(&meta.path, "duplicate `#[operator(crate)]` key");
                 } else {
@@ -382,28 +382,7 @@ fn parse_trigger(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<(S
 }
 
 // The attribute helpers every holo macro shares (one definition, in `param::attr`).
-pub(crate) use crate::param::attr::{skip_value, unknown_key};
-
-/// `crate = path` or `crate = "path"`.
-pub(crate) fn crate_path(
-    cx: &Ctxt,
-    meta: &ParseNestedMeta<'_>,
-    attribute: &str,
-) -> syn::Result<Option<syn::Path>> {
-    let value = meta.value()?;
-    if value.peek(LitStr) {
-        let s: LitStr = value.parse()?;
-        let path = s.parse::<syn::Path>().ok();
-        if path.is_none() {
-            cx.error_spanned_by(
-                &s,
-                format!("`#[{attribute}(crate)]` needs a path, like `crate = \"holo_runtime\"`"),
-            );
-        }
-        return Ok(path);
-    }
-    Ok(Some(value.call(syn::Path::parse_mod_style)?))
-}
+use crate::param::attr::{crate_path, skip_value, unknown_key};
 
 /// `Input<T>` / `Output<T>`; `None` for any other type.
 pub(crate) fn port_type(ty: &Type) -> Option<PortType<'_>> {

@@ -264,7 +264,10 @@ fn tensor_output_payload(
     let rank = attr.and_then(|a| a.rank.as_ref()).map(|r| r.value);
     let max_rank = attr.and_then(|a| a.max_rank.as_ref()).map(|r| r.value);
     let bounds = option(attr.and_then(|a| a.bounds.as_ref()).map(|b| {
-        let limit = u32_lit(max_rank.or(rank).unwrap_or(8));
+        let limit = max_rank.or(rank).map_or_else(
+            || quote!(#p::MAX_TENSOR_RANK),
+            |r| u32_lit(r).into_token_stream(),
+        );
         let value = &b.value;
         let value = quote_spanned!(b.value_span=> { let __holo_bound: u64 = #value; __holo_bound });
         quote!(#p::TensorBounds { max_rank: #limit, max_byte_span: #value })
@@ -395,6 +398,31 @@ fn history_checks(p: &TokenStream, op: &Operator<'_>) -> TokenStream {
     quote!(#(#checks)*)
 }
 
+/// `const` checks, spanned on each `rank = N` / `max_rank = N` value, that N is at most
+/// the runtime's `MAX_TENSOR_RANK` (zero is the macro's own error).
+fn rank_checks(p: &TokenStream, op: &Operator<'_>) -> TokenStream {
+    let checks = op.fields.iter().filter_map(|f| f.attr.as_ref()).flat_map(|attr| {
+        let word = attr.direction.word();
+        [
+            (crate::symbol::RANK, &attr.rank),
+            (crate::symbol::MAX_RANK, &attr.max_rank),
+        ]
+        .into_iter()
+        .filter_map(move |(key, rank)| {
+            let rank = rank.as_ref()?;
+            let value = Literal::u64_suffixed(rank.value);
+            let message = format!(
+                "`#[{word}({key} = {})]` is out of range; a rank is 1 to `holo_runtime::spec::MAX_TENSOR_RANK`",
+                rank.value
+            );
+            Some(quote_spanned! {rank.value_span=>
+                const _: () = ::core::assert!(#value <= #p::MAX_TENSOR_RANK as u64, #message);
+            })
+        })
+    });
+    quote!(#(#checks)*)
+}
+
 fn params_type(p: &TokenStream, params: Option<&Type>) -> TokenStream {
     params.map_or_else(|| quote!(#p::NoParams), ToTokens::to_token_stream)
 }
@@ -448,6 +476,7 @@ pub(crate) fn operator(op: &Operator<'_>) -> TokenStream {
         .filter_map(|f| port_spec(&p, &params, &inputs, f));
     let assertions = payload_assertions(&p, op);
     let history_checks = history_checks(&p, op);
+    let rank_checks = rank_checks(&p, op);
     let trigger = trigger_spec(&p, &params, &inputs, op);
     let ports_and_bind = ports_and_bind(&p, item, &fields);
     quote! {
@@ -457,6 +486,7 @@ pub(crate) fn operator(op: &Operator<'_>) -> TokenStream {
         const _: () = {
             #assertions
             #history_checks
+            #rank_checks
 
             #[automatically_derived]
             impl #p::OperatorPorts for #ident {

@@ -202,10 +202,6 @@ fn key_mistakes_are_reported_one_each() {
             "`#[output(bounds)]` needs `storage = runtime_pool`",
         ),
         (
-            quote!(#[output(rank = 9)] o: Output<Tensor>),
-            "`#[output(rank = 9)]` is out of range",
-        ),
-        (
             quote!(#[output(max_rank = 0)] o: Output<Tensor>),
             "`#[output(max_rank = 0)]` is out of range",
         ),
@@ -408,5 +404,36 @@ fn a_history_count_checks_its_field_at_compile_time() {
     assert!(
         out.contains(&format!("{field} :: COMPILE_READABLE")),
         "{out}"
+    );
+}
+
+#[test]
+fn ranks_are_checked_against_the_runtimes_limit() {
+    let out = expand(
+        quote!(),
+        quote! {
+            struct Op {
+                #[output(storage = runtime_pool, memory = host, max_rank = 9, bounds = 64)]
+                o: Output<Tensor>,
+            }
+        },
+    );
+    assert!(!out.contains("compile_error"), "{out}");
+    assert!(
+        out.contains("const _ : () = :: core :: assert ! (9u64 <= :: holo_runtime :: __private :: MAX_TENSOR_RANK as u64 , \"`#[output(max_rank = 9)]` is out of range"),
+        "{out}"
+    );
+    let out = expand(
+        quote!(),
+        quote! {
+            struct Op {
+                #[output(storage = runtime_pool, memory = host, bounds = 64)]
+                o: Output<Tensor>,
+            }
+        },
+    );
+    assert!(
+        out.contains("max_rank : :: holo_runtime :: __private :: MAX_TENSOR_RANK"),
+        "bounds without a rank take the runtime's limit: {out}"
     );
 }

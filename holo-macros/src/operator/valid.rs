@@ -10,9 +10,6 @@ use super::ast::{Direction, OpField, Operator, PortAttr};
 use crate::ctxt::Ctxt;
 use crate::symbol::{self, Symbol};
 
-/// Largest tensor rank holo supports.
-const MAX_RANK: u64 = 8;
-
 pub(crate) fn check(cx: &Ctxt, op: &Operator<'_>) {
     let item = op.item;
     if !item.generics.params.is_empty() || item.generics.where_clause.is_some() {
@@ -196,15 +193,14 @@ fn check_tensor_keys(cx: &Ctxt, attr: &PortAttr) {
         (symbol::RANK, &attr.rank),
         (symbol::MAX_RANK, &attr.max_rank),
     ] {
+        // The upper limit is the runtime's `MAX_TENSOR_RANK`, checked by generated code
+        // (`expand::rank_checks`) so that the limit has one definition.
         if let Some(rank) = rank
-            && !(1..=MAX_RANK).contains(&rank.value)
+            && rank.value == 0
         {
             cx.error_at(
                 rank.value_span,
-                format!(
-                    "`#[{word}({key} = {})]` is out of range; a rank is 1 to {MAX_RANK}",
-                    rank.value
-                ),
+                format!("`#[{word}({key} = 0)]` is out of range; a rank is at least 1"),
             );
         }
     }

@@ -112,7 +112,7 @@ pub(crate) fn crate_path_of(input: &DeriveInput) -> Option<syn::Path> {
     let mut krate = None;
     attr::for_each_param_key(&cx, &input.attrs, |meta| {
         if meta.path == symbol::CRATE {
-            krate = attr::crate_path(&cx, meta)?;
+            krate = attr::crate_path(&cx, meta, symbol::PARAM)?;
         } else {
             attr::skip_value(meta)?;
         }
@@ -148,7 +148,7 @@ impl<'a> Schema<'a> {
                     }
                 }
             } else if meta.path == symbol::CRATE {
-                if let Some(path) = attr::crate_path(cx, meta)? {
+                if let Some(path) = attr::crate_path(cx, meta, symbol::PARAM)? {
                     krate.set(cx, &meta.path, path);
                 }
             } else if meta.path == symbol::DEBUG {
@@ -300,7 +300,7 @@ impl<'a> Enum<'a> {
         let mut krate = Attr::none(symbol::CRATE);
         attr::for_each_param_key(cx, &input.attrs, |meta| {
             if meta.path == symbol::CRATE {
-                if let Some(path) = attr::crate_path(cx, meta)? {
+                if let Some(path) = attr::crate_path(cx, meta, symbol::PARAM)? {
                     krate.set(cx, &meta.path, path);
                 }
             } else {

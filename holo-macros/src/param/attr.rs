@@ -136,8 +136,13 @@ pub(crate) fn lit_int(
     Ok(parsed.map(|v| (v, expr.span())))
 }
 
-/// `crate = path` or `crate = "path"`.
-pub(crate) fn crate_path(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<syn::Path>> {
+/// `crate = path` or `crate = "path"`, the `crate` key of every holo attribute
+/// (`attribute` is its name, for the message).
+pub(crate) fn crate_path(
+    cx: &Ctxt,
+    meta: &ParseNestedMeta<'_>,
+    attribute: Symbol,
+) -> syn::Result<Option<syn::Path>> {
     let value = meta.value()?;
     if value.peek(LitStr) {
         let s: LitStr = value.parse()?;
@@ -145,7 +150,7 @@ pub(crate) fn crate_path(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<O
         if path.is_none() {
             cx.error_spanned_by(
                 &s,
-                "`#[param(crate)]` needs a path, like `crate = holo_runtime`",
+                format!("`#[{attribute}(crate)]` needs a path, like `crate = holo_runtime`"),
             );
         }
         return Ok(path);

@@ -8,7 +8,7 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, FnArg, Ident, ItemFn, Lit, LitStr, Pat, Token, Type};
 
 use crate::ctxt::Ctxt;
-use crate::operator::ast::{crate_path, skip_value, unknown_key};
+use crate::param::attr::{crate_path, skip_value, unknown_key};
 use crate::symbol;
 
 /// A `#[byte_span_projector]` function.
@@ -97,7 +97,7 @@ impl ProjectorArgs {
                     out.reads = Some((key.span(), list.into_iter().collect()));
                 }
             } else if *key == symbol::CRATE {
-                let path = crate_path(cx, &meta, "byte_span_projector")?;
+                let path = crate_path(cx, &meta, symbol::BYTE_SPAN_PROJECTOR)?;
                 if out.krate.is_some() {
                     cx.error_spanned_by(key, "duplicate `#[byte_span_projector(crate)]` key");
                 } else {

@@ -356,13 +356,10 @@ fn edge_records(
 
 /// FNV-1a over a canonical description of the graph's structure.
 pub(crate) fn fingerprint(graph: &Graph) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |s: &str| {
-        for b in s.bytes().chain([0xff]) {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
+    let mut h = holo_params::__private::Fnv1a64::new();
+    // Each string ends in 0xff, a byte UTF-8 never holds: the byte sequence hashed
+    // tells the strings apart ("ab", "c" is not "a", "bc").
+    let mut eat = |s: &str| h = h.write(s.as_bytes()).write(&[0xff]);
     for op in &graph.operators {
         eat(&op.name);
         eat(op.type_name);
@@ -377,5 +374,5 @@ pub(crate) fn fingerprint(graph: &Graph) -> String {
             e.from.0.0, e.from.1, e.to.0.0, e.to.1
         ));
     }
-    format!("{h:016x}")
+    format!("{:016x}", h.finish())
 }

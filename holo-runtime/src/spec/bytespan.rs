@@ -20,8 +20,9 @@ pub const MAX_EXPRESSION_NODES: usize = 32;
 pub const MAX_EXPRESSION_DEPTH: usize = 16;
 /// Most dependencies (parameter fields and inputs) one expression may read.
 pub const MAX_EXPRESSION_DEPENDENCIES: usize = 8;
-/// Most shape extents a parameter shape may have.
-pub const MAX_SHAPE_EXTENTS: usize = 8;
+/// Most shape extents a parameter shape may have: a shape is one tensor's, so this is
+/// the largest rank.
+pub const MAX_SHAPE_EXTENTS: usize = crate::spec::dtype::MAX_TENSOR_RANK as usize;
 
 /// A parameter field an expression reads, by full path.
 #[derive(Clone)]
@@ -265,9 +266,4 @@ pub fn parameter_projected_byte_span<J: ByteSpanProjector>() -> ByteSpanExpr<J::
         reads: J::reads(),
         project: Arc::new(|params: &dyn Any| params.downcast_ref::<J::Params>().map(J::project)),
     })
-}
-
-#[doc(hidden)]
-pub fn __param_dependency<S: ParamSchema, T>(r: ParamRef<S, T>) -> ParamDependency {
-    ParamDependency::of(&r)
 }

@@ -113,7 +113,7 @@ pub struct TensorBounds {
     pub max_byte_span: u64,
 }
 
-/// Bounds of `max_byte_span` bytes at up to rank 8.
+/// Bounds of `max_byte_span` bytes at up to rank [`MAX_TENSOR_RANK`].
 pub const fn tensor_bounds(max_byte_span: u64) -> TensorBounds {
     TensorBounds {
         max_rank: MAX_TENSOR_RANK,
@@ -122,4 +122,6 @@ pub const fn tensor_bounds(max_byte_span: u64) -> TensorBounds {
 }
 
 /// The largest rank holo tensors support (and the most shape extents an expression reads).
+/// The one definition: `#[operator]` checks `rank` and `max_rank` against it in the code it
+/// generates, and takes it as the default `max_rank` of `bounds`.
 pub const MAX_TENSOR_RANK: u32 = 8;

@@ -15,8 +15,6 @@ type KindFn = dyn Fn(&dyn Any) -> Option<(&'static str, MemoryKind)> + Send + Sy
 #[derive(Clone)]
 pub struct MemoryKindDerivation<P> {
     pub(crate) dependency: ParamDependency,
-    /// Every source wire name with the kind it maps to (all variants of the enum).
-    pub(crate) cases: Vec<(&'static str, MemoryKind)>,
     /// `true` for the one-argument form over a `MemoryKind` field.
     pub(crate) exact: bool,
     pub(crate) resolve: Arc<KindFn>,
@@ -33,7 +31,6 @@ impl<P> MemoryKindDerivation<P> {
     pub(crate) fn erase(self) -> MemoryKindDerivation<()> {
         MemoryKindDerivation {
             dependency: self.dependency,
-            cases: self.cases,
             exact: self.exact,
             resolve: self.resolve,
             _params: std::marker::PhantomData,
@@ -50,7 +47,6 @@ pub fn parameter_memory_kind<P: ParamSchema, E: ParamEnum>(
 ) -> MemoryKindDerivation<P> {
     MemoryKindDerivation {
         dependency: ParamDependency::of(&field),
-        cases: E::VARIANTS.iter().map(|&(n, v)| (n, mapping(v))).collect(),
         exact: false,
         resolve: Arc::new(move |params: &dyn Any| {
             params.downcast_ref::<P>().map(|p| {
@@ -70,7 +66,6 @@ pub fn parameter_memory_kind_exact<P: ParamSchema>(
 ) -> MemoryKindDerivation<P> {
     MemoryKindDerivation {
         dependency: ParamDependency::of(&field),
-        cases: MemoryKind::VARIANTS.to_vec(),
         exact: true,
         resolve: Arc::new(move |params: &dyn Any| {
             params.downcast_ref::<P>().map(|p| {

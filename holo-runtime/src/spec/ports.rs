@@ -41,7 +41,8 @@ pub struct TensorOutputSpec<P> {
     pub memory_kind: Option<MemoryKindDerivation<P>>,
     /// How many loans the producer may hold at once (default 1).
     pub max_loans: u32,
-    /// The largest rank a loan may request (default: the representation's rank, else 8).
+    /// The largest rank a loan may request (default: the representation's rank, else
+    /// [`MAX_TENSOR_RANK`](crate::spec::MAX_TENSOR_RANK)).
     pub max_rank: Option<u32>,
 }
 
