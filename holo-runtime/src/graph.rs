@@ -6,8 +6,8 @@ use std::sync::Arc;
 use holo_params::{ParamSchema, ParamSet, SchemaDescriptor};
 
 use crate::operator::{InPort, Operator, OperatorId, OutPort};
-use crate::session::erased::OperatorBox;
-use crate::session::queue::{EdgeFactory, edge_factory};
+use crate::channel::queue::{EdgeFactory, edge_factory};
+use crate::operator::OperatorBox;
 use crate::spec::bytespan::ByteSpanNode;
 use crate::spec::memkind::MemoryKindDerivation;
 use crate::spec::{

@@ -118,3 +118,32 @@ macro_rules! port_handle {
 }
 port_handle!(OutPort);
 port_handle!(InPort);
+
+/// An operator with its type erased, as a graph holds it and a session's partition thread
+/// runs it.
+pub(crate) trait DynOperator: Send {
+    fn bind(&mut self, binder: &mut PortBinder<'_>) -> Result<()>;
+    fn start(&mut self, ctx: &mut LifecycleContext<'_>) -> Result<()>;
+    /// `None` on success. The error comes boxed, so the hot path returns one pointer in a
+    /// register instead of a `Result<(), Error>` through memory.
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Option<Box<crate::Error>>;
+    fn stop(&mut self, ctx: &mut LifecycleContext<'_>) -> Result<()>;
+}
+
+impl<O: Operator> DynOperator for O {
+    fn bind(&mut self, binder: &mut PortBinder<'_>) -> Result<()> {
+        self.__bind(binder)
+    }
+    fn start(&mut self, ctx: &mut LifecycleContext<'_>) -> Result<()> {
+        Operator::start(self, ctx)
+    }
+    #[inline]
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Option<Box<crate::Error>> {
+        Operator::compute(self, ctx).err().map(Box::new)
+    }
+    fn stop(&mut self, ctx: &mut LifecycleContext<'_>) -> Result<()> {
+        Operator::stop(self, ctx)
+    }
+}
+
+pub(crate) type OperatorBox = Box<dyn DynOperator>;

@@ -462,7 +462,7 @@ struct Rank2 {
 }
 
 impl Operator for Rank2 {
-    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
         for shape in [&[16][..], &[], &[4, 4], &[2, 2, 2]] {
             let r = self
                 .out
@@ -474,13 +474,9 @@ impl Operator for Rank2 {
                 .map_err(|e| e.code());
             self.codes.lock().unwrap().push(r);
         }
-        ctx_stop(_ctx);
+        ctx.request_stop();
         Ok(())
     }
-}
-
-fn ctx_stop(ctx: &mut ExecutionContext<'_>) {
-    ctx.request_stop();
 }
 
 #[test]

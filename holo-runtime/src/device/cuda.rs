@@ -325,6 +325,14 @@ impl DeviceBackend for CudaDevice {
         self.ordinal
     }
 
+    fn raw_context(&self) -> Option<u64> {
+        Some(CudaDevice::raw_context(self))
+    }
+
+    fn bind_to_thread(&self) -> Result<()> {
+        self.make_current()
+    }
+
     fn create_stream(&self) -> Result<StreamHandle> {
         self.make_current()?;
         let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)

@@ -134,6 +134,20 @@ pub trait DeviceBackend: Send + Sync + 'static {
     /// The device ordinal (0 for the software device).
     fn ordinal(&self) -> u32;
 
+    /// The raw context the backend creates its streams, events and memory in (CUDA: the
+    /// `CUcontext` as an integer), for interop; `None` for a backend with no such thing.
+    fn raw_context(&self) -> Option<u64> {
+        None
+    }
+
+    /// Makes the backend's context current on the calling thread, so that a caller's own
+    /// driver calls there (a kernel launch on one of the session's streams) act in it.
+    /// The session calls it on every partition thread before the first `compute`, and
+    /// around every `start` and `stop`. A no-op for a backend with no context.
+    fn bind_to_thread(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Creates a stream that does not synchronize with any other (CUDA: non-blocking).
     fn create_stream(&self) -> Result<StreamHandle>;
 

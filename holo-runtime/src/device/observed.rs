@@ -109,6 +109,14 @@ impl<F: Fn(DeviceCall, Duration) + Send + Sync + 'static> DeviceBackend for Obse
         self.inner.ordinal()
     }
 
+    fn raw_context(&self) -> Option<u64> {
+        self.inner.raw_context()
+    }
+
+    fn bind_to_thread(&self) -> Result<()> {
+        self.inner.bind_to_thread()
+    }
+
     fn create_stream(&self) -> Result<StreamHandle> {
         self.inner.create_stream()
     }

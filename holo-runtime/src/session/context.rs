@@ -80,6 +80,10 @@ impl SessionClock {
 pub(crate) struct ActivationState {
     clock: SessionClock,
     activation_ns: AtomicU64,
+    /// When the partition was free to begin this activation: the clock reading that ended
+    /// the previous one, when the partition went straight on (else `UNSET`). A source's
+    /// default capture time, never its activation time (which is read at or after entry).
+    ready_ns: AtomicU64,
     capture_ns: AtomicU64,
     received: AtomicBool,
     /// Activations begun so far (for once-per-activation input behaviour).
@@ -103,6 +107,7 @@ impl ActivationState {
         Self {
             clock,
             activation_ns: AtomicU64::new(UNSET),
+            ready_ns: AtomicU64::new(UNSET),
             capture_ns: AtomicU64::new(NO_CAPTURE),
             received: AtomicBool::new(false),
             sequence: AtomicU64::new(0),
@@ -176,12 +181,14 @@ impl ActivationState {
         self.clock.now_ns()
     }
 
-    /// Begins an activation. `at` is its time when the partition already knows it (it went
-    /// straight on from an activation it timed at the end), else `UNSET`: then the clock
-    /// is read the first time the activation asks.
+    /// Begins an activation. `ready` is when the partition was free to begin it, if it
+    /// went straight on from an activation it timed at the end (else `UNSET`): a source's
+    /// default capture time. The activation time itself is read from the clock the first
+    /// time the activation asks, so it is never earlier than the activation's entry.
     #[inline]
-    pub(crate) fn begin(&self, at: u64) {
-        self.activation_ns.store(at, Ordering::Relaxed);
+    pub(crate) fn begin(&self, ready: u64) {
+        self.activation_ns.store(UNSET, Ordering::Relaxed);
+        self.ready_ns.store(ready, Ordering::Relaxed);
         self.capture_ns.store(NO_CAPTURE, Ordering::Relaxed);
         self.received.store(false, Ordering::Relaxed);
         // Only the operator's partition thread writes it: no read-modify-write needed.
@@ -225,7 +232,10 @@ impl ActivationState {
     #[inline]
     pub(crate) fn default_capture_ns(&self) -> u64 {
         match self.capture_ns.load(Ordering::Relaxed) {
-            NO_CAPTURE => self.activation_ns(),
+            NO_CAPTURE => match self.ready_ns.load(Ordering::Relaxed) {
+                UNSET => self.activation_ns(),
+                ready => ready,
+            },
             c => c,
         }
     }
@@ -253,11 +263,10 @@ impl ExecutionContext<'_> {
         self.operator
     }
 
-    /// The activation's time, fixed for the whole activation. When the partition went
-    /// straight on to this activation from one it timed at its end (a sink's, for the
-    /// latency record), it is that reading — the moment the partition was free to begin
-    /// this one. Otherwise the clock is read the first time it is asked for (by this call,
-    /// or by an emit that carries no capture time and received nothing).
+    /// The activation's time, fixed for the whole activation: the clock is read the first
+    /// time it is asked for in this activation (by this call, or by an emit that carries
+    /// no capture time and received nothing, when the partition had no earlier reading),
+    /// so it is never earlier than the activation's entry.
     pub fn activation_time(&self) -> Instant {
         self.activation.instant(self.activation.activation_ns())
     }
@@ -304,9 +313,84 @@ impl ExecutionContext<'_> {
         self.device
     }
 
+    /// Typed access to the session's device and this operator's stream — ordinal, raw
+    /// context, raw stream, the backend's asynchronous copies and fills — with the
+    /// device's context already current on this thread, so a kernel launch needs no
+    /// other call. `NotSupported` for an operator in a host-only partition.
+    pub fn cuda(&self) -> crate::Result<DeviceAccess<'_>> {
+        device_access(self.operator, self.device, self.stream)
+    }
+
     /// Asks the session to stop after the activations in progress.
     pub fn request_stop(&self) {
         self.stop.store(true, Ordering::Release);
+    }
+}
+
+/// Typed access to a session's device from an operator's callback
+/// ([`ExecutionContext::cuda`], [`LifecycleContext::cuda`]): the device's context is
+/// current on the calling thread for the whole callback.
+#[derive(Clone, Copy)]
+pub struct DeviceAccess<'a> {
+    backend: &'a std::sync::Arc<dyn crate::device::DeviceBackend>,
+    stream: crate::device::StreamHandle,
+}
+
+impl std::fmt::Debug for DeviceAccess<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceAccess")
+            .field("backend", &self.backend.backend_kind().name())
+            .field("ordinal", &self.backend.ordinal())
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+impl<'a> DeviceAccess<'a> {
+    /// The device ordinal.
+    pub fn ordinal(&self) -> u32 {
+        self.backend.ordinal()
+    }
+
+    /// The raw context (CUDA: the `CUcontext` as an integer; `None` on the software
+    /// device), current on this thread.
+    pub fn raw_context(&self) -> Option<u64> {
+        self.backend.raw_context()
+    }
+
+    /// The operator's runtime-owned stream, valid during this callback.
+    pub fn stream(&self) -> crate::tensor::CudaStream<'a> {
+        crate::tensor::CudaStream {
+            handle: self.stream,
+            _activation: std::marker::PhantomData,
+        }
+    }
+
+    /// The raw stream (CUDA: the `CUstream` as an integer), for `cuLaunchKernel` or
+    /// another library, valid during this callback.
+    pub fn raw_stream(&self) -> u64 {
+        self.stream.raw()
+    }
+
+    /// The backend: its asynchronous fills and copies on [`stream`](Self::stream), its
+    /// events and its allocations (an operator may allocate its own buffers in `start`).
+    pub fn backend(&self) -> &'a std::sync::Arc<dyn crate::device::DeviceBackend> {
+        self.backend
+    }
+}
+
+fn device_access<'a>(
+    operator: &str,
+    device: Option<&'a std::sync::Arc<dyn crate::device::DeviceBackend>>,
+    stream: Option<crate::device::StreamHandle>,
+) -> crate::Result<DeviceAccess<'a>> {
+    match (device, stream) {
+        (Some(backend), Some(stream)) => Ok(DeviceAccess { backend, stream }),
+        _ => Err(crate::Error::new(
+            crate::ErrorCode::NotSupported,
+            "this operator runs in a host-only partition: it has no device stream",
+        )
+        .at(format!("operator {operator:?}"))),
     }
 }
 
@@ -314,9 +398,18 @@ impl ExecutionContext<'_> {
 pub struct LifecycleContext<'a> {
     pub(crate) operator: &'a str,
     pub(crate) rates: super::rates::OperatorRates<'a>,
+    pub(crate) stream: Option<crate::device::StreamHandle>,
+    pub(crate) device: Option<&'a std::sync::Arc<dyn crate::device::DeviceBackend>>,
 }
 
 impl LifecycleContext<'_> {
+    /// The operator's device and stream, as in `compute` ([`ExecutionContext::cuda`]):
+    /// an operator can allocate its own device buffers or load its kernels in `start`
+    /// and free them in `stop`. `NotSupported` for an operator in a host-only partition.
+    pub fn cuda(&self) -> crate::Result<DeviceAccess<'_>> {
+        device_access(self.operator, self.device, self.stream)
+    }
+
     /// The rate of one of this operator's ports in the published rate generation.
     pub fn rate(&self, port: &impl super::rates::RatePort) -> super::rates::PortRateView {
         self.rates.view(port.rate_port_index())

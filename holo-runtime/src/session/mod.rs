@@ -10,11 +10,10 @@
 //! and is woken by the queues it reads and the queues it feeds.
 
 pub(crate) mod context;
-pub(crate) mod erased;
 pub(crate) mod ports;
-pub(crate) mod queue;
 pub(crate) mod rates;
 mod run;
+mod signal;
 #[doc(hidden)]
 pub use run::fault as __fault;
 mod stats;
@@ -25,8 +24,8 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use context::{ExecutionContext, LifecycleContext};
-pub use ports::{EmitOptions, Input, Output, PortBinder};
+pub use context::{DeviceAccess, ExecutionContext, LifecycleContext};
+pub use ports::{EmitOptions, Input, Output, PortBinder, Refused};
 pub use rates::{
     GenerationPortRate, PortRateView, RateCandidate, RateGeneration, RateGenerationSnapshot,
     RatePort, RejectedRateGeneration, generation_codes,
@@ -36,7 +35,7 @@ use crate::graph::Graph;
 use crate::plan::ExecutionPlan;
 use crate::tensor::pool::PoolOwner;
 use crate::{Error, ErrorCode, Result};
-use queue::ErasedEdge;
+use crate::channel::queue::ErasedEdge;
 use run::{OpRuntime, Shared};
 use stats::LatencyHistogram;
 

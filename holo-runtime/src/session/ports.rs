@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::context::ActivationState;
-use super::queue::EdgeQueue;
+use crate::channel::queue::EdgeQueue;
 use crate::device::StreamHandle;
 use crate::graph::QueuePolicy;
 use crate::spec::{InputMode, MissingPolicy, TensorInputSpec};
@@ -19,8 +19,42 @@ use crate::{Error, ErrorCode, Result};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EmitOptions {
     /// When the data was captured, for end-to-end latency. `None` carries the capture
-    /// time of the inputs this activation received (a source's: its activation time).
+    /// time of the inputs this activation received; a source's is the moment its
+    /// partition was free to begin the activation (the clock reading that ended the
+    /// previous activation, when the partition went straight on), else its activation
+    /// time.
     pub capture_time: Option<Instant>,
+}
+
+/// An emit that published nothing ([`Output::try_emit`]): the value, handed back, and
+/// why.
+pub struct Refused<T> {
+    /// The value that was not published.
+    pub value: T,
+    /// Why: `Backpressured`, `ResourceExhausted` (a release-stream cap), `ProtocolError`,
+    /// `NotSupported` or `InvalidArgument`, as [`Output::emit`] documents.
+    pub error: Error,
+}
+
+impl<T> Refused<T> {
+    #[cold]
+    fn new(value: T, error: Error) -> Self {
+        Self { value, error }
+    }
+}
+
+impl<T> fmt::Debug for Refused<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Refused")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Display for Refused<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
 }
 
 /// An input port. Declare it as a field of an `#[operator]` struct and construct it with
@@ -274,23 +308,57 @@ impl<T: Clone + Send + 'static> Output<T> {
     /// that is not the operator's, nothing is published: `NotSupported`.
     #[inline]
     pub fn emit(&mut self, value: impl Into<T>, options: EmitOptions) -> Result<()> {
+        self.try_emit(value, options).map_err(|r| r.error)
+    }
+
+    /// [`emit`](Self::emit), handing the value back when nothing was published — on
+    /// `Backpressured` (a forwarder keeps it and retries in its next activation, without
+    /// a clone) as on any other refusal.
+    #[inline]
+    pub fn try_emit(
+        &mut self,
+        value: impl Into<T>,
+        options: EmitOptions,
+    ) -> std::result::Result<(), Refused<T>> {
         let value = value.into();
         let Some(b) = self.binding.as_ref() else {
-            return Err(Error::new(ErrorCode::InvalidArgument, UNBOUND));
+            return Err(Refused::new(
+                value,
+                Error::new(ErrorCode::InvalidArgument, UNBOUND),
+            ));
         };
         if !b.activation.on_operator_thread() {
-            return Err(wrong_thread(b.location));
+            return Err(Refused::new(value, wrong_thread(b.location)));
         }
         if !b.requirements.is_empty()
             && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
         {
             for (req, consumer) in &b.requirements {
                 if !check_requirement(t, req) {
-                    return Err(Error::new(
-                        ErrorCode::ProtocolError,
-                        "the tensor does not meet a consumer's TensorInputSpec (memory kind, dtype or rank)",
-                    )
-                    .at(*consumer));
+                    return Err(Refused::new(
+                        value,
+                        Error::new(
+                            ErrorCode::ProtocolError,
+                            "the tensor does not meet a consumer's TensorInputSpec (memory kind, dtype or rank)",
+                        )
+                        .at(*consumer),
+                    ));
+                }
+            }
+        }
+        // Room first: a refused emit registers no release stream.
+        if b.any_block {
+            for e in &b.edges {
+                if e.policy == QueuePolicy::Block && e.is_full() {
+                    crate::channel::queue::bump(&e.counters.backpressured);
+                    return Err(Refused::new(
+                        value,
+                        Error::new(
+                            ErrorCode::Backpressured,
+                            "a consumer's queue is full; nothing was published",
+                        )
+                        .at(b.location),
+                    ));
                 }
             }
         }
@@ -304,20 +372,9 @@ impl<T: Clone + Send + 'static> Output<T> {
             for c in &b.contracts {
                 if !c.fused
                     && let Some(stream) = c.consumer_stream
+                    && let Err(e) = t.register_release_stream(stream)
                 {
-                    t.register_release_stream(stream)?;
-                }
-            }
-        }
-        if b.any_block {
-            for e in &b.edges {
-                if e.policy == QueuePolicy::Block && e.is_full() {
-                    super::queue::bump(&e.counters.backpressured);
-                    return Err(Error::new(
-                        ErrorCode::Backpressured,
-                        "a consumer's queue is full; nothing was published",
-                    )
-                    .at(b.location));
+                    return Err(Refused::new(value, e));
                 }
             }
         }
@@ -332,6 +389,16 @@ impl<T: Clone + Send + 'static> Output<T> {
             last.push(value, capture_ns);
         }
         Ok(())
+    }
+
+    /// Whether an emit now would find room: no blocking consumer queue is full (a
+    /// drop-oldest queue always has room). `false` for an unbound output.
+    pub fn has_room(&self) -> bool {
+        self.binding.as_ref().is_some_and(|b| {
+            b.edges
+                .iter()
+                .all(|e| e.policy != QueuePolicy::Block || !e.is_full())
+        })
     }
 
     /// Whether a flow leaves this output.

@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::context::{ActivationState, ExecutionContext, LifecycleContext, NO_CAPTURE, UNSET};
-use super::erased::OperatorBox;
+use crate::operator::OperatorBox;
 use super::ports::{EdgeContract, PortBinder};
-use super::queue::{EdgeProbe, ErasedEdge, PartitionSignal};
+use super::signal::PartitionSignal;
+use crate::channel::queue::{EdgeProbe, ErasedEdge};
 use super::rates::{OperatorRates, RateCandidate, RateTable};
 use super::streams::Streams;
 use super::{RunSession, SessionOptions};
@@ -254,9 +255,10 @@ fn locate(e: Error, operator: &str) -> Error {
 }
 
 /// Runs one activation. `fresh` is a clock reading taken as the previous activation
-/// ended, with nothing but scheduling since (else `UNSET`): it is this activation's time,
-/// so a source that emits without a capture time does not read the clock again. A sink's
-/// end-of-activation reading becomes the next `fresh`.
+/// ended, with nothing but scheduling since (else `UNSET`): when the partition was free
+/// to begin this one, so a source that emits without a capture time does not read the
+/// clock again (its activation time is still read at or after entry, when asked). A
+/// sink's end-of-activation reading becomes the next `fresh`.
 fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime, fresh: &mut u64) {
     // Counted as begun before `compute` can pop anything: an observer that sees an input
     // emptied by this activation (a release on the queue's index) sees it begun
@@ -366,6 +368,14 @@ fn partition_loop(
     for op in &ops {
         op.activation.bind_thread();
     }
+    // The device's context is current on this thread before the first `compute`, so an
+    // operator's own driver calls (a kernel launch on `ctx.cuda()?.raw_stream()`) need no
+    // call of their own.
+    if let Some(d) = ops.iter().find_map(|o| o.device.as_ref())
+        && let Err(e) = d.bind_to_thread()
+    {
+        shared.fail(e.at("binding the device's context to a partition thread"));
+    }
     let owned = Owned(
         ops.iter().flat_map(|o| o.pools.iter().cloned()).collect(),
         ops.iter().map(|o| Arc::clone(&o.activation)).collect(),
@@ -438,12 +448,19 @@ pub(crate) fn stop_operator(shared: &Shared, op: &mut OpRuntime) {
     }
     op.started = false;
     op.activation.bind_thread();
+    if let Some(d) = &op.device
+        && let Err(e) = d.bind_to_thread()
+    {
+        shared.fail(locate(e, &op.name));
+    }
     let mut ctx = LifecycleContext {
         operator: &op.name,
         rates: OperatorRates {
             table: &shared.rates,
             offset: op.rate_offset,
         },
+        stream: op.stream,
+        device: op.device.as_ref(),
     };
     let result = catch_unwind(AssertUnwindSafe(|| op.op.stop(&mut ctx)));
     op.activation.unbind_thread();
@@ -578,8 +595,8 @@ pub(crate) fn start(
         let new = (e.factory)(
             rec.queue_depth as usize,
             e.options.policy,
-            Arc::clone(&signals[partition_of[to]]),
-            Arc::clone(&signals[partition_of[fo]]),
+            Arc::clone(&signals[partition_of[to]].endpoint),
+            Arc::clone(&signals[partition_of[fo]].endpoint),
         )
         .map_err(|err| {
             let (from, to) = (&graph.operators[fo], &graph.operators[to]);
@@ -807,9 +824,14 @@ pub(crate) fn start(
                     table: &shared.rates,
                     offset: rt.rate_offset,
                 },
+                stream: rt.stream,
+                device: rt.device.as_ref(),
             };
             rt.activation.bind_thread();
-            let r = catch_unwind(AssertUnwindSafe(|| rt.op.start(&mut ctx)));
+            let r = match rt.device.as_ref().map(|d| d.bind_to_thread()) {
+                Some(Err(e)) => Ok(Err(e)),
+                _ => catch_unwind(AssertUnwindSafe(|| rt.op.start(&mut ctx))),
+            };
             rt.activation.unbind_thread();
             let err = match r {
                 Ok(Ok(())) => {

@@ -54,8 +54,8 @@ impl LatencyHistogram {
     /// so each counter is a load and a store (no read-modify-write on the hot path).
     #[inline]
     pub(crate) fn record(&self, ns: u64) {
-        super::queue::bump(&self.buckets[Self::index(ns).min(BUCKETS - 1)]);
-        super::queue::bump(&self.count);
+        crate::channel::queue::bump(&self.buckets[Self::index(ns).min(BUCKETS - 1)]);
+        crate::channel::queue::bump(&self.count);
     }
 
     /// The sum of several histograms (each partition's), for the run summary.

@@ -1,47 +1,28 @@
-//! Edge queues: one bounded, preallocated queue per flow.
+//! Edge queues: one bounded, preallocated queue per flow — the channel layer's queues,
+//! used by a session's partitions through [`Endpoint`]s and knowing nothing of sessions.
 
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 
-use super::stats::LatencyHistogram;
 use crate::cold::{self, ColdAllocError};
 use crate::graph::QueuePolicy;
 
-/// One partition's shared state: its thread (to wake it), whether it is scanning its
-/// operators, and how many activations it ran. Padded to its own cache line: the hot path
-/// touches only its own partition's line. It also holds the latency histogram its sinks
-/// record into (only this partition's thread writes it).
-pub(crate) struct PartitionSignal {
+/// One end of a queue: the thread that runs it, to wake it when the other end pushes or
+/// pops. Padded to its own cache line.
+#[derive(Default)]
+pub(crate) struct Endpoint {
     thread: OnceLock<Thread>,
-    pub(crate) scanning: AtomicBool,
-    /// Activations begun (written before `compute` runs, so before anything it pops).
-    pub(crate) started: AtomicU64,
-    /// Activations finished (written after `compute` returned, so after anything it
-    /// pushed).
-    pub(crate) progress: AtomicU64,
-    pub(crate) latency: LatencyHistogram,
 }
 
-impl Default for PartitionSignal {
-    fn default() -> Self {
-        Self {
-            thread: OnceLock::new(),
-            scanning: AtomicBool::new(false),
-            started: AtomicU64::new(0),
-            progress: AtomicU64::new(0),
-            latency: LatencyHistogram::new(),
-        }
-    }
-}
-
-impl PartitionSignal {
+impl Endpoint {
+    /// The calling thread runs this end from now on.
     pub(crate) fn register(&self) {
         let _ = self.thread.set(std::thread::current());
     }
@@ -287,8 +268,8 @@ pub(crate) struct EdgeQueue<T> {
     queue: Ring<T>,
     pub(crate) policy: QueuePolicy,
     pub(crate) counters: EdgeCounters,
-    consumer: Arc<CachePadded<PartitionSignal>>,
-    producer: Arc<CachePadded<PartitionSignal>>,
+    consumer: Arc<CachePadded<Endpoint>>,
+    producer: Arc<CachePadded<Endpoint>>,
     /// Producer and consumer run on different threads: pushes and pops wake the other.
     cross_partition: bool,
 }
@@ -476,15 +457,15 @@ pub(crate) struct NewEdge {
 pub(crate) type EdgeFactory = fn(
     depth: usize,
     QueuePolicy,
-    Arc<CachePadded<PartitionSignal>>,
-    Arc<CachePadded<PartitionSignal>>,
+    Arc<CachePadded<Endpoint>>,
+    Arc<CachePadded<Endpoint>>,
 ) -> Result<NewEdge, ColdAllocError>;
 
 fn make_edge<T: Send + 'static>(
     depth: usize,
     policy: QueuePolicy,
-    consumer: Arc<CachePadded<PartitionSignal>>,
-    producer: Arc<CachePadded<PartitionSignal>>,
+    consumer: Arc<CachePadded<Endpoint>>,
+    producer: Arc<CachePadded<Endpoint>>,
 ) -> Result<NewEdge, ColdAllocError> {
     let cross_partition = !Arc::ptr_eq(&consumer, &producer);
     let depth = depth.max(1);
