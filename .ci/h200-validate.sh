@@ -11,7 +11,7 @@ t() {
   echo "test ${n%-*}: rc=$rc $(grep -h 'test result' "$out/$n.log" | awk '{p+=$4; f+=$6} END {print p" passed, "f" failed"}')"
   [ $rc = 0 ] || { status=1; grep -E "FAILED|panicked" -A5 "$out/$n.log" | head -20; }
 }
-for n in stream_contract device_hot_path_no_alloc device_no_alloc device_backend session_host holo_runtime; do t .gpu/bin/$n-*; done
+for n in stream_contract device_hot_path_no_alloc device_no_alloc device_backend session_host holo_runtime kernel_launch defects kernel_author session_spawn_failure; do t .gpu/bin/$n-*; done
 B=$(ls .gpu/bench/device_hop-* | head -1)
 echo "== device_hop 1"; date -u; HOLO_DEVICE=cuda HOLO_BENCH_VERBOSE=1 $B --bench
 E=.gpu/examples; CS=/usr/local/cuda/bin/compute-sanitizer
@@ -21,7 +21,8 @@ for ex in tensors_in_depth_cuda fork_streams; do
     echo "== sanitizer $tool $ex: $(HOLO_DEVICE=cuda timeout 60 $CS --tool $tool $E/$ex --frames 30 2>&1 | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' | tail -1)"
   done
 done
-for b in .gpu/bin/*; do case $(basename $b) in stream_contract-*|device_hot_path_no_alloc-*|device_no_alloc-*|device_backend-*|session_host-*|holo_runtime-*) ;; *) t $b ;; esac; done
+for b in .gpu/bin/*; do case $(basename $b) in stream_contract-*|device_hot_path_no_alloc-*|device_no_alloc-*|device_backend-*|session_host-*|holo_runtime-*|kernel_launch-*|defects-*|kernel_author-*|session_spawn_failure-*) ;; *) t $b ;; esac; done
 echo "== device_hop 2"; date -u; HOLO_DEVICE=cuda HOLO_BENCH_VERBOSE=1 $B --bench
+echo "== host_hop"; date -u; $(ls .gpu/bench/host_hop-* | head -1) --bench
 date -u
 exit $status

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use holo_params::{ParamSchema, ParamSet, SchemaDescriptor};
 
-use crate::operator::{InPort, Operator, OperatorId, OutPort};
 use crate::channel::queue::{EdgeFactory, edge_factory};
 use crate::operator::OperatorBox;
+use crate::operator::{InPort, Operator, OperatorId, OutPort};
 use crate::spec::bytespan::ByteSpanNode;
 use crate::spec::memkind::MemoryKindDerivation;
 use crate::spec::{

@@ -19,7 +19,7 @@ pub use holo_params::{
     ParamSet, ParamValue, Result,
 };
 
-mod channel;
+pub mod channel;
 mod cold;
 mod operator_macros;
 mod params_macros;

@@ -15,8 +15,8 @@ use cudarc::driver::sys;
 use holo_runtime::device::{BackendKind, test_backends};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, Error, ErrorCode, ExecutionContext,
-    Graph, Input, LifecycleContext, Operator, Output, ParamSet, Result, RunSession,
-    SessionOptions, Tensor, TensorLoanRequest, compile, operator,
+    Graph, Input, LifecycleContext, Operator, Output, ParamSet, Result, RunSession, SessionOptions,
+    Tensor, TensorLoanRequest, compile, operator,
 };
 
 /// `fill(p, n, seed)`: `p[i] = (i * 3 + seed) mod 256` for `i < n`.
@@ -55,7 +55,10 @@ fn check(call: &str, r: sys::CUresult) -> Result<()> {
     if r == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(Error::new(ErrorCode::Internal, format!("{call} failed: {r:?}")))
+        Err(Error::new(
+            ErrorCode::Internal,
+            format!("{call} failed: {r:?}"),
+        ))
     }
 }
 
@@ -162,13 +165,9 @@ impl Operator for Verify {
             t.copy_to_host(&mut host, stream)?;
             let seed = self.next_seed;
             self.next_seed = seed.wrapping_add(1);
-            if let Some((i, &b)) = host
-                .iter()
-                .enumerate()
-                .find(|&(i, &b)| {
-                    u32::try_from(i).map_or(true, |i| u32::from(b) != (i * 3 + seed) % 256)
-                })
-            {
+            if let Some((i, &b)) = host.iter().enumerate().find(|&(i, &b)| {
+                u32::try_from(i).map_or(true, |i| u32::from(b) != (i * 3 + seed) % 256)
+            }) {
                 self.bad.lock().unwrap().push((seed, i, b));
             }
             self.checked.fetch_add(1, Ordering::Relaxed);
@@ -240,9 +239,14 @@ fn an_operator_launches_its_own_ptx_kernel_on_its_stream() {
         .deployment
         .bind_tensor_output_device("kernel", "out", device.ordinal());
     let plan = compile(&g, options).unwrap();
-    let session = RunSession::start(g, &plan, SessionOptions::frames(200).on_device(device)).unwrap();
+    let session =
+        RunSession::start(g, &plan, SessionOptions::frames(200).on_device(device)).unwrap();
     assert!(session.wait_idle(Duration::from_secs(60)));
     session.join().unwrap();
-    assert_eq!(*bad.lock().unwrap(), Vec::new(), "(seed, index, byte) the kernel did not write");
+    assert_eq!(
+        *bad.lock().unwrap(),
+        Vec::new(),
+        "(seed, index, byte) the kernel did not write"
+    );
     assert!(checked.load(Ordering::Relaxed) > 0);
 }

@@ -273,7 +273,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
             let clock = sized.clocks.get(&i);
             crate::plan::TriggerRecord {
                 operator: i,
-                trigger: op.trigger.name().to_owned(),
+                trigger: op.trigger.kind(),
                 input: match &op.trigger {
                     crate::spec::Trigger::OnArrival(x) => Some((*x).to_owned()),
                     _ => None,

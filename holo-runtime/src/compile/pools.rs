@@ -671,7 +671,7 @@ pub(crate) fn allocations(
             memory_kind: kind,
             memory_kind_source: out.memory_kind_source.clone(),
             device: placed.output_device.get(&(o, p)).copied(),
-            dtype: out.dtype.map(|d| d.name().to_owned()),
+            dtype: out.dtype,
             rank: out.rank,
             max_rank: out.max_rank,
             per_slot_bytes: bytes,

@@ -16,7 +16,8 @@ pub use inspect::{
 
 pub use rates::{
     AccumulationHorizonRecord, HardFloorContributorRecord, PoolCapacityDependencyRecord,
-    PortRateRecord, ProviderAllocationPlanRecord, QueueSizingRecipeRecord, RatePlan, TriggerRecord,
+    PortRateRecord, ProviderAllocationPlanRecord, QueueSizingRecipeRecord, RatePlan, TriggerKind,
+    TriggerRecord,
 };
 
 use serde::Serialize;
@@ -189,8 +190,9 @@ pub struct TensorAllocationPlanRecord {
     pub memory_kind_source: String,
     /// The CUDA device, for CUDA kinds.
     pub device: Option<u32>,
-    /// The dtype name, if declared.
-    pub dtype: Option<String>,
+    /// The dtype every loan must have, if declared (its name in JSON).
+    #[serde(serialize_with = "serialize_dtype")]
+    pub dtype: Option<crate::spec::DType>,
     /// The exact rank every loan must have, when the output declares `rank = N`.
     pub rank: Option<u32>,
     /// The maximum rank a loan may request.
@@ -337,5 +339,17 @@ impl ExecutionPlan {
     /// whose digest differs.
     pub fn fingerprint(&self) -> &str {
         &self.fingerprint
+    }
+}
+
+/// A dtype as its stable name (`"u8"`), as plans have always shown it.
+#[allow(clippy::ref_option, reason = "serde's serialize_with signature")]
+fn serialize_dtype<S: serde::Serializer>(
+    dtype: &Option<crate::spec::DType>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match dtype {
+        Some(d) => s.serialize_some(d.name()),
+        None => s.serialize_none(),
     }
 }

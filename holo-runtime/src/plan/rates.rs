@@ -42,13 +42,47 @@ pub struct PortRateRecord {
     pub(crate) follows_exact: Option<(String, num_rational::Ratio<i128>)>,
 }
 
+/// Which trigger an operator's temporal contract declares (serialized as its stable name:
+/// `all_inputs`, `any_input`, `on_arrival`, `clock`).
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TriggerKind {
+    /// Every required input has data (a source: every blocking output has room).
+    AllInputs,
+    /// Any connected input has data.
+    AnyInput,
+    /// An arrival at the record's `input`.
+    OnArrival,
+    /// A clock of the record's `clock_hz`.
+    Clock,
+}
+
+impl TriggerKind {
+    /// The stable name used in plans.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TriggerKind::AllInputs => "all_inputs",
+            TriggerKind::AnyInput => "any_input",
+            TriggerKind::OnArrival => "on_arrival",
+            TriggerKind::Clock => "clock",
+        }
+    }
+}
+
+impl std::fmt::Display for TriggerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// An operator's temporal-contract trigger as the session schedules it.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct TriggerRecord {
     /// The operator.
     pub operator: u32,
-    /// `all_inputs`, `any_input`, `on_arrival` or `clock`.
-    pub trigger: String,
+    /// The trigger.
+    pub trigger: TriggerKind,
     /// The input of an `on_arrival` trigger.
     pub input: Option<String>,
     /// The clock rate in hertz (exact).

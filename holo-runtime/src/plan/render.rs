@@ -108,7 +108,7 @@ impl ExecutionPlan {
                 "  {}: {} {}{}, {} B/slot",
                 a.pool,
                 a.memory_kind,
-                a.dtype.as_deref().unwrap_or("any dtype"),
+                a.dtype.map_or("any dtype", crate::spec::DType::name),
                 a.device
                     .map(|d| format!(" on cuda:{d}"))
                     .unwrap_or_default(),

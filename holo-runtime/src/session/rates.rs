@@ -440,13 +440,13 @@ fn derive(
 /// The horizon of an edge into `to` under the generation's rates.
 fn horizon(plan: &ExecutionPlan, offsets: &[usize], to: u32, active: &[Option<Q>]) -> Option<Q> {
     let t = plan.operator_triggers().iter().find(|t| t.operator == to)?;
-    match t.trigger.as_str() {
-        "clock" => t.clock_exact.map(|c| c.recip()),
-        "on_arrival" => {
+    match t.trigger {
+        crate::plan::TriggerKind::Clock => t.clock_exact.map(|c| c.recip()),
+        crate::plan::TriggerKind::OnArrival => {
             let i = slot_index(plan, offsets, to, t.input.as_deref()?)?;
             active[i].map(|r| r.recip())
         }
-        _ => None,
+        crate::plan::TriggerKind::AllInputs | crate::plan::TriggerKind::AnyInput => None,
     }
 }
 

@@ -8,16 +8,16 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::context::{ActivationState, ExecutionContext, LifecycleContext, NO_CAPTURE, UNSET};
-use crate::operator::OperatorBox;
 use super::ports::{EdgeContract, PortBinder};
-use super::signal::PartitionSignal;
-use crate::channel::queue::{EdgeProbe, ErasedEdge};
 use super::rates::{OperatorRates, RateCandidate, RateTable};
+use super::signal::PartitionSignal;
 use super::streams::Streams;
 use super::{RunSession, SessionOptions};
+use crate::channel::queue::{EdgeProbe, ErasedEdge};
 use crate::device::{DeviceBackend, StreamHandle};
 use crate::graph::{Graph, PortDecl};
-use crate::plan::ExecutionPlan;
+use crate::operator::OperatorBox;
+use crate::plan::{ExecutionPlan, TriggerKind};
 use crate::spec::{PortDirection, TensorInputSpec, TensorOutputStorage};
 use crate::tensor::pool::{Pool, PoolOwner, PoolSpec};
 use crate::tensor::retire::Retirer;
@@ -141,6 +141,8 @@ pub(crate) enum Schedule {
     OnArrival(EdgeProbe),
     /// A clock: fires when `next_ns` (session clock) is reached.
     Clock { period_ns: u64, next_ns: u64 },
+    /// An `on_arrival` trigger on an optional input with no flow: never fires.
+    Never,
 }
 
 /// What the scheduler does with an operator now.
@@ -187,6 +189,7 @@ impl OpRuntime {
                 .chain(&self.optional_inputs)
                 .any(|e| e.len() > 0),
             Schedule::OnArrival(e) => e.len() > 0,
+            Schedule::Never => false,
         };
         if !fired || self.stalled_at.is_some_and(|p| p == self.pushed()) {
             return Decision::Wait;
@@ -205,7 +208,7 @@ impl OpRuntime {
         match &mut self.schedule {
             Schedule::OnArrival(e) => e.edge().drop_one(),
             Schedule::Clock { .. } => self.advance_clock(),
-            Schedule::AllInputs | Schedule::AnyInput => {}
+            Schedule::AllInputs | Schedule::AnyInput | Schedule::Never => {}
         }
     }
 
@@ -551,7 +554,7 @@ pub(crate) fn start(
                 name: a.pool.clone(),
                 location,
                 kind: a.memory_kind,
-                dtype: a.dtype.as_deref().and_then(crate::spec::DType::from_name),
+                dtype: a.dtype,
                 rank: a.rank,
                 max_rank: a.max_rank,
                 per_slot_bytes: a.per_slot_bytes,
@@ -726,23 +729,51 @@ pub(crate) fn start(
                 .find(|(p, _)| node.ports[*p].name == name)
                 .map(|(_, e)| EdgeProbe::new(Arc::clone(e)))
         };
-        let (schedule, trigger_input) = match trigger.map(|t| (t.trigger.as_str(), t)) {
-            Some(("clock", t)) => (
-                Schedule::Clock {
-                    period_ns: t.clock_period_ns.unwrap_or(u64::MAX).max(1),
-                    next_ns: 0,
-                },
-                None,
-            ),
-            Some(("on_arrival", t)) => {
-                let name = t.input.clone().unwrap_or_default();
+        let Some(trigger) = trigger else {
+            return Err(Error::new(
+                ErrorCode::Internal,
+                format!(
+                    "the plan has no trigger record for operator {:?}",
+                    node.name
+                ),
+            ));
+        };
+        let unusable = |why: String| {
+            Error::new(ErrorCode::InvalidArgument, why).at(format!("operator {:?}", node.name))
+        };
+        let (schedule, trigger_input) = match trigger.trigger {
+            TriggerKind::Clock => {
+                let Some(period_ns) = trigger.clock_period_ns.filter(|&p| p > 0) else {
+                    return Err(unusable(format!(
+                        "the plan's clock trigger has no usable period ({:?} Hz)",
+                        trigger.clock_hz
+                    )));
+                };
+                (
+                    Schedule::Clock {
+                        period_ns,
+                        next_ns: 0,
+                    },
+                    None,
+                )
+            }
+            TriggerKind::OnArrival => {
+                let name = trigger.input.clone().unwrap_or_default();
                 match edge_of(&name) {
                     Some(e) => (Schedule::OnArrival(e), Some(name)),
-                    None => (Schedule::AnyInput, None),
+                    // An optional input with no flow: nothing ever arrives.
+                    None if node.ports.iter().any(|p| p.name == name && p.optional) => {
+                        (Schedule::Never, None)
+                    }
+                    None => {
+                        return Err(unusable(format!(
+                            "the plan's trigger is on_arrival({name}), but the operator has no connected input {name:?}"
+                        )));
+                    }
                 }
             }
-            Some(("any_input", _)) => (Schedule::AnyInput, None),
-            _ => (Schedule::AllInputs, None),
+            TriggerKind::AnyInput => (Schedule::AnyInput, None),
+            TriggerKind::AllInputs => (Schedule::AllInputs, None),
         };
         let skip_inputs = if matches!(schedule, Schedule::Clock { .. } | Schedule::OnArrival(_)) {
             connected_inputs

@@ -283,11 +283,16 @@ impl<P> Trigger<P> {
 
     /// The stable name used in plans.
     pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+
+    /// The trigger's kind, as the plan records it.
+    pub fn kind(&self) -> crate::plan::TriggerKind {
         match self {
-            Trigger::AllInputs => "all_inputs",
-            Trigger::AnyInput => "any_input",
-            Trigger::OnArrival(_) => "on_arrival",
-            Trigger::Clock(_) => "clock",
+            Trigger::AllInputs => crate::plan::TriggerKind::AllInputs,
+            Trigger::AnyInput => crate::plan::TriggerKind::AnyInput,
+            Trigger::OnArrival(_) => crate::plan::TriggerKind::OnArrival,
+            Trigger::Clock(_) => crate::plan::TriggerKind::Clock,
         }
     }
 }

@@ -359,6 +359,13 @@ impl Tensor {
         self.pool.meta(self.slot)
     }
 
+    /// The use of the pool slot this tensor holds: its index and generation. A
+    /// descriptor or capsule that names the tensor outside this process's handles
+    /// carries it; the pool refuses it once the slot is loaned again.
+    pub fn slot_ref(&self) -> crate::channel::SlotRef {
+        self.pool.slot_ref(self.slot)
+    }
+
     /// The extents.
     pub fn shape(&self) -> &[u64] {
         self.meta().shape()

@@ -89,6 +89,10 @@ pub(crate) mod readiness {
 struct Slot {
     /// Live handles: the producer's loan, then every `Tensor` and read lease.
     refs: AtomicU32,
+    /// Advanced each time the slot is loaned (by the loaning thread, which holds the
+    /// slot exclusively then): with the index, it names one use of the slot
+    /// ([`SlotRef`](crate::channel::SlotRef)).
+    generation: AtomicU32,
     /// Written only by the slot's exclusive loan holder before publication.
     meta: UnsafeCell<TensorMeta>,
     /// The raw writer stream (0: written on the host).
@@ -154,6 +158,7 @@ impl Slot {
     fn new(refs: u32, meta: TensorMeta) -> Slot {
         Slot {
             refs: AtomicU32::new(refs),
+            generation: AtomicU32::new(0),
             meta: UnsafeCell::new(meta),
             writer: AtomicU64::new(0),
             state: AtomicU8::new(readiness::HOST),
@@ -458,6 +463,12 @@ impl Pool {
         };
         let s = &self.slots[slot as usize];
         s.refs.store(1, Ordering::Relaxed);
+        // Only the loaning thread writes it, while it holds the slot alone: no
+        // read-modify-write. Release: a reader that sees the new generation sees the loan.
+        s.generation.store(
+            s.generation.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Release,
+        );
         // A host pool's slots are never stream-written and never get a release stream:
         // their writer, readiness and release count keep their initial values.
         if let Backing::Device(_) = self.backing {
@@ -471,6 +482,51 @@ impl Pool {
         let c = &self.counters.loans;
         c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         Ok(slot)
+    }
+
+    /// The current use of `slot` (held by the caller: its generation cannot change).
+    #[inline]
+    pub(crate) fn slot_ref(&self, slot: u32) -> crate::channel::SlotRef {
+        crate::channel::SlotRef {
+            slot,
+            generation: self.slots[slot as usize].generation.load(Ordering::Acquire),
+        }
+    }
+
+    /// Checks that `r` names the current use of one of this pool's slots, a use some
+    /// handle still holds: `InvalidArgument` for a slot this pool does not have, a stale
+    /// generation (the slot was loaned again since) or a slot no handle holds.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the check the DLPack capsules and cross-process descriptors of the next issues call; tested here"
+        )
+    )]
+    pub(crate) fn check_slot_ref(&self, r: crate::channel::SlotRef) -> Result<()> {
+        let Some(s) = self.slots.get(r.slot as usize) else {
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                format!("{r} does not exist: the pool has {} slots", self.slot_count),
+            )
+            .at(self.location));
+        };
+        let current = s.generation.load(Ordering::Acquire);
+        if current != r.generation {
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                format!("{r} is stale: the slot is at generation {current} (it was loaned again)"),
+            )
+            .at(self.location));
+        }
+        if s.refs.load(Ordering::Acquire) == 0 {
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                format!("{r} was released: no handle holds that use of the slot"),
+            )
+            .at(self.location));
+        }
+        Ok(())
     }
 
     /// Binds the streams of the pool's output (once; the session binds each output once).
@@ -1060,6 +1116,37 @@ mod tests {
             slot_count: slots,
             release_capacity: 2,
         }
+    }
+
+    #[test]
+    fn a_stale_slot_ref_is_refused_never_aliased() {
+        let pool = Pool::materialize(spec(MemoryKind::Host, 1), None).unwrap();
+        let first = pool.borrow_slot().unwrap();
+        let old = pool.slot_ref(first);
+        assert_eq!(old.generation, 1);
+        assert!(pool.check_slot_ref(old).is_ok());
+        Pool::release(&pool, first);
+        let e = pool.check_slot_ref(old).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert!(e.to_string().contains("was released"), "{e}");
+        // The one slot is loaned again: the old name does not alias the new use.
+        let again = pool.borrow_slot().unwrap();
+        assert_eq!(again, first);
+        let new = pool.slot_ref(again);
+        assert_eq!(new.generation, 2);
+        let e = pool.check_slot_ref(old).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert!(e.to_string().contains("stale"), "{e}");
+        assert!(pool.check_slot_ref(new).is_ok());
+        let missing = crate::channel::SlotRef {
+            slot: 5,
+            generation: 2,
+        };
+        assert_eq!(
+            pool.check_slot_ref(missing).unwrap_err().code(),
+            ErrorCode::InvalidArgument
+        );
+        Pool::release(&pool, again);
     }
 
     #[test]
