@@ -4,8 +4,11 @@
 //! reports errors; `holo-runtime` re-exports it as `holo_runtime::Error`, so there is one
 //! error vocabulary across the whole framework.
 
+use std::any::Any;
 use std::borrow::Cow;
 use std::fmt;
+use std::panic::{RefUnwindSafe, UnwindSafe};
+use std::sync::Arc;
 
 /// The stable, matchable category of an [`Error`].
 ///
@@ -130,12 +133,48 @@ impl fmt::Display for ParamErrorKind {
 ///
 /// Messages built from `&'static str` do not allocate, so hot-path errors such as
 /// `ResourceExhausted` cost no heap traffic.
-#[derive(Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// An error that condenses a list of findings (every diagnostic of a rejected compile)
+/// carries the list itself as its [detail](Error::detail), so a caller gets the findings
+/// back typed rather than re-parsing the message.
+#[derive(Clone)]
 pub struct Error {
     code: ErrorCode,
     message: Cow<'static, str>,
     location: Option<Cow<'static, str>>,
     param_kind: Option<ParamErrorKind>,
+    // A thin pointer: the detail is cold, and `Error` travels in every hot-path `Result`.
+    detail: Option<Arc<Box<dyn Detail>>>,
+}
+
+const _: () = assert!(
+    size_of::<Error>() <= 64,
+    "`Error` travels in every hot-path `Result`: keep it within one cache line"
+);
+
+/// The structured evidence behind an [`Error`], type-erased so `holo-params` need not
+/// know the runtime's types, yet comparable and recoverable by downcast.
+trait Detail: std::error::Error + Send + Sync + UnwindSafe + RefUnwindSafe + 'static {
+    fn as_any(&self) -> &dyn Any;
+    fn as_error(&self) -> &(dyn std::error::Error + 'static);
+    fn eq_detail(&self, other: &dyn Detail) -> bool;
+}
+
+impl<T> Detail for T
+where
+    T: std::error::Error + PartialEq + Send + Sync + UnwindSafe + RefUnwindSafe + 'static,
+{
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + 'static) {
+        self
+    }
+
+    fn eq_detail(&self, other: &dyn Detail) -> bool {
+        other.as_any().downcast_ref::<T>() == Some(self)
+    }
 }
 
 impl Error {
@@ -146,6 +185,7 @@ impl Error {
             message: message.into(),
             location: None,
             param_kind: None,
+            detail: None,
         }
     }
 
@@ -174,11 +214,34 @@ impl Error {
     }
 
     /// The same error with its message replaced by a redacted one, for an error inside
-    /// a sensitive value: code, class and location are kept.
+    /// a sensitive value: code, class and location are kept; the detail, which may
+    /// quote the value, is dropped.
     #[must_use]
     pub fn redacted(mut self) -> Self {
         self.message = Cow::Borrowed("the value of a sensitive field was rejected (<redacted>)");
+        self.detail = None;
         self
+    }
+
+    /// Attaches the structured evidence the message condenses (the full list of
+    /// findings), recoverable with [`Error::detail`] and reported as the error's
+    /// [`source`](std::error::Error::source). Replaces an earlier detail.
+    #[must_use]
+    pub fn with_detail<T>(mut self, detail: T) -> Self
+    where
+        T: std::error::Error + PartialEq + Send + Sync + UnwindSafe + RefUnwindSafe + 'static,
+    {
+        self.detail = Some(Arc::new(Box::new(detail)));
+        self
+    }
+
+    /// The attached detail, if there is one of type `T`.
+    pub fn detail<T: 'static>(&self) -> Option<&T> {
+        self.detail_dyn()?.as_any().downcast_ref()
+    }
+
+    fn detail_dyn(&self) -> Option<&dyn Detail> {
+        self.detail.as_deref().map(|b| &**b)
     }
 
     /// Attaches where the error happened (`operator "resize", port "output"`,
@@ -221,6 +284,28 @@ impl fmt::Display for Error {
             Some(location) => write!(f, "{}: {} (at {location})", self.code, self.message),
             None => write!(f, "{}: {}", self.code, self.message),
         }
+    }
+}
+
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        self.code == other.code
+            && self.message == other.message
+            && self.location == other.location
+            && self.param_kind == other.param_kind
+            && match (self.detail_dyn(), other.detail_dyn()) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.eq_detail(b),
+                _ => false,
+            }
+    }
+}
+
+impl Eq for Error {}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.detail_dyn().map(Detail::as_error)
     }
 }
 

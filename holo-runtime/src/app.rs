@@ -285,8 +285,8 @@ impl App {
     pub fn run(&self, graph: Graph, options: CompileOptions) -> Result<Option<RunReport>> {
         let a = &self.args;
         self.check_unused()?;
-        let plan = crate::compile(&graph, options)
-            .map_err(|d| Error::new(ErrorCode::InvalidArgument, d.to_string()).at("compile"))?;
+        // Every diagnostic travels in the error, as its message and its detail.
+        let plan = crate::compile(&graph, options)?;
         let human = self.human_output();
         if let Some(f) = &self.on_plan {
             f(&plan, human);

@@ -38,7 +38,7 @@ pub mod tensor;
 
 pub use compile::{
     ArrivalEvidence, AutomaticQueueSizing, CompileOptions, CudaExecutionOptions, DeploymentBinding,
-    Diagnostic, Diagnostics, PartitionSpec, Partitioning, Severity, codes, compile,
+    Diagnostic, DiagnosticCode, Diagnostics, PartitionSpec, Partitioning, Severity, codes, compile,
 };
 pub use graph::{ConnectionOptions, EdgeId, Graph, QueuePolicy};
 pub use operator::{InPort, Operator, OperatorId, OperatorPorts, OutPort};

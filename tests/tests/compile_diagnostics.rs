@@ -10,9 +10,10 @@ mod common;
 
 use common::{ByteSink, ByteSource, Forward};
 use holo_runtime::{
-    CompileOptions, ConnectionOptions, DType, Diagnostics, Error, ErrorCode, ExecutionContext,
-    Graph, Input, MemoryKind, Operator, Output, ParamEnum, ParamSchema, ParamSet, PartitionSpec,
-    Partitioning, Result, Severity, Tensor, byte_span_projector, codes, compile, operator,
+    CompileOptions, ConnectionOptions, DType, DiagnosticCode, Diagnostics, Error, ErrorCode,
+    ExecutionContext, Graph, Input, MemoryKind, Operator, Output, ParamEnum, ParamSchema, ParamSet,
+    PartitionSpec, Partitioning, Result, Severity, Tensor, byte_span_projector, codes, compile,
+    operator,
 };
 
 fn no_params<S: ParamSchema>() -> ParamSet<S> {
@@ -23,7 +24,7 @@ fn rejected(g: &Graph) -> Diagnostics {
     compile(g, CompileOptions::default()).expect_err("the graph must be rejected")
 }
 
-fn only(d: &Diagnostics, code: &str) -> holo_runtime::Diagnostic {
+fn only(d: &Diagnostics, code: DiagnosticCode) -> holo_runtime::Diagnostic {
     assert_eq!(d.codes(), vec![code], "{d}");
     d.items[0].clone()
 }

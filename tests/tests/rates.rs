@@ -893,7 +893,7 @@ fn rate_generations_are_owning_and_independently_absent() {
         .unwrap_err();
     assert!(
         err.to_string()
-            .contains(generation_codes::RATE_GENERATION_OUTSIDE_ADMITTED_DOMAIN)
+            .contains(generation_codes::RATE_GENERATION_OUTSIDE_ADMITTED_DOMAIN.name())
     );
     // Admitted but more arrivals than the compiled depth holds: ⌈90/30⌉ × 2 = 6 > 4.
     let err = s
@@ -901,7 +901,7 @@ fn rate_generations_are_owning_and_independently_absent() {
         .unwrap_err();
     assert!(
         err.to_string()
-            .contains(generation_codes::RATE_GENERATION_EXCEEDS_PLAN)
+            .contains(generation_codes::RATE_GENERATION_EXCEEDS_PLAN.name())
     );
     let snap = s.capture_rate_generations();
     assert_eq!(snap.published().map(|p| p.rate_generation), Some(2));
@@ -915,7 +915,7 @@ fn rate_generations_are_owning_and_independently_absent() {
         .unwrap_err();
     assert!(
         err.to_string()
-            .contains(generation_codes::RATE_GENERATION_UNKNOWN_PORT),
+            .contains(generation_codes::RATE_GENERATION_UNKNOWN_PORT.name()),
         "{err}"
     );
     assert_eq!(
@@ -944,7 +944,7 @@ fn rate_generations_are_owning_and_independently_absent() {
     let rejected = snap.last_rejected().unwrap();
     assert_eq!(
         (rejected.rate_generation, rejected.code),
-        (1, codes::RATE_INVALID)
+        (1, generation_codes::RATE_INVALID)
     );
     // The rejected candidate can be inspected on its own.
     let json =

@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::{Error, ErrorCode};
+
 /// How serious a diagnostic is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -18,8 +20,9 @@ pub enum Severity {
 /// One finding of `compile`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Diagnostic {
-    /// The stable code (`PHYSICAL_TENSOR_LAYOUT_MISMATCH`, `GRAPH_CYCLE`, …).
-    pub code: &'static str,
+    /// The stable code ([`codes::PHYSICAL_TENSOR_LAYOUT_MISMATCH`], [`codes::GRAPH_CYCLE`],
+    /// …), serialized as its name.
+    pub code: DiagnosticCode,
     /// Error or warning.
     pub severity: Severity,
     /// The operator concerned.
@@ -35,7 +38,7 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    pub(crate) fn error(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn error(code: DiagnosticCode, message: impl Into<String>) -> Self {
         Self {
             code,
             severity: Severity::Error,
@@ -47,7 +50,7 @@ impl Diagnostic {
         }
     }
 
-    pub(crate) fn warning(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn warning(code: DiagnosticCode, message: impl Into<String>) -> Self {
         Self {
             severity: Severity::Warning,
             ..Self::error(code, message)
@@ -111,17 +114,17 @@ pub struct Diagnostics {
 
 impl Diagnostics {
     /// Whether any diagnostic has this code.
-    pub fn has(&self, code: &str) -> bool {
+    pub fn has(&self, code: DiagnosticCode) -> bool {
         self.items.iter().any(|d| d.code == code)
     }
 
     /// The diagnostics with this code.
-    pub fn with_code<'a>(&'a self, code: &'a str) -> impl Iterator<Item = &'a Diagnostic> + 'a {
+    pub fn with_code(&self, code: DiagnosticCode) -> impl Iterator<Item = &Diagnostic> + '_ {
         self.items.iter().filter(move |d| d.code == code)
     }
 
     /// The codes, in order.
-    pub fn codes(&self) -> Vec<&'static str> {
+    pub fn codes(&self) -> Vec<DiagnosticCode> {
         self.items.iter().map(|d| d.code).collect()
     }
 }
@@ -140,86 +143,189 @@ impl fmt::Display for Diagnostics {
     }
 }
 
-/// The stable diagnostic codes.
-pub mod codes {
+/// A rejected compile as an [`Error`]: [`ErrorCode::InvalidArgument`] at `compile`, whose
+/// message lists every diagnostic (code, operator, port, field, message, hint) and whose
+/// [detail](Error::detail) is the `Diagnostics` themselves, so none is lost.
+///
+/// ```
+/// use holo_runtime::{Diagnostics, Error, ErrorCode};
+///
+/// let diagnostics = Diagnostics { items: Vec::new() };
+/// let error = Error::from(diagnostics.clone());
+/// assert_eq!(error.code(), ErrorCode::InvalidArgument);
+/// assert_eq!(error.detail::<Diagnostics>(), Some(&diagnostics));
+/// ```
+impl From<Diagnostics> for Error {
+    fn from(diagnostics: Diagnostics) -> Self {
+        Error::new(ErrorCode::InvalidArgument, diagnostics.to_string())
+            .at("compile")
+            .with_detail(diagnostics)
+    }
+}
+
+/// Declares a stable code vocabulary from one table: a `#[non_exhaustive]` enum whose
+/// [`name`](DiagnosticCode::name) is the identifier of its constant (so the two cannot
+/// drift), the round trip from the name, and a module of constants of the enum type.
+macro_rules! stable_codes {
+    (
+        $(#[$enum_attr:meta])*
+        pub enum $Enum:ident, a $what:literal;
+        $(#[$mod_attr:meta])*
+        pub mod $codes:ident;
+        $( $(#[$attr:meta])* $Variant:ident = $NAME:ident, )+
+    ) => {
+        $(#[$enum_attr])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum $Enum {
+            $( $(#[$attr])* $Variant, )+
+        }
+
+        impl $Enum {
+            /// Every code, in declaration order.
+            pub const ALL: &'static [$Enum] = &[$($Enum::$Variant),+];
+
+            /// The stable name, as printed in diagnostics and errors and serialized in JSON.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $($Enum::$Variant => stringify!($NAME),)+
+                }
+            }
+
+            /// The code whose [`name`](Self::name) is `name`, if any.
+            pub fn from_name(name: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|code| code.name() == name)
+            }
+        }
+
+        impl ::std::fmt::Display for $Enum {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.pad(self.name())
+            }
+        }
+
+        impl ::std::str::FromStr for $Enum {
+            type Err = $crate::Error;
+
+            /// Parses a [`name`](Self::name); anything else is `InvalidArgument`.
+            fn from_str(name: &str) -> $crate::Result<Self> {
+                Self::from_name(name).ok_or_else(|| {
+                    $crate::Error::invalid_argument(format!(
+                        "`{name}` is not {}; see `{}::ALL`",
+                        $what,
+                        stringify!($Enum)
+                    ))
+                })
+            }
+        }
+
+        impl ::serde::Serialize for $Enum {
+            fn serialize<S>(&self, serializer: S) -> ::core::result::Result<S::Ok, S::Error>
+            where
+                S: ::serde::Serializer,
+            {
+                serializer.serialize_str(self.name())
+            }
+        }
+
+        $(#[$mod_attr])*
+        pub mod $codes {
+            use super::$Enum;
+
+            $( $(#[$attr])* pub const $NAME: $Enum = $Enum::$Variant; )+
+        }
+    };
+}
+pub(crate) use stable_codes;
+
+stable_codes! {
+    /// The stable code of a [`Diagnostic`]: match on it, and print or serialize it as its
+    /// [`name`](DiagnosticCode::name), which never changes.
+    ///
+    /// ```
+    /// use holo_runtime::{DiagnosticCode, codes};
+    ///
+    /// assert_eq!(codes::GRAPH_CYCLE, DiagnosticCode::GraphCycle);
+    /// assert_eq!(DiagnosticCode::GraphCycle.name(), "GRAPH_CYCLE");
+    /// assert_eq!("GRAPH_CYCLE".parse::<DiagnosticCode>(), Ok(DiagnosticCode::GraphCycle));
+    /// assert!("graph_cycle".parse::<DiagnosticCode>().is_err());
+    /// ```
+    pub enum DiagnosticCode, a "diagnostic code";
+    /// The stable diagnostic codes, as constants of [`DiagnosticCode`]:
+    /// `codes::GRAPH_CYCLE` is [`DiagnosticCode::GraphCycle`].
+    pub mod codes;
     /// A required input has no flow.
-    pub const GRAPH_UNCONNECTED_INPUT: &str = "GRAPH_UNCONNECTED_INPUT";
+    GraphUnconnectedInput = GRAPH_UNCONNECTED_INPUT,
     /// More than one flow enters one input.
-    pub const GRAPH_ILLEGAL_FAN_IN: &str = "GRAPH_ILLEGAL_FAN_IN";
+    GraphIllegalFanIn = GRAPH_ILLEGAL_FAN_IN,
     /// The flows form a cycle.
-    pub const GRAPH_CYCLE: &str = "GRAPH_CYCLE";
+    GraphCycle = GRAPH_CYCLE,
     /// A flow names a port of the wrong direction or that does not exist.
-    pub const GRAPH_INVALID_FLOW: &str = "GRAPH_INVALID_FLOW";
+    GraphInvalidFlow = GRAPH_INVALID_FLOW,
     /// A flow was given a port handle that another graph's `add_operator` returned.
-    pub const GRAPH_FOREIGN_PORT: &str = "GRAPH_FOREIGN_PORT";
+    GraphForeignPort = GRAPH_FOREIGN_PORT,
     /// An authored partition names an unknown operator, names one twice, or misses one.
-    pub const PARTITION_INVALID: &str = "PARTITION_INVALID";
+    PartitionInvalid = PARTITION_INVALID,
     /// An explicit queue depth of zero.
-    pub const QUEUE_DEPTH_ZERO: &str = "QUEUE_DEPTH_ZERO";
+    QueueDepthZero = QUEUE_DEPTH_ZERO,
     /// A queue depth (explicit, automatic or default) above
     /// [`MAX_QUEUE_DEPTH`](crate::compile::MAX_QUEUE_DEPTH).
-    pub const QUEUE_DEPTH_LIMIT: &str = "QUEUE_DEPTH_LIMIT";
+    QueueDepthLimit = QUEUE_DEPTH_LIMIT,
     /// `CompileOptions::max_fanout_release_streams` is 0 or above
     /// [`MAX_FANOUT_RELEASE_STREAMS`](crate::compile::MAX_FANOUT_RELEASE_STREAMS).
-    pub const OPTION_FANOUT_RELEASE_STREAMS: &str = "OPTION_FANOUT_RELEASE_STREAMS";
+    OptionFanoutReleaseStreams = OPTION_FANOUT_RELEASE_STREAMS,
     /// Checked byte-span arithmetic overflowed.
-    pub const PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW: &str = "PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW";
+    PhysicalTensorByteSpanOverflow = PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW,
     /// A projector returned an error other than `ArithmeticOverflow`.
-    pub const PHYSICAL_TENSOR_BYTE_SPAN_PROJECTION_FAILED: &str =
-        "PHYSICAL_TENSOR_BYTE_SPAN_PROJECTION_FAILED";
+    PhysicalTensorByteSpanProjectionFailed = PHYSICAL_TENSOR_BYTE_SPAN_PROJECTION_FAILED,
     /// An expression evaluated to zero, or divided / aligned by zero.
-    pub const PHYSICAL_TENSOR_BYTE_SPAN_ZERO: &str = "PHYSICAL_TENSOR_BYTE_SPAN_ZERO";
+    PhysicalTensorByteSpanZero = PHYSICAL_TENSOR_BYTE_SPAN_ZERO,
     /// A shape parameter's length differs from the output's exact rank (or no rank).
-    pub const PHYSICAL_TENSOR_BYTE_SPAN_RANK_MISMATCH: &str =
-        "PHYSICAL_TENSOR_BYTE_SPAN_RANK_MISMATCH";
+    PhysicalTensorByteSpanRankMismatch = PHYSICAL_TENSOR_BYTE_SPAN_RANK_MISMATCH,
     /// An expression exceeds 32 nodes, depth 16, 8 dependencies or 8 extents.
-    pub const PHYSICAL_TENSOR_BYTE_SPAN_LIMIT: &str = "PHYSICAL_TENSOR_BYTE_SPAN_LIMIT";
+    PhysicalTensorByteSpanLimit = PHYSICAL_TENSOR_BYTE_SPAN_LIMIT,
     /// `input_max_byte_span` names an input without exactly one bounded producer.
-    pub const PHYSICAL_TENSOR_BYTE_SPAN_INPUT_UNBOUNDED: &str =
-        "PHYSICAL_TENSOR_BYTE_SPAN_INPUT_UNBOUNDED";
+    PhysicalTensorByteSpanInputUnbounded = PHYSICAL_TENSOR_BYTE_SPAN_INPUT_UNBOUNDED,
     /// An expression reads a sensitive field, or one that is neither compile-time nor
     /// recompile-required.
-    pub const PHYSICAL_TENSOR_BYTE_SPAN_UNREADABLE_PARAMETER: &str =
-        "PHYSICAL_TENSOR_BYTE_SPAN_UNREADABLE_PARAMETER";
+    PhysicalTensorByteSpanUnreadableParameter = PHYSICAL_TENSOR_BYTE_SPAN_UNREADABLE_PARAMETER,
     /// One projector id names two different projectors in one compile.
-    pub const PHYSICAL_TENSOR_BYTE_SPAN_PROJECTOR_ID_CONFLICT: &str =
-        "PHYSICAL_TENSOR_BYTE_SPAN_PROJECTOR_ID_CONFLICT";
+    PhysicalTensorByteSpanProjectorIdConflict = PHYSICAL_TENSOR_BYTE_SPAN_PROJECTOR_ID_CONFLICT,
     /// A parameter-contiguous span needs the output's dtype.
-    pub const PHYSICAL_TENSOR_BYTE_SPAN_DTYPE_MISSING: &str =
-        "PHYSICAL_TENSOR_BYTE_SPAN_DTYPE_MISSING";
+    PhysicalTensorByteSpanDtypeMissing = PHYSICAL_TENSOR_BYTE_SPAN_DTYPE_MISSING,
     /// A runtime pool has neither literal bounds nor a byte-span expression.
-    pub const PHYSICAL_TENSOR_UNBOUNDED_POOL: &str = "PHYSICAL_TENSOR_UNBOUNDED_POOL";
+    PhysicalTensorUnboundedPool = PHYSICAL_TENSOR_UNBOUNDED_POOL,
     /// Literal bounds of zero: every allocation will be rejected.
-    pub const PHYSICAL_TENSOR_ZERO_BOUNDS: &str = "PHYSICAL_TENSOR_ZERO_BOUNDS";
+    PhysicalTensorZeroBounds = PHYSICAL_TENSOR_ZERO_BOUNDS,
     /// A runtime pool has no memory kind, declared or derived.
-    pub const PHYSICAL_TENSOR_MEMORY_KIND_MISSING: &str = "PHYSICAL_TENSOR_MEMORY_KIND_MISSING";
+    PhysicalTensorMemoryKindMissing = PHYSICAL_TENSOR_MEMORY_KIND_MISSING,
     /// A memory-kind derivation does not match its field's enum domain.
-    pub const PHYSICAL_TENSOR_MEMORY_KIND_DOMAIN: &str = "PHYSICAL_TENSOR_MEMORY_KIND_DOMAIN";
+    PhysicalTensorMemoryKindDomain = PHYSICAL_TENSOR_MEMORY_KIND_DOMAIN,
     /// A producer's representation does not meet a consumer's exact requirement.
-    pub const PHYSICAL_TENSOR_LAYOUT_MISMATCH: &str = "PHYSICAL_TENSOR_LAYOUT_MISMATCH";
+    PhysicalTensorLayoutMismatch = PHYSICAL_TENSOR_LAYOUT_MISMATCH,
     /// A CUDA pool or pass-through CUDA output has no device binding.
-    pub const PLACEMENT_DEVICE_REQUIRED: &str = "PLACEMENT_DEVICE_REQUIRED";
+    PlacementDeviceRequired = PLACEMENT_DEVICE_REQUIRED,
     /// One operator's ports resolve to more than one device.
-    pub const PLACEMENT_DEVICE_CONFLICT: &str = "PLACEMENT_DEVICE_CONFLICT";
+    PlacementDeviceConflict = PLACEMENT_DEVICE_CONFLICT,
     /// A binding names an operator or port that does not exist or is not a tensor output.
-    pub const PLACEMENT_UNKNOWN_BINDING: &str = "PLACEMENT_UNKNOWN_BINDING";
+    PlacementUnknownBinding = PLACEMENT_UNKNOWN_BINDING,
     /// A slot count or aggregate byte count overflowed.
-    pub const POOL_CAPACITY_OVERFLOW: &str = "POOL_CAPACITY_OVERFLOW";
+    PoolCapacityOverflow = POOL_CAPACITY_OVERFLOW,
     /// An explicit queue depth below the edge's semantic hard floor.
-    pub const RATE_QUEUE_DEPTH_BELOW_HARD_FLOOR: &str = "RATE_QUEUE_DEPTH_BELOW_HARD_FLOOR";
+    RateQueueDepthBelowHardFloor = RATE_QUEUE_DEPTH_BELOW_HARD_FLOOR,
     /// (Warning.) An explicit queue depth at or above the hard floor but below the nominal
     /// recommendation: it is kept.
-    pub const RATE_QUEUE_DEPTH_BELOW_RECOMMENDATION: &str = "RATE_QUEUE_DEPTH_BELOW_RECOMMENDATION";
+    RateQueueDepthBelowRecommendation = RATE_QUEUE_DEPTH_BELOW_RECOMMENDATION,
     /// A window input fed at a declared rate whose consumer's contract proves no finite
     /// accumulation horizon, with no explicit depth.
-    pub const RATE_HORIZON_MISSING: &str = "RATE_HORIZON_MISSING";
+    RateHorizonMissing = RATE_HORIZON_MISSING,
     /// The profile requires bounded arrival evidence and an edge has only nominal rates.
-    pub const RATE_NOMINAL_ONLY_EVIDENCE: &str = "RATE_NOMINAL_ONLY_EVIDENCE";
+    RateNominalOnlyEvidence = RATE_NOMINAL_ONLY_EVIDENCE,
     /// A rate or ratio that is zero, negative or has a zero denominator.
-    pub const RATE_INVALID: &str = "RATE_INVALID";
+    RateInvalid = RATE_INVALID,
     /// Checked rational rate arithmetic overflowed (or an entry count exceeds `u32`).
-    pub const RATE_ARITHMETIC_OVERFLOW: &str = "RATE_ARITHMETIC_OVERFLOW";
+    RateArithmeticOverflow = RATE_ARITHMETIC_OVERFLOW,
     /// A rate reads a sensitive parameter, or one that is neither compile-time nor
     /// recompile-required.
-    pub const RATE_UNREADABLE_PARAMETER: &str = "RATE_UNREADABLE_PARAMETER";
+    RateUnreadableParameter = RATE_UNREADABLE_PARAMETER,
 }

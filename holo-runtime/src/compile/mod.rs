@@ -13,7 +13,8 @@ mod queues;
 
 use std::collections::BTreeMap;
 
-pub use diagnostics::{Diagnostic, Diagnostics, Severity, codes};
+pub(crate) use diagnostics::stable_codes;
+pub use diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, Severity, codes};
 
 use crate::graph::Graph;
 use crate::plan::{CudaComputeStreamPolicy, EdgeRecord, ExecutionPlan, OperatorRecord};
@@ -321,7 +322,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         warnings: work.warnings,
     };
     plan.warnings
-        .sort_by(|a, b| a.code.cmp(b.code).then(a.message.cmp(&b.message)));
+        .sort_by(|a, b| (a.code.name(), &a.message).cmp(&(b.code.name(), &b.message)));
     Ok(plan)
 }
 

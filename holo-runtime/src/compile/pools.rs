@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use holo_params::TypeDescriptor;
 
 use super::placement::Placed;
-use super::{Diagnostic, Work, codes};
+use super::{Diagnostic, DiagnosticCode, Work, codes};
 use crate::graph::{OperatorNode, PortDecl, TensorOutputDecl};
 use crate::plan::{
     EdgeRecord, HardFloorContributorRecord, PoolCapacityDependencyRecord,
@@ -92,7 +92,12 @@ struct Eval<'a, 'w, 'g> {
 }
 
 impl Eval<'_, '_, '_> {
-    fn fail(&mut self, code: &'static str, message: impl Into<String>, hint: &str) -> Option<u64> {
+    fn fail(
+        &mut self,
+        code: DiagnosticCode,
+        message: impl Into<String>,
+        hint: &str,
+    ) -> Option<u64> {
         let op = &self.work.graph.operators[self.op as usize];
         let d = Diagnostic::error(code, message)
             .operator(&op.name)

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use num_rational::Ratio;
 
-use super::{Diagnostic, Work, codes};
+use super::{Diagnostic, DiagnosticCode, Work, codes};
 use crate::graph::NodePort;
 use crate::plan::rates::compose;
 use crate::plan::{
@@ -53,7 +53,14 @@ impl Pass<'_, '_> {
         self.work.op_name(op).to_owned()
     }
 
-    fn report(&mut self, code: &'static str, op: u32, port: Option<&str>, msg: String, hint: &str) {
+    fn report(
+        &mut self,
+        code: DiagnosticCode,
+        op: u32,
+        port: Option<&str>,
+        msg: String,
+        hint: &str,
+    ) {
         let mut d = Diagnostic::error(code, msg)
             .operator(&self.op_name(op))
             .hint(hint);

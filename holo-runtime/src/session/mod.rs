@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 pub use context::{DeviceAccess, ExecutionContext, LifecycleContext};
 pub use ports::{EmitOptions, Input, Output, PortBinder, Refused};
 pub use rates::{
-    GenerationPortRate, PortRateView, RateCandidate, RateGeneration, RateGenerationSnapshot,
-    RatePort, RejectedRateGeneration, generation_codes,
+    GenerationPortRate, PortRateView, RateCandidate, RateGeneration, RateGenerationCode,
+    RateGenerationSnapshot, RatePort, RejectedRateGeneration, generation_codes,
 };
 
 use crate::graph::Graph;

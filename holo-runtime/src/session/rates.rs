@@ -54,10 +54,8 @@ pub struct RateGeneration {
 pub struct RejectedRateGeneration {
     /// The number the candidate would have had.
     pub rate_generation: u64,
-    /// The stable code of the rejection (`RATE_INVALID`,
-    /// `RATE_GENERATION_OUTSIDE_ADMITTED_DOMAIN`, `RATE_GENERATION_EXCEEDS_PLAN`,
-    /// `RATE_GENERATION_UNKNOWN_PORT`).
-    pub code: &'static str,
+    /// The stable code of the rejection (one of [`generation_codes`]).
+    pub code: RateGenerationCode,
     /// What is wrong.
     pub reason: String,
     /// The candidate's rates (as far as they were derived).
@@ -112,16 +110,31 @@ impl RateCandidate {
     }
 }
 
-/// The stable codes of candidate rejections.
-pub mod generation_codes {
+crate::compile::stable_codes! {
+    /// The stable code of a rejected rate candidate: match on it, and print it as its
+    /// [`name`](RateGenerationCode::name), which never changes.
+    ///
+    /// ```
+    /// use holo_runtime::session::{RateGenerationCode, generation_codes};
+    ///
+    /// let code = generation_codes::RATE_GENERATION_EXCEEDS_PLAN;
+    /// assert_eq!(code, RateGenerationCode::ExceedsPlan);
+    /// assert_eq!(code.to_string(), "RATE_GENERATION_EXCEEDS_PLAN");
+    /// assert_eq!(RateGenerationCode::from_name(code.name()), Some(code));
+    /// ```
+    pub enum RateGenerationCode, a "rate-generation code";
+    /// The stable codes of candidate rejections, as constants of [`RateGenerationCode`].
+    pub mod generation_codes;
     /// The candidate names no output with a `nominal_rate`.
-    pub const RATE_GENERATION_UNKNOWN_PORT: &str = "RATE_GENERATION_UNKNOWN_PORT";
+    UnknownPort = RATE_GENERATION_UNKNOWN_PORT,
     /// The candidate's rate is above the port's admitted maximum (or the port admits
     /// only its fixed rate).
-    pub const RATE_GENERATION_OUTSIDE_ADMITTED_DOMAIN: &str =
-        "RATE_GENERATION_OUTSIDE_ADMITTED_DOMAIN";
+    OutsideAdmittedDomain = RATE_GENERATION_OUTSIDE_ADMITTED_DOMAIN,
     /// The candidate's arrivals need more entries than an edge's compiled depth.
-    pub const RATE_GENERATION_EXCEEDS_PLAN: &str = "RATE_GENERATION_EXCEEDS_PLAN";
+    ExceedsPlan = RATE_GENERATION_EXCEEDS_PLAN,
+    /// A candidate's rate is zero or negative: the rate-generation spelling of the
+    /// compile diagnostic [`RATE_INVALID`](crate::codes::RATE_INVALID).
+    RateInvalid = RATE_INVALID,
 }
 
 struct Slot {
@@ -314,7 +327,7 @@ fn describe(
         .collect()
 }
 
-type Rejection = (&'static str, String);
+type Rejection = (RateGenerationCode, String);
 
 /// Applies the candidate's overrides and re-derives every dependent rate (follows and
 /// upstream, in topological order), then checks every rate-sized edge still fits.
@@ -326,7 +339,7 @@ fn derive(
 ) -> std::result::Result<(), Rejection> {
     use generation_codes::{
         RATE_GENERATION_EXCEEDS_PLAN, RATE_GENERATION_OUTSIDE_ADMITTED_DOMAIN,
-        RATE_GENERATION_UNKNOWN_PORT,
+        RATE_GENERATION_UNKNOWN_PORT, RATE_INVALID,
     };
     let slot = |op: u32, port: &str| slot_index(plan, offsets, op, port);
     for (op, port, rate) in &candidate.overrides {
@@ -346,7 +359,7 @@ fn derive(
         };
         let Some(q) = rate.ratio() else {
             return Err((
-                crate::compile::codes::RATE_INVALID,
+                RATE_INVALID,
                 format!("{op}.{port}: {rate} is not a positive rate"),
             ));
         };
