@@ -12,6 +12,8 @@ pub(crate) const PARAM: Symbol = Symbol("param");
 pub(crate) const PARAM_REF: Symbol = Symbol("param_ref");
 /// The function `history = ...` takes a parameter's count through.
 pub(crate) const PARAMETER_COUNT: Symbol = Symbol("parameter_count");
+/// The function a rate reads a parameter through, recognised in `clock(hz = ...)`.
+pub(crate) const PARAMETER_RATE: Symbol = Symbol("parameter_rate");
 pub(crate) const DOC: Symbol = Symbol("doc");
 
 // Container keys of `#[derive(ParamSchema)]`.

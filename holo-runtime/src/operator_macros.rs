@@ -18,8 +18,25 @@
 /// | key | meaning |
 /// |---|---|
 /// | `params = Type` | the operator's `#[derive(ParamSchema)]` type (default: [`NoParams`](crate::NoParams)) |
-/// | `trigger = …` | when `compute()` fires — the temporal contract, the only scheduling authority: `all_inputs` (the default: every required input has data; a source runs whenever its outputs have room), `any_input`, `on_arrival(input)`, `clock(hz = N)` or `clock(rate = EXPR)` (a [`Rate`](crate::spec::rates::Rate), e.g. `parameter_rate(param_ref!(P::fps))`) |
+/// | `trigger = …` | when `compute()` fires — the temporal contract, the only scheduling authority: `all_inputs` (the default: every required input has data; a source runs whenever its outputs have room), `any_input`, `on_arrival(input)`, `clock(hz = N)` (below) or `clock(rate = EXPR)` (a [`Rate`](crate::spec::rates::Rate), e.g. `Rate::new(1, 4)` or `parameter_rate(param_ref!(P::fps))`) |
 /// | `crate = "path"` | the crate root generated code names (default `::holo_runtime`) |
+///
+/// In `clock(hz = N)`, `N` is one of:
+///
+/// - an integer literal, `clock(hz = 60)`;
+/// - any `u64` const expression, `clock(hz = TICK_HZ)` or `clock(hz = 30 * 2)`: rustc
+///   evaluates it, so a value of another type or one known only at run time is rustc's
+///   error on your token;
+/// - a parameter, `clock(hz = param_ref!(P::fps))` (or, as the rate keys write it,
+///   `clock(hz = parameter_rate(param_ref!(P::fps)))`): the integer field's value in
+///   hertz, read when the plan is compiled. As for any rate read from a parameter, the
+///   field must be `compile_time` or `recompile_required` and not `sensitive`
+///   (`RATE_UNREADABLE_PARAMETER` otherwise), of an integer type (a compile error
+///   otherwise), and its value positive (`RATE_INVALID` otherwise).
+///
+/// The plan's [trigger record](crate::plan::TriggerRecord) holds the resolved
+/// `clock_hz` and `clock_period_ns`, and for a parameter its path in `clock_parameter`;
+/// compile again to apply another value.
 ///
 /// # Tensor outputs: `#[output(...)]`
 ///
@@ -32,7 +49,7 @@
 /// | `dtype = u8 \| … \| f64` | the element type |
 /// | `rank = N` | the exact rank, 1 to [`MAX_TENSOR_RANK`](crate::spec::MAX_TENSOR_RANK) |
 /// | `max_rank = N` | the largest rank a loan may request (default: `rank`, else [`MAX_TENSOR_RANK`](crate::spec::MAX_TENSOR_RANK)) |
-/// | `bounds = EXPR` | a literal per-slot byte bound (a `u64` expression); zero rejects every loan |
+/// | `bounds = EXPR` | a hard per-slot byte cap, fixed when the program is built: a `u64` const expression (`4096`, `FRAME_BYTES`, `64 * 1024`) that rustc evaluates; zero rejects every loan. Slots sized from a parameter are a `byte_span` |
 /// | `byte_span = EXPR` | a per-slot byte span resolved when the plan is compiled (below) |
 /// | `max_loans = N` | loans the producer may hold at once (default 1) |
 /// | `nominal_rate = EXPR` | the output's declared rate (`Rate::hz(60)`, `parameter_rate(…)`) |
@@ -110,6 +127,53 @@
 ///         Ok(())
 ///     }
 /// }
+/// ```
+///
+/// A clock and bounds from constants, and a clock from a parameter:
+///
+/// ```
+/// use holo_runtime::{
+///     CompileOptions, ExecutionContext, Graph, Operator, Output, ParamSchema, ParamSet, Result,
+///     Tensor, compile, operator,
+/// };
+///
+/// const FRAME_BYTES: u64 = 640 * 480;
+///
+/// #[derive(Clone, ParamSchema)]
+/// #[param(schema = "com.example.CameraParams", version = 1)]
+/// struct CameraParams {
+///     #[param(min = 1, max = 240, recompile_required, default = 60)]
+///     fps: u32,
+/// }
+///
+/// #[operator(params = CameraParams, trigger = clock(hz = param_ref!(CameraParams::fps)))]
+/// struct Camera {
+///     #[output(storage = runtime_pool, memory = host, dtype = u8, bounds = 2 * FRAME_BYTES)]
+///     frames: Output<Tensor>,
+/// }
+///
+/// #[operator(trigger = clock(hz = 2 * 50))]
+/// struct Ticker {
+///     ticks: Output<u64>,
+/// }
+/// # impl Operator for Camera {
+/// #     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> { Ok(()) }
+/// # }
+/// # impl Operator for Ticker {
+/// #     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> { Ok(()) }
+/// # }
+///
+/// let mut g = Graph::new();
+/// let camera = Camera { frames: Output::default() };
+/// g.add_operator("camera", camera, ParamSet::from_toml_str("fps = 30")?)?;
+/// g.add_operator("ticker", Ticker { ticks: Output::default() }, ParamSet::defaults()?)?;
+/// let plan = compile(&g, CompileOptions::default())?;
+/// let [camera, ticker] = plan.operator_triggers() else { unreachable!() };
+/// assert_eq!(camera.clock_period_ns, Some(33_333_334));
+/// assert_eq!(camera.clock_parameter.as_deref(), Some("fps"));
+/// assert_eq!((ticker.clock_period_ns, ticker.clock_parameter.as_deref()), (Some(10_000_000), None));
+/// assert_eq!(plan.tensor_allocation("camera.frames").unwrap().per_slot_bytes, 2 * FRAME_BYTES);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub use holo_macros::operator;
 

@@ -31,10 +31,66 @@ pub(crate) enum TriggerArg {
     AnyInput,
     /// `on_arrival(field)`.
     OnArrival(Ident),
-    /// `clock(hz = N)`.
-    ClockHz(u64),
+    /// `clock(hz = ...)`.
+    ClockHz(ClockHz),
     /// `clock(rate = expr)`.
     ClockRate(Expr),
+}
+
+/// The value of `clock(hz = ...)`.
+pub(crate) enum ClockHz {
+    /// `hz = 60`: an integer literal.
+    Literal(u64),
+    /// `hz = param_ref!(P::fps)` or `hz = parameter_rate(param_ref!(P::fps))`: the
+    /// field's value in hertz, read when the plan is compiled, as a rate attribute's
+    /// `parameter_rate(...)` is. Holds the `parameter_rate(...)` expression.
+    Parameter(Expr),
+    /// Any other expression: a `u64` const expression (`hz = TICK_HZ`, `hz = 30 * 2`),
+    /// which rustc evaluates and type-checks on the user's tokens.
+    Const(Expr),
+}
+
+impl ClockHz {
+    fn of(expr: &Expr) -> Self {
+        if let Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) = expr
+            && let Ok(v) = i.base10_parse::<u64>()
+        {
+            return Self::Literal(v);
+        }
+        if is_param_ref(expr) {
+            // `parameter_rate` resolves through the prelude the rate expression is
+            // expanded with; spanned on the user's token, so that a field of a type it
+            // cannot convert is an error there.
+            let func = Ident::new(symbol::PARAMETER_RATE.0, expr.span());
+            return Self::Parameter(syn::parse_quote_spanned!(expr.span()=> #func(#expr)));
+        }
+        if let Expr::Call(call) = expr
+            && let Expr::Path(func) = &*call.func
+            && func
+                .path
+                .segments
+                .last()
+                .is_some_and(|s| s.ident == symbol::PARAMETER_RATE.0)
+        {
+            return Self::Parameter(expr.clone());
+        }
+        Self::Const(expr.clone())
+    }
+}
+
+/// A `param_ref!(...)` call, however its path is qualified.
+fn is_param_ref(expr: &Expr) -> bool {
+    matches!(expr, Expr::Macro(m)
+        if m.mac.path.segments.last().is_some_and(|s| s.ident == symbol::PARAM_REF.0))
+}
+
+/// `param_ref!(...)`, or a call of one of the prelude's `parameter_*` functions.
+fn reads_parameter(expr: &Expr) -> bool {
+    is_param_ref(expr)
+        || matches!(expr, Expr::Call(call) if matches!(&*call.func, Expr::Path(f)
+            if f.path.segments.last().is_some_and(|s| s.ident.to_string().starts_with("parameter_"))))
 }
 
 /// One named field: a port, or plain state.
@@ -281,9 +337,10 @@ impl ContainerArgs {
     }
 }
 
-const TRIGGER_EXAMPLE: &str = "`trigger = on_arrival(frames)`, `trigger = clock(hz = 60)`, `trigger = clock(rate = parameter_rate(param_ref!(Params::fps)))`, `trigger = any_input` or `trigger = all_inputs`";
+const TRIGGER_EXAMPLE: &str = "`trigger = on_arrival(frames)`, `trigger = clock(hz = 60)`, `trigger = clock(hz = param_ref!(Params::fps))`, `trigger = clock(rate = Rate::new(1, 4))`, `trigger = any_input` or `trigger = all_inputs`";
 
-/// `trigger = all_inputs | any_input | on_arrival(field) | clock(hz = N) | clock(rate = expr)`.
+/// `trigger = all_inputs | any_input | on_arrival(field) | clock(hz = N) | clock(rate = expr)`,
+/// where `N` is an integer literal, a `u64` const expression or `param_ref!(P::field)`.
 fn parse_trigger(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<(Span, TriggerArg)>> {
     if !meta.input.peek(Token![=]) {
         cx.error_spanned_by(
@@ -328,7 +385,7 @@ fn parse_trigger(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<(S
             let Expr::Assign(a) = &args[0] else {
                 cx.error_spanned_by(
                     &args[0],
-                    "`clock(...)` takes `hz = N` or `rate = <expression>`",
+                    "`clock(...)` takes `hz = N` (a `u64` const expression, or `param_ref!(Params::fps)`) or `rate = <expression>`",
                 );
                 return Ok(None);
             };
@@ -337,18 +394,7 @@ fn parse_trigger(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<(S
                 _ => None,
             };
             match key {
-                Some(k) if k == symbol::HZ => {
-                    if let Expr::Lit(ExprLit {
-                        lit: Lit::Int(i), ..
-                    }) = &*a.right
-                        && let Ok(v) = i.base10_parse::<u64>()
-                    {
-                        TriggerArg::ClockHz(v)
-                    } else {
-                        cx.error_spanned_by(&a.right, "`clock(hz = N)` needs a non-negative integer literal, like `clock(hz = 60)`");
-                        return Ok(None);
-                    }
-                }
+                Some(k) if k == symbol::HZ => TriggerArg::ClockHz(ClockHz::of(&a.right)),
                 Some(k) if k == symbol::RATE => TriggerArg::ClockRate((*a.right).clone()),
                 _ => {
                     cx.error_spanned_by(
@@ -730,6 +776,14 @@ fn parse_key(
                 };
                 set(cx, slot, Keyed::new(span, value_span, v), word, key, span);
             }
+        }
+        "bounds" if reads_parameter(&expr) => {
+            // A bound is a hard cap fixed when the program is built; one that a
+            // parameter sizes is a byte span, resolved when the plan is compiled.
+            cx.error_spanned_by(
+                &expr,
+                "`#[output(bounds)]` is a constant cap, a `u64` const expression like `bounds = 64 * 1024`; to size slots from a parameter, write `byte_span = …`, like `byte_span = parameter_contiguous_byte_span(param_ref!(Params::shape))`",
+            );
         }
         "bounds" => set(
             cx,

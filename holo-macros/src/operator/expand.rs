@@ -126,6 +126,16 @@ fn user_expression(
     }}
 }
 
+/// A `u64` the user wrote as a const expression (`FRAME_BYTES`, `64 * 1024`), evaluated
+/// by rustc in a `const` item: a value of another type, or one only known at run time,
+/// is rustc's error on the user's tokens.
+fn const_u64(expr: &syn::Expr) -> TokenStream {
+    quote_spanned! {expr.span()=> {
+        const __HOLO_VALUE: u64 = #expr;
+        __HOLO_VALUE
+    }}
+}
+
 /// A rate expression (`Rate`, or `parameter_rate(...)`), converted into `RateExpr<P>`.
 fn rate_expression(
     p: &TokenStream,
@@ -222,7 +232,7 @@ fn trigger_spec(
     inputs: &[(&Ident, String)],
     op: &Operator<'_>,
 ) -> TokenStream {
-    use super::ast::TriggerArg;
+    use super::ast::{ClockHz, TriggerArg};
     let Some(t) = &op.trigger else {
         return quote!(#p::Trigger::AllInputs);
     };
@@ -236,11 +246,15 @@ fn trigger_spec(
                 .map_or_else(|| input.to_string(), |(_, n)| n.clone());
             quote!(#p::Trigger::OnArrival(#name))
         }
-        TriggerArg::ClockHz(hz) => {
+        TriggerArg::ClockHz(ClockHz::Literal(hz)) => {
             let hz = Literal::u64_suffixed(*hz);
             quote!(#p::Trigger::Clock(#p::RateExpr::Fixed(#p::Rate::hz(#hz))))
         }
-        TriggerArg::ClockRate(e) => {
+        TriggerArg::ClockHz(ClockHz::Const(e)) => {
+            let hz = const_u64(e);
+            quote!(#p::Trigger::Clock(#p::RateExpr::Fixed(#p::Rate::hz(#hz))))
+        }
+        TriggerArg::ClockHz(ClockHz::Parameter(e)) | TriggerArg::ClockRate(e) => {
             let r = rate_expression(p, params, e, t.value_span);
             quote!(#p::Trigger::Clock(#r))
         }
@@ -268,8 +282,7 @@ fn tensor_output_payload(
             || quote!(#p::MAX_TENSOR_RANK),
             |r| u32_lit(r).into_token_stream(),
         );
-        let value = &b.value;
-        let value = quote_spanned!(b.value_span=> { let __holo_bound: u64 = #value; __holo_bound });
+        let value = const_u64(&b.value);
         quote!(#p::TensorBounds { max_rank: #limit, max_byte_span: #value })
     }));
     let storage = if attr.is_some_and(PortAttr::runtime_pool) {

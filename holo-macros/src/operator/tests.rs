@@ -230,6 +230,14 @@ fn key_mistakes_are_reported_one_each() {
             "needs a string literal",
         ),
         (
+            quote!(#[output(storage = runtime_pool, memory = host, bounds = param_ref!(P::bytes))] o: Output<Tensor>),
+            "`#[output(bounds)]` is a constant cap, a `u64` const expression like `bounds = 64 * 1024`; to size slots from a parameter, write `byte_span = …`",
+        ),
+        (
+            quote!(#[output(storage = runtime_pool, memory = host, bounds = parameter_rate(param_ref!(P::bytes)))] o: Output<Tensor>),
+            "`#[output(bounds)]` is a constant cap",
+        ),
+        (
             quote!(#[input(history = depth() * 2)] i: Input<u64>),
             "`#[input(history)]` needs a non-negative integer literal or `parameter_count(param_ref!(Params::field))`",
         ),
@@ -436,4 +444,74 @@ fn ranks_are_checked_against_the_runtimes_limit() {
         out.contains("max_rank : :: holo_runtime :: __private :: MAX_TENSOR_RANK"),
         "bounds without a rank take the runtime's limit: {out}"
     );
+}
+
+#[test]
+fn a_clock_takes_a_literal_a_const_expression_or_a_parameter() {
+    let clock = |hz: TokenStream| {
+        let out = expand(
+            quote!(params = P, trigger = clock(hz = #hz)),
+            quote! {
+                struct Op {
+                    o: Output<u64>,
+                }
+            },
+        );
+        assert!(!out.contains("compile_error"), "{out}");
+        let start = out.find("trigger :").unwrap_or_default();
+        out[start..].to_owned()
+    };
+    assert!(
+        clock(quote!(60)).starts_with(
+            "trigger : :: holo_runtime :: __private :: Trigger :: Clock (:: holo_runtime :: __private :: RateExpr :: Fixed (:: holo_runtime :: __private :: Rate :: hz (60u64)))"
+        ),
+        "a literal is a fixed rate, as before"
+    );
+    for hz in [quote!(TICK_HZ), quote!(30 * 2), quote!(limits::TICK_HZ)] {
+        let out = clock(hz.clone());
+        assert!(
+            out.starts_with(&format!(
+                "trigger : :: holo_runtime :: __private :: Trigger :: Clock (:: holo_runtime :: __private :: RateExpr :: Fixed (:: holo_runtime :: __private :: Rate :: hz ({{ const __HOLO_VALUE : u64 = {hz} ; __HOLO_VALUE }})))"
+            )),
+            "a const expression is evaluated by rustc as a `u64`: {out}"
+        );
+    }
+    for hz in [
+        quote!(param_ref!(P::fps)),
+        quote!(parameter_rate(param_ref!(P::fps))),
+    ] {
+        let out = clock(hz);
+        assert!(
+            out.contains("use :: holo_runtime :: __private :: bytespan_prelude :: * ;"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "let __holo_rate : :: holo_runtime :: __private :: RateExpr < P > = :: core :: convert :: Into :: into (parameter_rate (param_ref ! (P :: fps)))"
+            ),
+            "a parameter is read as a rate attribute's `parameter_rate(...)` is: {out}"
+        );
+    }
+}
+
+#[test]
+fn a_bound_is_a_const_expression() {
+    for bound in [quote!(256), quote!(FRAME_BYTES), quote!(64 * 1024)] {
+        let out = expand(
+            quote!(),
+            quote! {
+                struct Op {
+                    #[output(storage = runtime_pool, memory = host, bounds = #bound)]
+                    o: Output<Tensor>,
+                }
+            },
+        );
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(
+            out.contains(&format!(
+                "max_byte_span : {{ const __HOLO_VALUE : u64 = {bound} ; __HOLO_VALUE }}"
+            )),
+            "{out}"
+        );
+    }
 }

@@ -242,7 +242,12 @@ fn check_tensor_keys(cx: &Ctxt, attr: &PortAttr) {
     if let Some(storage) = &attr.storage
         && attr.runtime_pool()
     {
-        if attr.bounds.is_none() && attr.byte_span.is_none() {
+        // A bound written in a form that was reported already counts as written.
+        let bound_written = attr
+            .keys
+            .iter()
+            .any(|(k, _)| k.0 == symbol::BOUNDS.0 || k.0 == symbol::BYTE_SPAN.0);
+        if !bound_written {
             cx.error_at(
                 storage.value_span,
                 "`#[output(storage = runtime_pool)]` needs a finite slot bound: add `bounds = <bytes>` or `byte_span = <expression>`",

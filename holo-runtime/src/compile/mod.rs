@@ -286,6 +286,10 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
                         (c.recip() * num_rational::Ratio::from_integer(1_000_000_000i128)).ceil();
                     u64::try_from(*ns.numer()).ok()
                 }),
+                clock_parameter: match &op.trigger {
+                    crate::spec::Trigger::Clock(rate) => rate.dependency().map(|d| d.path.clone()),
+                    _ => None,
+                },
             }
         })
         .collect();

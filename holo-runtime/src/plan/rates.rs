@@ -89,6 +89,8 @@ pub struct TriggerRecord {
     pub clock_hz: Option<String>,
     /// The clock period in nanoseconds (rounded up).
     pub clock_period_ns: Option<u64>,
+    /// The parameter the clock's rate reads (`clock(hz = param_ref!(P::fps))`), if any.
+    pub clock_parameter: Option<String>,
     #[serde(skip)]
     pub(crate) clock_exact: Option<num_rational::Ratio<i128>>,
 }
