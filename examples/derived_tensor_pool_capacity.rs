@@ -109,6 +109,7 @@ impl Operator for Sensor {
             committed,
             EmitOptions {
                 capture_time: Some(ctx.activation_time()),
+                ..EmitOptions::default()
             },
         ))
     }
@@ -226,6 +227,7 @@ impl Operator for Camera {
             committed,
             EmitOptions {
                 capture_time: Some(ctx.activation_time()),
+                ..EmitOptions::default()
             },
         ))
     }

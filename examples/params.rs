@@ -104,6 +104,7 @@ impl Operator for Resize {
             frame,
             EmitOptions {
                 capture_time: Some(ctx.activation_time()),
+                ..EmitOptions::default()
             },
         ) {
             Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),

@@ -95,6 +95,7 @@ impl Operator for CameraSource {
             committed,
             EmitOptions {
                 capture_time: Some(ctx.activation_time()),
+                ..EmitOptions::default()
             },
         ) {
             Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),

@@ -128,6 +128,7 @@ impl Operator for PacedSource {
             t,
             EmitOptions {
                 capture_time: Some(Instant::now()),
+                ..EmitOptions::default()
             },
         );
         self.last = Some(Instant::now());

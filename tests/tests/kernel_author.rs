@@ -70,8 +70,12 @@ impl Operator for Writer {
                     let w = loan.write(cuda.stream())?;
                     // SAFETY: the fill stays inside the loaned slot, before commit's event.
                     unsafe {
-                        cuda.backend()
-                            .memset_async(w.device_ptr(), 9, w.byte_size(), w.stream())?;
+                        cuda.backend().memset_async(
+                            w.device_ptr(),
+                            9,
+                            w.byte_size(),
+                            w.stream(),
+                        )?;
                     }
                     w.commit()?.into_tensor()
                 }
@@ -117,7 +121,10 @@ impl Operator for Gate {
             let mut one = [0u8; 1];
             t.copy_to_host(&mut one, stream)?;
             let mut too_long = [0u8; 65];
-            let code = t.copy_to_host(&mut too_long, stream).err().map(|e| e.code());
+            let code = t
+                .copy_to_host(&mut too_long, stream)
+                .err()
+                .map(|e| e.code());
             *self.seen.prefix.lock().unwrap() = Some((one[0], code));
         }
         Ok(())
@@ -191,7 +198,10 @@ fn device_access_room_refusal_and_prefix_copies() {
     // with its bytes and registers no release stream.
     for (room, refusal) in &emits {
         if let Some((code, bytes_back, streams)) = refusal {
-            assert!(!room && *code == ErrorCode::Backpressured && *bytes_back && *streams == 0, "{emits:?}");
+            assert!(
+                !room && *code == ErrorCode::Backpressured && *bytes_back && *streams == 0,
+                "{emits:?}"
+            );
         }
     }
     assert_eq!(
@@ -248,7 +258,13 @@ fn activation_time_is_never_earlier_than_the_activations_entry() {
         )
         .unwrap();
     let k = g
-        .add_operator("sink", Drop64 { input: Input::default() }, d())
+        .add_operator(
+            "sink",
+            Drop64 {
+                input: Input::default(),
+            },
+            d(),
+        )
         .unwrap();
     g.add_flow(s.out, k.input, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();

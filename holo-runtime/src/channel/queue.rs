@@ -41,11 +41,20 @@ pub(crate) fn bump(counter: &AtomicU64) {
     counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
-/// One queued entry: the value and its capture time (nanoseconds since the session's
-/// epoch; `u64::MAX` when unknown).
+/// What travels with every queued value: its frame id, its capture time and the time
+/// the activation that published it ran (nanoseconds since the session's epoch; capture
+/// `u64::MAX` when unknown).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub(crate) capture_ns: u64,
+    pub(crate) frame: u64,
+    pub(crate) publish_ns: u64,
+}
+
+/// One queued entry: the value and its stamp.
 pub(crate) struct Sample<T> {
     pub(crate) value: T,
-    pub(crate) capture_ns: u64,
+    pub(crate) stamp: Stamp,
 }
 
 /// The counters of one edge.
@@ -134,11 +143,11 @@ impl<T> Ring<T> {
 /// two counters (`len`, e.g. `RunSession::wait_idle`), which are atomics, stored with
 /// release and loaded with acquire.
 struct LocalRing<T> {
-    /// Values and capture times in separate arrays: a value the size of two registers
+    /// Values and stamps in separate arrays: a value the size of two registers
     /// (a `Tensor`) is stored and loaded as itself, never through a stack copy of a
     /// three-word `Sample` (whose wide reload stalled store forwarding).
     buf: Box<[UnsafeCell<MaybeUninit<T>>]>,
-    captures: Box<[UnsafeCell<u64>]>,
+    stamps: Box<[UnsafeCell<Stamp>]>,
     mask: usize,
     index: RingIndex,
 }
@@ -180,12 +189,12 @@ impl<T> LocalRing<T> {
     fn new(cap: usize) -> Result<Self, ColdAllocError> {
         let size = cap.checked_next_power_of_two().ok_or(ColdAllocError {
             count: cap,
-            elem_bytes: size_of::<T>() + size_of::<u64>(),
+            elem_bytes: size_of::<T>() + size_of::<Stamp>(),
             bytes: None,
         })?;
         Ok(Self {
             buf: cold::uninit_slice(size)?,
-            captures: cold::boxed_slice(size, |_| UnsafeCell::new(0))?,
+            stamps: cold::boxed_slice(size, |_| UnsafeCell::new(Stamp::default()))?,
             mask: size - 1,
             index: RingIndex {
                 cap,
@@ -207,15 +216,14 @@ impl<T> LocalRing<T> {
 
     #[inline]
     fn push(&self, s: Sample<T>) -> Result<(), Sample<T>> {
-        self.push_parts(s.value, s.capture_ns)
-            .map_err(|value| Sample {
-                value,
-                capture_ns: s.capture_ns,
-            })
+        self.push_parts(s.value, s.stamp).map_err(|value| Sample {
+            value,
+            stamp: s.stamp,
+        })
     }
 
     #[inline]
-    fn push_parts(&self, value: T, capture_ns: u64) -> Result<(), T> {
+    fn push_parts(&self, value: T, stamp: Stamp) -> Result<(), T> {
         let tail = self.index.tail.load(Ordering::Relaxed);
         if tail - self.index.head.load(Ordering::Relaxed) >= self.index.cap {
             return Err(value);
@@ -226,7 +234,7 @@ impl<T> LocalRing<T> {
         // single-thread contract).
         unsafe {
             (*self.buf[i].get()).write(value);
-            *self.captures[i].get() = capture_ns;
+            *self.stamps[i].get() = stamp;
         }
         self.index.tail.store(tail + 1, Ordering::Release);
         Ok(())
@@ -234,14 +242,14 @@ impl<T> LocalRing<T> {
 
     #[inline]
     fn pop(&self) -> Option<Sample<T>> {
-        let mut capture_ns = 0;
-        let value = self.pop_parts(&mut capture_ns)?;
-        Some(Sample { value, capture_ns })
+        let mut stamp = Stamp::default();
+        let value = self.pop_parts(&mut stamp)?;
+        Some(Sample { value, stamp })
     }
 
-    /// Pops the oldest value and stores its capture time in `capture_ns`.
+    /// Pops the oldest value and stores its stamp in `stamp`.
     #[inline]
-    fn pop_parts(&self, capture_ns: &mut u64) -> Option<T> {
+    fn pop_parts(&self, stamp: &mut Stamp) -> Option<T> {
         let head = self.index.head.load(Ordering::Relaxed);
         if head == self.index.tail.load(Ordering::Relaxed) {
             return None;
@@ -250,7 +258,7 @@ impl<T> LocalRing<T> {
         // SAFETY: the slot at `head` holds an initialized entry (head < tail), moved out
         // exactly once as `head` advances past it; single-thread contract as in `push`.
         let value = unsafe {
-            *capture_ns = *self.captures[i].get();
+            *stamp = *self.stamps[i].get();
             (*self.buf[i].get()).assume_init_read()
         };
         self.index.head.store(head + 1, Ordering::Release);
@@ -287,16 +295,16 @@ impl<T> EdgeQueue<T> {
         reason = "on the in-partition hop; left to the heuristic it stayed out of line (measured in benches/host_hop.rs)"
     )]
     #[inline(always)]
-    pub(crate) fn push(&self, value: T, capture_ns: u64) {
+    pub(crate) fn push(&self, value: T, stamp: Stamp) {
         bump(&self.counters.pushed);
         if let (QueuePolicy::Block, Ring::Local(r)) = (self.policy, &self.queue) {
             // The in-partition fast path: the caller checked for room, nobody to wake.
-            if r.push_parts(value, capture_ns).is_err() {
+            if r.push_parts(value, stamp).is_err() {
                 bump(&self.counters.backpressured);
             }
             return;
         }
-        self.push_slow(Sample { value, capture_ns });
+        self.push_slow(Sample { value, stamp });
     }
 
     /// `push` for cross-partition and drop-oldest edges.
@@ -336,19 +344,19 @@ impl<T> EdgeQueue<T> {
         s
     }
 
-    /// Pops the oldest value, storing its capture time in `capture_ns`: `pop` without
-    /// building a `Sample` on the in-partition path.
+    /// Pops the oldest value, storing its stamp in `stamp`: `pop` without building a
+    /// `Sample` on the in-partition path.
     #[allow(
         clippy::inline_always,
         reason = "on the in-partition hop; left to the heuristic it stayed out of line (measured in benches/host_hop.rs)"
     )]
     #[inline(always)]
-    pub(crate) fn pop_value(&self, capture_ns: &mut u64) -> Option<T> {
+    pub(crate) fn pop_value(&self, stamp: &mut Stamp) -> Option<T> {
         let value = match &self.queue {
-            Ring::Local(r) => r.pop_parts(capture_ns)?,
+            Ring::Local(r) => r.pop_parts(stamp)?,
             Ring::Shared(_) => {
                 let s = self.pop()?;
-                *capture_ns = s.capture_ns;
+                *stamp = s.stamp;
                 return Some(s.value);
             }
         };
@@ -500,7 +508,7 @@ mod tests {
     fn s(v: Arc<u32>) -> Sample<Arc<u32>> {
         Sample {
             value: v,
-            capture_ns: 0,
+            stamp: Stamp::default(),
         }
     }
 

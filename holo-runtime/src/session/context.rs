@@ -85,6 +85,8 @@ pub(crate) struct ActivationState {
     /// default capture time, never its activation time (which is read at or after entry).
     ready_ns: AtomicU64,
     capture_ns: AtomicU64,
+    /// The frame id that goes with `capture_ns`.
+    frame: AtomicU64,
     received: AtomicBool,
     /// Activations begun so far (for once-per-activation input behaviour).
     sequence: AtomicU64,
@@ -109,6 +111,7 @@ impl ActivationState {
             activation_ns: AtomicU64::new(UNSET),
             ready_ns: AtomicU64::new(UNSET),
             capture_ns: AtomicU64::new(NO_CAPTURE),
+            frame: AtomicU64::new(0),
             received: AtomicBool::new(false),
             sequence: AtomicU64::new(0),
             error: std::sync::Mutex::new(None),
@@ -196,12 +199,24 @@ impl ActivationState {
             .store(self.sequence.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
+    /// An input received a value with this stamp: the activation's capture time is the
+    /// earliest received, and its frame id that value's (the first received's while no
+    /// capture time is known).
     #[inline]
-    pub(crate) fn observe_capture(&self, ns: u64) {
+    pub(crate) fn observe(&self, stamp: &crate::channel::queue::Stamp) {
+        let first = !self.received.load(Ordering::Relaxed);
         self.received.store(true, Ordering::Relaxed);
-        if ns < self.capture_ns.load(Ordering::Relaxed) {
-            self.capture_ns.store(ns, Ordering::Relaxed);
+        if first || stamp.capture_ns < self.capture_ns.load(Ordering::Relaxed) {
+            self.capture_ns.store(stamp.capture_ns, Ordering::Relaxed);
+            self.frame.store(stamp.frame, Ordering::Relaxed);
         }
+    }
+
+    /// The frame id this activation carries forward: that of the value its capture time
+    /// comes from, if it received anything.
+    #[inline]
+    pub(crate) fn received_frame(&self) -> Option<u64> {
+        self.received().then(|| self.frame.load(Ordering::Relaxed))
     }
 
     /// Whether an input received anything in this activation.
@@ -282,6 +297,13 @@ impl ExecutionContext<'_> {
             NO_CAPTURE => None,
             ns => Some(self.activation.instant(ns)),
         }
+    }
+
+    /// The frame id this activation carries forward: that of the received value its
+    /// capture time comes from (what an emit with `EmitOptions::frame: None` uses), if it
+    /// received anything so far.
+    pub fn input_frame(&self) -> Option<u64> {
+        self.activation.received_frame()
     }
 
     /// The rate of one of this operator's ports (`ctx.rate(&self.frames)`) in the

@@ -25,17 +25,17 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use context::{DeviceAccess, ExecutionContext, LifecycleContext};
-pub use ports::{EmitOptions, Input, Output, PortBinder, Refused};
+pub use ports::{EmitOptions, FrameInfo, Input, Output, PortBinder, Refused};
 pub use rates::{
     GenerationPortRate, PortRateView, RateCandidate, RateGeneration, RateGenerationCode,
     RateGenerationSnapshot, RatePort, RejectedRateGeneration, generation_codes,
 };
 
+use crate::channel::queue::ErasedEdge;
 use crate::graph::Graph;
 use crate::plan::ExecutionPlan;
 use crate::tensor::pool::PoolOwner;
 use crate::{Error, ErrorCode, Result};
-use crate::channel::queue::ErasedEdge;
 use run::{OpRuntime, Shared};
 use stats::LatencyHistogram;
 

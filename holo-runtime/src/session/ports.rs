@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::context::ActivationState;
-use crate::channel::queue::EdgeQueue;
+use crate::channel::queue::{EdgeQueue, Stamp};
 use crate::device::StreamHandle;
 use crate::graph::QueuePolicy;
 use crate::spec::{InputMode, MissingPolicy, TensorInputSpec};
@@ -24,6 +24,10 @@ pub struct EmitOptions {
     /// previous activation, when the partition went straight on), else its activation
     /// time.
     pub capture_time: Option<Instant>,
+    /// The frame id. `None` carries the id of the input the capture time comes from, or
+    /// for an activation that received nothing the output's own count of frames (0, 1,
+    /// 2, …).
+    pub frame: Option<u64>,
 }
 
 /// An emit that published nothing ([`Output::try_emit`]): the value, handed back, and
@@ -90,6 +94,34 @@ struct InputBinding<T> {
     /// A queue or window input with no history, no `reuse_last` and no wait of either
     /// kind: `receive` is a pop and a capture-time update.
     plain: bool,
+    /// What travelled with the value received last.
+    last_stamp: Stamp,
+}
+
+impl<T> InputBinding<T> {
+    fn info(&self) -> FrameInfo {
+        let s = self.last_stamp;
+        FrameInfo {
+            frame: s.frame,
+            capture_time: (s.capture_ns != super::context::NO_CAPTURE)
+                .then(|| self.activation.instant(s.capture_ns)),
+            publish_time: self.activation.instant(s.publish_ns),
+        }
+    }
+}
+
+/// What travels with every value on a flow ([`Input::receive_with_info`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameInfo {
+    /// The frame id: a source's emits number their frames 0, 1, 2, … per output; a value
+    /// emitted by an activation that received something carries the id of the input it
+    /// takes its capture time from (so a forwarder keeps it); `EmitOptions::frame` sets
+    /// it.
+    pub frame: u64,
+    /// When the data was captured (`EmitOptions::capture_time`, or carried forward).
+    pub capture_time: Option<Instant>,
+    /// When the activation that published the value ran.
+    pub publish_time: Instant,
 }
 
 impl<T> Default for Input<T> {
@@ -141,12 +173,20 @@ impl<T: Clone + Send + 'static> Input<T> {
             return None;
         }
         if b.plain {
-            let mut capture_ns = 0;
-            let value = q.pop_value(&mut capture_ns)?;
-            b.activation.observe_capture(capture_ns);
+            let value = q.pop_value(&mut b.last_stamp)?;
+            b.activation.observe(&b.last_stamp);
             return Some(value);
         }
         self.receive_full()
+    }
+
+    /// [`receive`](Self::receive), with what travelled with the value: its frame id, its
+    /// capture time and when the activation that published it ran. (A value reused by
+    /// `missing = reuse_last` comes with the information of its original receipt.)
+    pub fn receive_with_info(&mut self) -> Option<(T, FrameInfo)> {
+        let value = self.receive()?;
+        let b = self.binding.as_ref()?;
+        Some((value, b.info()))
     }
 
     /// `receive` for the inputs that keep history, reuse their last sample, take the
@@ -169,7 +209,8 @@ impl<T: Clone + Send + 'static> Input<T> {
             }
             return None;
         };
-        b.activation.observe_capture(s.capture_ns);
+        b.last_stamp = s.stamp;
+        b.activation.observe(&s.stamp);
         if (b.host_wait || b.stream_wait.is_some())
             && let Some(t) = (&s.value as &dyn Any).downcast_ref::<Tensor>()
             && let Err(e) = t.deliver_to(b.stream_wait)
@@ -259,6 +300,8 @@ struct OutputBinding<T> {
     requirements: Box<[(TensorInputSpec, &'static str)]>,
     pool: Option<Arc<Pool>>,
     activation: Arc<ActivationState>,
+    /// Frames this output numbered itself (emits that inherited no frame id).
+    next_frame: u64,
 }
 
 impl<T> Default for Output<T> {
@@ -321,7 +364,7 @@ impl<T: Clone + Send + 'static> Output<T> {
         options: EmitOptions,
     ) -> std::result::Result<(), Refused<T>> {
         let value = value.into();
-        let Some(b) = self.binding.as_ref() else {
+        let Some(b) = self.binding.as_mut() else {
             return Err(Refused::new(
                 value,
                 Error::new(ErrorCode::InvalidArgument, UNBOUND),
@@ -378,15 +421,27 @@ impl<T: Clone + Send + 'static> Output<T> {
                 }
             }
         }
-        let capture_ns = match options.capture_time {
-            Some(t) => b.activation.ns_since_epoch(t),
-            None => b.activation.default_capture_ns(),
+        let frame = match options.frame {
+            Some(f) => f,
+            None => b.activation.received_frame().unwrap_or_else(|| {
+                let f = b.next_frame;
+                b.next_frame += 1;
+                f
+            }),
+        };
+        let stamp = Stamp {
+            capture_ns: match options.capture_time {
+                Some(t) => b.activation.ns_since_epoch(t),
+                None => b.activation.default_capture_ns(),
+            },
+            frame,
+            publish_ns: b.activation.activation_ns(),
         };
         if let Some((last, rest)) = b.edges.split_last() {
             for e in rest {
-                e.push(value.clone(), capture_ns);
+                e.push(value.clone(), stamp);
             }
-            last.push(value, capture_ns);
+            last.push(value, stamp);
         }
         Ok(())
     }
@@ -520,6 +575,7 @@ impl PortBinder<'_> {
             history_cap,
             last: None,
             reused_in: u64::MAX,
+            last_stamp: Stamp::default(),
         });
         Ok(())
     }
@@ -560,6 +616,7 @@ impl PortBinder<'_> {
             requirements: self.requirements.get(i).cloned().unwrap_or_default().into(),
             pool,
             activation: Arc::clone(self.activation),
+            next_frame: 0,
         });
         Ok(())
     }
