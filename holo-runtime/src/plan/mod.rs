@@ -343,7 +343,11 @@ impl ExecutionPlan {
 }
 
 /// A dtype as its stable name (`"u8"`), as plans have always shown it.
-#[allow(clippy::ref_option, reason = "serde's serialize_with signature")]
+#[allow(
+    clippy::ref_option,
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's serialize_with signature"
+)]
 fn serialize_dtype<S: serde::Serializer>(
     dtype: &Option<crate::spec::DType>,
     s: S,
