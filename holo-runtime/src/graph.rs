@@ -244,6 +244,24 @@ impl Graph {
         Ok(O::__ports(id))
     }
 
+    /// Adds an operator with its schema's default parameters: for an operator without
+    /// parameters (or content with its defaults), no `ParamSet::defaults()?` at the call.
+    /// An error names the first field with no default.
+    pub fn add_operator_with_defaults<O: Operator>(
+        &mut self,
+        name: &str,
+        operator: O,
+    ) -> Result<O::Ports> {
+        let params = ParamSet::<O::Params>::defaults().map_err(|e| {
+            let at = format!(
+                "operator {name:?}: {}",
+                e.location().unwrap_or("parameters")
+            );
+            e.at(at)
+        })?;
+        self.add_operator(name, operator, params)
+    }
+
     /// Connects an output to an input. The payload types must match (a mismatch does not
     /// compile); every other mistake (fan-in, a cycle, incompatible tensor specs) is a
     /// diagnostic of [`compile`](fn@crate::compile), and so is a handle returned by

@@ -149,6 +149,8 @@ pub struct RunReport {
 pub struct RunSession {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<Vec<OpRuntime>>>,
+    /// A session started with `start_stepped`: its operators, run by `step`.
+    stepped: Option<run::Stepped>,
     edges: Vec<Arc<dyn ErasedEdge>>,
     /// The producing and consuming operator of each of `edges`.
     edge_ends: Vec<(usize, usize)>,
@@ -160,6 +162,8 @@ pub struct RunSession {
     plan: ExecutionPlan,
     /// `join` or `Drop` ran the teardown.
     torn_down: bool,
+    /// The latency recorded before the last `reset_latency`, left out of the report.
+    latency_baseline: std::sync::Mutex<Option<LatencyHistogram>>,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -179,7 +183,38 @@ impl RunSession {
         plan: &ExecutionPlan,
         options: SessionOptions,
     ) -> Result<RunSession> {
-        run::start(graph, plan, options, None)
+        run::start(graph, plan, options, None, false)
+    }
+
+    /// Starts `plan` like [`start`](Self::start), but runs no thread of its own: each
+    /// [`step`](Self::step) runs one scheduling round of every partition's operators on
+    /// the calling thread (copper's `run_one_iteration`), for tests and simulation. The
+    /// retirement worker of a device plan still runs on its own thread. Every other
+    /// method works as on a threaded session; `wait_idle` sees the state the last step
+    /// left.
+    pub fn start_stepped(
+        graph: Graph,
+        plan: &ExecutionPlan,
+        options: SessionOptions,
+    ) -> Result<RunSession> {
+        run::start(graph, plan, options, None, true)
+    }
+
+    /// One scheduling round of a session started with
+    /// [`start_stepped`](Self::start_stepped), on the calling thread (the thread that
+    /// started it: any other is `NotSupported`): every operator whose trigger fires runs
+    /// once, partition by partition in plan order. Returns how many activations ran or
+    /// were skipped (0: nothing was ready). `Cancelled` once the session is stopping (an
+    /// operator failed or asked to stop: `join` returns why); `NotSupported` on a
+    /// threaded session.
+    pub fn step(&mut self) -> Result<usize> {
+        match &mut self.stepped {
+            Some(s) => s.step(&self.shared),
+            None => Err(Error::new(
+                ErrorCode::NotSupported,
+                "step() is for a session started with RunSession::start_stepped; this one runs on its partition threads",
+            )),
+        }
     }
 
     /// Like [`start`](Self::start), with `candidate` as the first rate generation instead
@@ -192,7 +227,7 @@ impl RunSession {
         options: SessionOptions,
         candidate: RateCandidate,
     ) -> Result<RunSession> {
-        run::start(graph, plan, options, Some(candidate))
+        run::start(graph, plan, options, Some(candidate), false)
     }
 
     /// Owning evidence of the published rate generation and the latest rejected
@@ -295,6 +330,9 @@ impl RunSession {
                 )),
             }
         }
+        if let Some(stepped) = self.stepped.take() {
+            ops.extend(stepped.finish());
+        }
         ops.sort_by_key(|o| o.index);
         for o in ops.iter_mut().rev() {
             run::stop_operator(&self.shared, o);
@@ -389,7 +427,15 @@ impl RunSession {
         if let Some(e) = leak {
             return Err(e);
         }
-        let latency = LatencyHistogram::merged(self.shared.signals.iter().map(|s| &s.latency));
+        let mut latency = LatencyHistogram::merged(self.shared.signals.iter().map(|s| &s.latency));
+        if let Some(base) = self
+            .latency_baseline
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+        {
+            latency = latency.minus(base);
+        }
         Ok(RunReport {
             produced,
             received,
@@ -400,6 +446,17 @@ impl RunSession {
             pools,
             elapsed,
         })
+    }
+
+    /// Leaves the latency recorded so far out of the run report's p50 and p99 (after a
+    /// warm-up, say): the report's latency covers the sink activations that end after
+    /// this call. Allocation-free on the partitions' side; the snapshot is taken here.
+    pub fn reset_latency(&self) {
+        let now = LatencyHistogram::merged(self.shared.signals.iter().map(|s| &s.latency));
+        *self
+            .latency_baseline
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(now);
     }
 
     /// Slots currently free in pool `<operator>.<port>`.

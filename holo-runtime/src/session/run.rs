@@ -347,6 +347,113 @@ fn fail_activation(
 /// up without a futex wake; an idle partition parks after `idle_spin`.
 const SPIN_STEPS: u32 = 6;
 
+/// One scheduling round over a partition's operators: each runs, is skipped, or waits,
+/// as its trigger decides. Returns how many ran or were skipped.
+#[allow(
+    clippy::inline_always,
+    reason = "the partition loop's body: kept inline as it was before it served stepping too"
+)]
+#[inline(always)]
+fn scan(
+    shared: &Shared,
+    signal: &PartitionSignal,
+    ops: &mut [OpRuntime],
+    fresh: &mut u64,
+) -> usize {
+    let mut ran = 0;
+    for op in ops {
+        match op.decide() {
+            Decision::Wait => {}
+            Decision::Skip => {
+                ran += 1;
+                op.skip();
+            }
+            Decision::Run => {
+                ran += 1;
+                run_compute(shared, signal, op, fresh);
+                if shared.stop.load(Ordering::Acquire) {
+                    break;
+                }
+            }
+        }
+    }
+    ran
+}
+
+/// A session stepped on its caller's thread (`RunSession::start_stepped`): every
+/// partition's operators, run one scheduling round per `step`.
+pub(crate) struct Stepped {
+    pub(crate) partitions: Vec<Vec<OpRuntime>>,
+    /// The thread that started the session: the only one that may step it.
+    thread: usize,
+    fresh: Vec<u64>,
+}
+
+impl Stepped {
+    /// Takes every partition's operators onto the calling thread, as a partition thread
+    /// does when it starts.
+    fn new(shared: &Shared, partitions: Vec<Vec<OpRuntime>>) -> Stepped {
+        for (k, ops) in partitions.iter().enumerate() {
+            shared.signals[k].register();
+            for op in ops {
+                op.activation.bind_thread();
+                for p in &op.pools {
+                    p.claim_free_list();
+                }
+            }
+        }
+        if let Some(d) = partitions.iter().flatten().find_map(|o| o.device.as_ref())
+            && let Err(e) = d.bind_to_thread()
+        {
+            shared.fail(e.at("binding the device's context to the stepping thread"));
+        }
+        Stepped {
+            fresh: vec![UNSET; partitions.len()],
+            partitions,
+            thread: crate::tensor::free_list::token(),
+        }
+    }
+
+    /// One scheduling round of every partition, in plan order, on the calling thread.
+    pub(crate) fn step(&mut self, shared: &Shared) -> Result<usize> {
+        if crate::tensor::free_list::token() != self.thread {
+            return Err(Error::new(
+                ErrorCode::NotSupported,
+                "a stepped session is stepped on the thread that started it",
+            ));
+        }
+        let mut ran = 0;
+        for (k, ops) in self.partitions.iter_mut().enumerate() {
+            if shared.stop.load(Ordering::Acquire) {
+                break;
+            }
+            ran += scan(shared, &shared.signals[k], ops, &mut self.fresh[k]);
+        }
+        if shared.stop.load(Ordering::Acquire) {
+            return Err(Error::new(
+                ErrorCode::Cancelled,
+                "the session is stopping: join returns why",
+            ));
+        }
+        Ok(ran)
+    }
+
+    /// Gives the free lists back and unbinds the ports (before teardown).
+    pub(crate) fn finish(self) -> Vec<OpRuntime> {
+        let mut out = Vec::new();
+        for ops in self.partitions {
+            for op in &ops {
+                for p in &op.pools {
+                    p.give_back_free_list();
+                }
+                op.activation.unbind_thread();
+            }
+            out.extend(ops);
+        }
+        out
+    }
+}
+
 fn partition_loop(
     shared: &Shared,
     signal: &PartitionSignal,
@@ -393,23 +500,7 @@ fn partition_loop(
     let mut fresh = UNSET;
     while !shared.stop.load(Ordering::Acquire) {
         signal.scanning.store(true, Ordering::Release);
-        let mut ran = false;
-        for op in &mut ops {
-            match op.decide() {
-                Decision::Wait => {}
-                Decision::Skip => {
-                    ran = true;
-                    op.skip();
-                }
-                Decision::Run => {
-                    ran = true;
-                    run_compute(shared, signal, op, &mut fresh);
-                    if shared.stop.load(Ordering::Acquire) {
-                        break;
-                    }
-                }
-            }
-        }
+        let ran = scan(shared, signal, &mut ops, &mut fresh) > 0;
         if ran {
             idle_step = 0;
             continue;
@@ -489,6 +580,7 @@ pub(crate) fn start(
     plan: &ExecutionPlan,
     options: SessionOptions,
     candidate: Option<RateCandidate>,
+    stepped: bool,
 ) -> Result<RunSession> {
     if plan.fingerprint() != crate::compile::fingerprint(&graph) {
         return Err(Error::new(
@@ -945,6 +1037,24 @@ pub(crate) fn start(
             _ => None,
         })
         .collect();
+    if stepped {
+        let stepped = Stepped::new(&shared, by_partition);
+        return Ok(RunSession {
+            shared,
+            threads: Vec::new(),
+            stepped: Some(stepped),
+            edges,
+            edge_ends,
+            pools,
+            streams,
+            retirer,
+            retire_thread,
+            started: Instant::now(),
+            plan: plan.clone(),
+            torn_down: false,
+            latency_baseline: Mutex::new(None),
+        });
+    }
     // Every partition thread is spawned before any of them gets its operators: a spawn
     // that fails leaves every operator on this thread, where each is stopped, the
     // retirement worker is shut down and nothing ran `compute`.
@@ -1011,6 +1121,7 @@ pub(crate) fn start(
     Ok(RunSession {
         shared,
         threads,
+        stepped: None,
         edges,
         edge_ends,
         pools,
@@ -1020,6 +1131,7 @@ pub(crate) fn start(
         started: Instant::now(),
         plan: plan.clone(),
         torn_down: false,
+        latency_baseline: Mutex::new(None),
     })
 }
 

@@ -70,6 +70,23 @@ impl LatencyHistogram {
         out
     }
 
+    /// This histogram less an earlier snapshot of the same ones (`RunSession::reset_latency`).
+    pub(crate) fn minus(&self, earlier: &LatencyHistogram) -> Self {
+        let out = Self::new();
+        for ((o, a), b) in out.buckets.iter().zip(&self.buckets).zip(&earlier.buckets) {
+            o.store(
+                a.load(Ordering::Relaxed)
+                    .saturating_sub(b.load(Ordering::Relaxed)),
+                Ordering::Relaxed,
+            );
+        }
+        out.count.store(
+            self.count().saturating_sub(earlier.count()),
+            Ordering::Relaxed,
+        );
+        out
+    }
+
     pub(crate) fn count(&self) -> u64 {
         self.count.load(Ordering::Relaxed)
     }
