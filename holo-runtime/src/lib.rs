@@ -23,6 +23,7 @@ pub mod channel;
 mod cold;
 mod operator_macros;
 mod params_macros;
+mod trace;
 pub use operator_macros::*;
 pub use params_macros::*;
 

@@ -167,12 +167,25 @@ impl Work<'_> {
     }
 }
 
+/// Runs one compile pass inside its span (`compile.pass`, field `pass`; feature
+/// `tracing`).
+#[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+fn pass<T>(name: &'static str, run: impl FnOnce() -> T) -> T {
+    let _span = crate::trace::span!("compile.pass", pass = name);
+    run()
+}
+
 /// Compiles a graph into an immutable plan, or returns every diagnostic found.
 #[allow(
     clippy::needless_pass_by_value,
     reason = "the seed's `compile(graph, std::move(options))`: the options are the plan's"
 )]
 pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, Diagnostics> {
+    let _span = crate::trace::span!(
+        "compile",
+        operators = graph.operators.len(),
+        flows = graph.edges.len()
+    );
     let mut work = Work {
         graph,
         options: &options,
@@ -223,20 +236,23 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
             items: work.diagnostics,
         });
     }
-    partition::check_graph(&mut work);
+    pass("check_graph", || partition::check_graph(&mut work));
     if work.topo.len() != graph.operators.len() {
         // A cycle: later passes need a topological order.
         return Err(Diagnostics {
             items: work.diagnostics,
         });
     }
-    let partitions = partition::partition(&mut work);
-    let resolved = pools::resolve_tensors(&mut work);
-    let placed = placement::place(&mut work, &resolved, &partitions);
-    let sized = queues::size_queues(&mut work);
-    let edges = edge_records(&mut work, &placed, &sized);
-    let (allocations, derivations, dependencies, providers, pool_floors) =
-        pools::allocations(&mut work, &resolved, &placed, &edges, &sized);
+    let partitions = pass("partition", || partition::partition(&mut work));
+    let resolved = pass("resolve_tensors", || pools::resolve_tensors(&mut work));
+    let placed = pass("place", || {
+        placement::place(&mut work, &resolved, &partitions)
+    });
+    let sized = pass("size_queues", || queues::size_queues(&mut work));
+    let edges = pass("edge_records", || edge_records(&mut work, &placed, &sized));
+    let (allocations, derivations, dependencies, providers, pool_floors) = pass("pools", || {
+        pools::allocations(&mut work, &resolved, &placed, &edges, &sized)
+    });
     if !work.diagnostics.is_empty() {
         return Err(Diagnostics {
             items: work.diagnostics,

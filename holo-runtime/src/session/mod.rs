@@ -305,7 +305,8 @@ impl RunSession {
     /// with the operator named in its location.
     ///
     /// Dropping a session without `join` runs the same teardown (every `stop` runs, the
-    /// streams are quiesced) and writes the error `join` would have returned to stderr.
+    /// streams are quiesced) and reports the error `join` would have returned: on stderr,
+    /// or as a `tracing` error event with the feature `tracing`.
     pub fn join(mut self) -> Result<RunReport> {
         self.teardown()
     }
@@ -476,6 +477,9 @@ impl Drop for RunSession {
             return;
         }
         if let Err(e) = self.teardown() {
+            #[cfg(feature = "tracing")]
+            tracing::error!(error = %e, "a RunSession dropped without join ended with an error");
+            #[cfg(not(feature = "tracing"))]
             eprintln!("holo: a RunSession dropped without join ended with an error: {e}");
         }
     }

@@ -43,6 +43,7 @@ pub struct Refused<T> {
 impl<T> Refused<T> {
     #[cold]
     fn new(value: T, error: Error) -> Self {
+        crate::trace::event!(debug, error = %error, "emit refused: nothing was published");
         Self { value, error }
     }
 }
@@ -327,6 +328,11 @@ const UNBOUND: &str = "the port is not bound: ports work only inside a running s
 #[cold]
 #[inline(never)]
 fn wrong_thread(location: &'static str) -> Error {
+    crate::trace::event!(
+        error,
+        port = location,
+        "a port was used on a thread that is not its operator's"
+    );
     Error::new(
         ErrorCode::NotSupported,
         "a port was used on a thread that is not its operator's: ports work only inside the operator's own callbacks (start, compute, stop), on the thread that runs them",

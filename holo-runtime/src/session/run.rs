@@ -101,6 +101,9 @@ impl Shared {
 /// One operator on its partition thread.
 pub(crate) struct OpRuntime {
     pub(crate) index: usize,
+    /// The operator's execution partition (the plan's index).
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) partition: u32,
     pub(crate) name: String,
     op: OperatorBox,
     activation: Arc<ActivationState>,
@@ -272,6 +275,15 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime, fr
     );
     op.activation.begin(*fresh);
     *fresh = UNSET;
+    #[cfg(feature = "tracing")]
+    let span = tracing::info_span!(
+        "activation",
+        operator = %op.name,
+        partition = op.partition,
+        activation = op.activations,
+        frame = tracing::field::Empty
+    )
+    .entered();
     let mut ctx = ExecutionContext {
         operator: &op.name,
         activation: &op.activation,
@@ -285,6 +297,10 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime, fr
         device: op.device.as_ref(),
     };
     let result = catch_unwind(AssertUnwindSafe(|| op.op.compute(&mut ctx)));
+    #[cfg(feature = "tracing")]
+    if let Some(frame) = op.activation.received_frame() {
+        span.record("frame", frame);
+    }
     if matches!(op.schedule, Schedule::Clock { .. }) {
         op.advance_clock();
     } else if !op.is_source {
@@ -327,11 +343,15 @@ fn fail_activation(
 ) {
     // A port call that could not return its error (a failed host wait in `receive`)
     // left it on the activation; it wins over what compute returned.
+    let fail = |e: Error| {
+        crate::trace::event!(error, operator = %op.name, error = %e, "an activation failed; the session stops");
+        shared.fail(e);
+    };
     match (result, op.activation.take_failure()) {
         (Ok(None), None) => {}
-        (_, Some(e)) => shared.fail(locate(e, &op.name)),
-        (Ok(Some(e)), None) => shared.fail(locate(*e, &op.name)),
-        (Err(p), None) => shared.fail(
+        (_, Some(e)) => fail(locate(e, &op.name)),
+        (Ok(Some(e)), None) => fail(locate(*e, &op.name)),
+        (Err(p), None) => fail(
             Error::new(
                 ErrorCode::Internal,
                 format!("compute panicked: {}", panic_message(p.as_ref())),
@@ -632,9 +652,14 @@ pub(crate) fn start(
             }
         }
     }
+    let _start = crate::trace::span!("session.start", operators = graph.operators.len());
+    #[cfg(feature = "tracing")]
+    let mut phase = None::<tracing::span::EnteredSpan>;
+    crate::trace::phase!(phase, "session.create_streams");
     let streams = Streams::create(device.as_ref(), plan)?;
     let retirer = Retirer::new();
 
+    crate::trace::phase!(phase, "session.materialize_pools");
     // 1. Every pool, before anything else; the first failure drops the ones built.
     let mut pools: Vec<PoolOwner> = Vec::with_capacity(plan.tensor_allocations().len());
     let mut pool_of = std::collections::HashMap::new();
@@ -664,6 +689,7 @@ pub(crate) fn start(
         pools.push(pool);
     }
 
+    crate::trace::phase!(phase, "session.create_queues");
     // 2. Every queue.
     let signals: Vec<Arc<CachePadded<PartitionSignal>>> = plan
         .partitions()
@@ -773,6 +799,7 @@ pub(crate) fn start(
         contracts_of[to][tp].push(c);
     }
 
+    crate::trace::phase!(phase, "session.bind_ports");
     // 3. Bind every port.
     let mut runtimes = Vec::with_capacity(n_ops);
     for (i, node) in graph.operators.iter_mut().enumerate() {
@@ -888,6 +915,7 @@ pub(crate) fn start(
         let stream = streams.of_operator(plan, i);
         runtimes.push(OpRuntime {
             index: i,
+            partition: plan.operators()[i].partition,
             name: node.name.clone(),
             op,
             activation,
@@ -936,6 +964,7 @@ pub(crate) fn start(
     // plan's compiled nominal rates, and the rejection is kept as evidence.
     let _ = shared.rates.propose(plan, &candidate.unwrap_or_default());
 
+    crate::trace::phase!(phase, "session.start_operators");
     // 4. Every operator's start, in partition order; the first failure stops the
     //    started ones and fails the session before any compute.
     for p in plan.partitions() {
@@ -995,6 +1024,7 @@ pub(crate) fn start(
         None
     };
 
+    crate::trace::phase!(phase, "session.spawn_partitions");
     // 5. Arm: one thread per partition.
     let mut by_partition: Vec<Vec<OpRuntime>> =
         plan.partitions().iter().map(|_| Vec::new()).collect();

@@ -455,6 +455,7 @@ impl Pool {
     pub(crate) fn borrow_slot(&self) -> Result<u32> {
         let Some(slot) = self.free.pop() else {
             self.counters.exhausted.fetch_add(1, Ordering::Relaxed);
+            crate::trace::event!(debug, pool = %self.name, "allocate_tensor refused: no free slot");
             return Err(Error::new(
                 ErrorCode::ResourceExhausted,
                 "the pool has no free slot: every slot is queued, held, loaned or retiring (allocate_tensor never waits)",

@@ -142,6 +142,11 @@ impl Retirer {
     }
 
     pub(crate) fn note_error(&self, location: &'static str) {
+        crate::trace::event!(
+            warn,
+            pool = location,
+            "a release event could not be recorded or queried"
+        );
         let mut e = self
             .error
             .lock()
