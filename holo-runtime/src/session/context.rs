@@ -244,6 +244,17 @@ impl ActivationState {
         self.capture_ns.load(Ordering::Relaxed)
     }
 
+    /// When this activation ran, for the values it publishes: the partition's reading
+    /// from the end of the previous activation when it went straight on (no clock read),
+    /// else the activation time.
+    #[inline]
+    pub(crate) fn publish_ns(&self) -> u64 {
+        match self.ready_ns.load(Ordering::Relaxed) {
+            UNSET => self.activation_ns(),
+            ready => ready,
+        }
+    }
+
     #[inline]
     pub(crate) fn default_capture_ns(&self) -> u64 {
         match self.capture_ns.load(Ordering::Relaxed) {

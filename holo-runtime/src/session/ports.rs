@@ -121,7 +121,9 @@ pub struct FrameInfo {
     pub frame: u64,
     /// When the data was captured (`EmitOptions::capture_time`, or carried forward).
     pub capture_time: Option<Instant>,
-    /// When the activation that published the value ran.
+    /// When the activation that published the value ran: the moment its partition was
+    /// free to begin it (when the partition went straight on from an activation it
+    /// timed), else its activation time — never later than the emit.
     pub publish_time: Instant,
 }
 
@@ -441,7 +443,7 @@ impl<T: Clone + Send + 'static> Output<T> {
                 None => b.activation.default_capture_ns(),
             },
             frame,
-            publish_ns: b.activation.activation_ns(),
+            publish_ns: b.activation.publish_ns(),
         };
         if let Some((last, rest)) = b.edges.split_last() {
             for e in rest {

@@ -158,6 +158,11 @@ enum Decision {
 }
 
 impl OpRuntime {
+    #[allow(
+        clippy::inline_always,
+        reason = "the scheduler's hot path: with two callers (the partition loop and stepping) it was left out of line, ~40 instructions per activation more (callgrind, benches/host_hop.rs)"
+    )]
+    #[inline(always)]
     fn decide(&self) -> Decision {
         if self.done {
             return Decision::Wait;
@@ -265,6 +270,11 @@ fn locate(e: Error, operator: &str) -> Error {
 /// to begin this one, so a source that emits without a capture time does not read the
 /// clock again (its activation time is still read at or after entry, when asked). A
 /// sink's end-of-activation reading becomes the next `fresh`.
+#[allow(
+    clippy::inline_always,
+    reason = "the scheduler's hot path: with two callers (the partition loop and stepping) it was left out of line (callgrind, benches/host_hop.rs)"
+)]
+#[inline(always)]
 fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime, fresh: &mut u64) {
     // Counted as begun before `compute` can pop anything: an observer that sees an input
     // emptied by this activation (a release on the queue's index) sees it begun
