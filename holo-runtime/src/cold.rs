@@ -1,7 +1,8 @@
 //! Cold allocations — queues, rings, slot records, free lists, event inventories — sized
 //! with checked arithmetic and reserved fallibly, so an absurd size is a
 //! `ResourceExhausted` error naming what was being built, never an abort inside the
-//! allocator.
+//! allocator. One larger than the host's physical memory is refused outright, whatever
+//! the kernel's overcommit policy would grant.
 
 use std::fmt;
 
@@ -30,6 +31,38 @@ impl fmt::Display for ColdAllocError {
     }
 }
 
+/// The host's physical memory in bytes (Linux: `MemTotal` of `/proc/meminfo`), read once;
+/// `None` where it cannot be read.
+fn host_memory_bytes() -> Option<usize> {
+    static TOTAL: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let kib: usize = info
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))?
+            .trim()
+            .strip_suffix("kB")?
+            .trim()
+            .parse()
+            .ok()?;
+        kib.checked_mul(1024)
+    })
+}
+
+/// Refuses a cold allocation larger than the host's physical memory: it could never be
+/// touched, and whether the allocator refuses it depends on the kernel's overcommit
+/// policy (an H200 host granted a 1 TiB reservation this machine refused).
+fn fits_the_host(count: usize, elem_bytes: usize, bytes: usize) -> Result<(), ColdAllocError> {
+    match host_memory_bytes() {
+        Some(total) if bytes > total => Err(ColdAllocError {
+            count,
+            elem_bytes,
+            bytes: Some(bytes),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Checks that `count` elements of `elem_bytes` each can be reserved, by reserving (and
 /// freeing) that many bytes: for a container that allocates infallibly
 /// (`crossbeam_queue::ArrayQueue`), called right before it is built.
@@ -40,6 +73,7 @@ pub(crate) fn probe(count: usize, elem_bytes: usize) -> Result<(), ColdAllocErro
         bytes,
     };
     let bytes = count.checked_mul(elem_bytes).ok_or(err(None))?;
+    fits_the_host(count, elem_bytes, bytes)?;
     Vec::<u8>::new()
         .try_reserve_exact(bytes)
         .map_err(|_| err(Some(bytes)))
@@ -76,6 +110,7 @@ pub(crate) fn vec_with_capacity<T>(count: usize) -> Result<Vec<T>, ColdAllocErro
         bytes,
     };
     let bytes = count.checked_mul(elem_bytes).ok_or(err(None))?;
+    fits_the_host(count, elem_bytes, bytes)?;
     let mut v = Vec::new();
     v.try_reserve_exact(count).map_err(|_| err(Some(bytes)))?;
     Ok(v)
@@ -99,5 +134,11 @@ mod tests {
         assert!(e.to_string().contains("overflow"), "{e}");
         assert_eq!(&*boxed_slice(3, |i| i * 2).unwrap(), &[0, 2, 4]);
         assert!(probe(1024, 8).is_ok());
+        // More than the host has is refused before the allocator is asked (here, where
+        // the memory size can be read).
+        if let Some(total) = host_memory_bytes() {
+            let e = probe(total / 8 + 1, 16).unwrap_err();
+            assert!(e.bytes.is_some_and(|b| b > total), "{e}");
+        }
     }
 }
