@@ -67,16 +67,25 @@ fn fits_the_host(count: usize, elem_bytes: usize, bytes: usize) -> Result<(), Co
 /// freeing) that many bytes: for a container that allocates infallibly
 /// (`crossbeam_queue::ArrayQueue`), called right before it is built.
 pub(crate) fn probe(count: usize, elem_bytes: usize) -> Result<(), ColdAllocError> {
-    let err = |bytes| ColdAllocError {
-        count,
-        elem_bytes,
-        bytes,
-    };
-    let bytes = count.checked_mul(elem_bytes).ok_or(err(None))?;
-    fits_the_host(count, elem_bytes, bytes)?;
+    let bytes = checked_bytes(count, elem_bytes)?;
     Vec::<u8>::new()
         .try_reserve_exact(bytes)
-        .map_err(|_| err(Some(bytes)))
+        .map_err(|_| ColdAllocError {
+            count,
+            elem_bytes,
+            bytes: Some(bytes),
+        })
+}
+
+/// `count × elem_bytes`, checked for overflow and against the host's memory.
+fn checked_bytes(count: usize, elem_bytes: usize) -> Result<usize, ColdAllocError> {
+    let bytes = count.checked_mul(elem_bytes).ok_or(ColdAllocError {
+        count,
+        elem_bytes,
+        bytes: None,
+    })?;
+    fits_the_host(count, elem_bytes, bytes)?;
+    Ok(bytes)
 }
 
 /// `count` elements made by `make`, in a boxed slice reserved fallibly.
@@ -104,15 +113,13 @@ pub(crate) fn uninit_slice<T>(
 /// An empty `Vec` with room for `count` elements, reserved fallibly.
 pub(crate) fn vec_with_capacity<T>(count: usize) -> Result<Vec<T>, ColdAllocError> {
     let elem_bytes = size_of::<T>();
-    let err = |bytes| ColdAllocError {
+    let bytes = checked_bytes(count, elem_bytes)?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(count).map_err(|_| ColdAllocError {
         count,
         elem_bytes,
-        bytes,
-    };
-    let bytes = count.checked_mul(elem_bytes).ok_or(err(None))?;
-    fits_the_host(count, elem_bytes, bytes)?;
-    let mut v = Vec::new();
-    v.try_reserve_exact(count).map_err(|_| err(Some(bytes)))?;
+        bytes: Some(bytes),
+    })?;
     Ok(v)
 }
 

@@ -8,6 +8,8 @@
     reason = "test fixtures: short names for graph handles"
 )]
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,8 +17,8 @@ use std::time::Duration;
 use holo_runtime::device::{DeviceBackend, SoftwareDevice};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
-    Input, LifecycleContext, Operator, Output, ParamSet, PartitionSpec, Partitioning, Result,
-    RunSession, SessionOptions, Tensor, TensorLoanRequest, codes, compile, operator,
+    Input, LifecycleContext, Operator, Output, ParamSet, Result, RunSession, SessionOptions,
+    Tensor, TensorLoanRequest, codes, compile, operator,
 };
 
 // ---- 1. wait_idle means every frame arrived -------------------------------------------
@@ -111,27 +113,12 @@ fn slow_chain(sleep: Duration, frames: u64, split: bool) -> (Vec<u64>, holo_runt
     g.add_flow(s.out, m1.input, c);
     g.add_flow(m1.out, m2.input, c);
     g.add_flow(m2.out, k.input, c);
-    let partitioning = if split {
-        let p = |name: &str, ops: &[&str]| PartitionSpec {
-            name: name.to_owned(),
-            operators: ops.iter().map(|&o| o.to_owned()).collect(),
-        };
-        Partitioning::Authored(vec![
-            p("a", &["source"]),
-            p("b", &["slow1"]),
-            p("c", &["slow2", "sink"]),
-        ])
+    let groups: &[&[&str]] = if split {
+        &[&["source"], &["slow1"], &["slow2", "sink"]]
     } else {
-        Partitioning::Automatic
+        &[]
     };
-    let plan = compile(
-        &g,
-        CompileOptions {
-            partitioning,
-            ..CompileOptions::default()
-        },
-    )
-    .unwrap();
+    let plan = compile(&g, common::partitioned(groups)).unwrap();
     let session = RunSession::start(g, &plan, SessionOptions::frames(frames)).unwrap();
     assert!(session.wait_idle(Duration::from_secs(30)));
     let report = session.join().unwrap();
@@ -315,28 +302,8 @@ fn unreservable_queue() {
                 ..ConnectionOptions::default()
             },
         );
-        let partitioning = if split {
-            Partitioning::Authored(vec![
-                PartitionSpec {
-                    name: "a".into(),
-                    operators: vec!["huge".into()],
-                },
-                PartitionSpec {
-                    name: "b".into(),
-                    operators: vec!["sink".into()],
-                },
-            ])
-        } else {
-            Partitioning::Automatic
-        };
-        let plan = compile(
-            &g,
-            CompileOptions {
-                partitioning,
-                ..CompileOptions::default()
-            },
-        )
-        .unwrap();
+        let groups: &[&[&str]] = if split { &[&["huge"], &["sink"]] } else { &[] };
+        let plan = compile(&g, common::partitioned(groups)).unwrap();
         let e = RunSession::start(g, &plan, SessionOptions::frames(1)).unwrap_err();
         assert_eq!(e.code(), ErrorCode::ResourceExhausted, "{e}");
         let text = e.to_string();

@@ -7,14 +7,15 @@
     reason = "test fixtures: short names for graph handles, shared result logs"
 )]
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use holo_runtime::session::FrameInfo;
 use holo_runtime::{
-    CompileOptions, ConnectionOptions, EmitOptions, ExecutionContext, Graph, Input, Operator,
-    Output, ParamSet, PartitionSpec, Partitioning, Result, RunSession, SessionOptions, compile,
-    operator,
+    ConnectionOptions, EmitOptions, ExecutionContext, Graph, Input, Operator, Output, ParamSet,
+    Result, RunSession, SessionOptions, compile, operator,
 };
 
 /// Emits its activation number; frames numbered by the output unless `ids` says.
@@ -123,27 +124,12 @@ fn chain(explicit: Option<u64>, split: bool) -> (Got, Vec<Instant>, Vec<Option<u
     };
     g.add_flow(s.out, f.input, c);
     g.add_flow(f.out, k.input, c);
-    let partitioning = if split {
-        Partitioning::Authored(
-            ["source", "forward", "sink"]
-                .iter()
-                .map(|&o| PartitionSpec {
-                    name: o.to_owned(),
-                    operators: vec![o.to_owned()],
-                })
-                .collect(),
-        )
+    let groups: &[&[&str]] = if split {
+        &[&["source"], &["forward"], &["sink"]]
     } else {
-        Partitioning::Automatic
+        &[]
     };
-    let plan = compile(
-        &g,
-        CompileOptions {
-            partitioning,
-            ..CompileOptions::default()
-        },
-    )
-    .unwrap();
+    let plan = compile(&g, common::partitioned(groups)).unwrap();
     let session = RunSession::start(g, &plan, SessionOptions::frames(10)).unwrap();
     assert!(session.wait_idle(Duration::from_secs(20)));
     session.join().unwrap();

@@ -3,14 +3,16 @@
 //! was shut down: nothing ran `compute`, no holo thread is left. Its own test binary: the
 //! fault hook is process-wide.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use holo_runtime::device::{DeviceBackend, SoftwareDevice};
 use holo_runtime::{
-    CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
-    Input, LifecycleContext, Operator, Output, ParamSet, PartitionSpec, Partitioning, Result,
-    RunSession, SessionOptions, Tensor, TensorLoanRequest, compile, operator,
+    ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph, Input,
+    LifecycleContext, Operator, Output, ParamSet, Result, RunSession, SessionOptions, Tensor,
+    TensorLoanRequest, compile, operator,
 };
 
 #[derive(Default)]
@@ -112,18 +114,7 @@ fn a_partition_thread_that_cannot_spawn_stops_everything_started() {
                 .unwrap();
             g.add_flow(s.frames, k.frames, ConnectionOptions::default());
         }
-        let mut options = CompileOptions {
-            partitioning: Partitioning::Authored(
-                ["src", "drain0", "drain1"]
-                    .iter()
-                    .map(|&o| PartitionSpec {
-                        name: format!("p_{o}"),
-                        operators: vec![o.to_owned()],
-                    })
-                    .collect(),
-            ),
-            ..CompileOptions::default()
-        };
+        let mut options = common::partitioned(&[&["src"], &["drain0"], &["drain1"]]);
         options
             .deployment
             .bind_tensor_output_device("src", "frames", device.ordinal());

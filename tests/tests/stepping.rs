@@ -2,13 +2,14 @@
 //! item 6), a run report whose latency leaves out a warm-up, and operators added with
 //! their default parameters.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use holo_runtime::{
     CompileOptions, ConnectionOptions, EmitOptions, ErrorCode, ExecutionContext, Graph, Input,
-    Operator, Output, PartitionSpec, Partitioning, Result, RunSession, SessionOptions, compile,
-    operator,
+    Operator, Output, Result, RunSession, SessionOptions, compile, operator,
 };
 
 #[operator]
@@ -98,23 +99,11 @@ fn graph(got: &Arc<Mutex<Vec<u64>>>, slow_left: u32) -> Graph {
 }
 
 fn options(split: bool) -> CompileOptions {
-    let partitioning = if split {
-        Partitioning::Authored(
-            ["source", "forward", "sink"]
-                .iter()
-                .map(|&o| PartitionSpec {
-                    name: o.to_owned(),
-                    operators: vec![o.to_owned()],
-                })
-                .collect(),
-        )
+    common::partitioned(if split {
+        &[&["source"], &["forward"], &["sink"]]
     } else {
-        Partitioning::Automatic
-    };
-    CompileOptions {
-        partitioning,
-        ..CompileOptions::default()
-    }
+        &[]
+    })
 }
 
 #[test]

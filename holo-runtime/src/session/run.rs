@@ -1077,23 +1077,29 @@ pub(crate) fn start(
             _ => None,
         })
         .collect();
+    // The session, stepped or threaded (each branch moves the parts once).
+    macro_rules! session {
+        ($threads:expr, $stepped:expr) => {
+            RunSession {
+                shared,
+                threads: $threads,
+                stepped: $stepped,
+                edges,
+                edge_ends,
+                pools,
+                streams,
+                retirer,
+                retire_thread,
+                started: Instant::now(),
+                plan: plan.clone(),
+                torn_down: false,
+                latency_baseline: Mutex::new(None),
+            }
+        };
+    }
     if stepped {
         let stepped = Stepped::new(&shared, by_partition);
-        return Ok(RunSession {
-            shared,
-            threads: Vec::new(),
-            stepped: Some(stepped),
-            edges,
-            edge_ends,
-            pools,
-            streams,
-            retirer,
-            retire_thread,
-            started: Instant::now(),
-            plan: plan.clone(),
-            torn_down: false,
-            latency_baseline: Mutex::new(None),
-        });
+        return Ok(session!(Vec::new(), Some(stepped)));
     }
     // Every partition thread is spawned before any of them gets its operators: a spawn
     // that fails leaves every operator on this thread, where each is stopped, the
@@ -1158,21 +1164,7 @@ pub(crate) fn start(
     for ((h, thread), ops) in handoffs.iter().zip(by_partition) {
         h.give(Some(ops), thread);
     }
-    Ok(RunSession {
-        shared,
-        threads,
-        stepped: None,
-        edges,
-        edge_ends,
-        pools,
-        streams,
-        retirer,
-        retire_thread,
-        started: Instant::now(),
-        plan: plan.clone(),
-        torn_down: false,
-        latency_baseline: Mutex::new(None),
-    })
+    Ok(session!(threads, None))
 }
 
 /// A partition thread's operators, handed over once every partition thread exists: the

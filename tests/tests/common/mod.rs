@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use holo_runtime::{
-    DType, EmitOptions, ErrorCode, ExecutionContext, Input, Operator, Output, Result, Tensor,
-    TensorLoanRequest, operator,
+    CompileOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Input, Operator, Output,
+    PartitionSpec, Partitioning, Result, Tensor, TensorLoanRequest, operator,
 };
 
 /// Emits a 1-D u8 tensor of `len` bytes, all `fill`, from a 4-slot-capable pool; counts
@@ -146,5 +146,27 @@ impl Operator for Forward {
             self.output.emit(t, EmitOptions::default())?;
         }
         Ok(())
+    }
+}
+
+/// Compile options whose execution partitions are `groups` (each named after its first
+/// operator), or the automatic partitioning when `groups` is empty.
+pub fn partitioned(groups: &[&[&str]]) -> CompileOptions {
+    let partitioning = if groups.is_empty() {
+        Partitioning::Automatic
+    } else {
+        Partitioning::Authored(
+            groups
+                .iter()
+                .map(|ops| PartitionSpec {
+                    name: ops.first().map_or("empty", |o| *o).to_owned(),
+                    operators: ops.iter().map(|&o| o.to_owned()).collect(),
+                })
+                .collect(),
+        )
+    };
+    CompileOptions {
+        partitioning,
+        ..CompileOptions::default()
     }
 }
