@@ -149,8 +149,9 @@ pub struct RunReport {
 pub struct RunSession {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<Vec<OpRuntime>>>,
-    /// A session started with `start_stepped`: its operators, run by `step`.
-    stepped: Option<run::Stepped>,
+    /// A session started with `start_stepped`: its operators, run by `step` (through
+    /// `&mut self`, so never locked: the mutex keeps the session `Sync`).
+    stepped: std::sync::Mutex<Option<run::Stepped>>,
     edges: Vec<Arc<dyn ErasedEdge>>,
     /// The producing and consuming operator of each of `edges`.
     edge_ends: Vec<(usize, usize)>,
@@ -208,7 +209,11 @@ impl RunSession {
     /// operator failed or asked to stop: `join` returns why); `NotSupported` on a
     /// threaded session.
     pub fn step(&mut self) -> Result<usize> {
-        match &mut self.stepped {
+        let stepped = self
+            .stepped
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match stepped {
             Some(s) => s.step(&self.shared),
             None => Err(Error::new(
                 ErrorCode::NotSupported,
@@ -331,7 +336,12 @@ impl RunSession {
                 )),
             }
         }
-        if let Some(stepped) = self.stepped.take() {
+        let stepped = self
+            .stepped
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(stepped) = stepped {
             ops.extend(stepped.finish());
         }
         ops.sort_by_key(|o| o.index);

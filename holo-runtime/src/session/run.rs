@@ -1083,7 +1083,7 @@ pub(crate) fn start(
             RunSession {
                 shared,
                 threads: $threads,
-                stepped: $stepped,
+                stepped: Mutex::new($stepped),
                 edges,
                 edge_ends,
                 pools,

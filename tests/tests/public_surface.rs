@@ -1,0 +1,62 @@
+//! The public types a user shares between threads: a session can be stopped or watched
+//! from another thread (`Send + Sync`), a plan and a tensor shared freely, a graph moved
+//! to the thread that starts it. These fail to compile if a field ever takes that away
+//! (stepping's operators made `RunSession` `!Sync` until they went behind a mutex).
+
+fn send<T: Send>() {}
+fn sync<T: Sync>() {}
+
+#[test]
+fn sessions_plans_graphs_and_tensors_cross_threads() {
+    send::<holo_runtime::RunSession>();
+    sync::<holo_runtime::RunSession>();
+    send::<holo_runtime::ExecutionPlan>();
+    sync::<holo_runtime::ExecutionPlan>();
+    send::<holo_runtime::Graph>();
+    send::<holo_runtime::Tensor>();
+    sync::<holo_runtime::Tensor>();
+    send::<holo_runtime::RunReport>();
+    send::<holo_runtime::Error>();
+    sync::<holo_runtime::Error>();
+}
+
+#[test]
+fn a_session_is_stopped_from_another_thread() {
+    use holo_runtime::{
+        CompileOptions, EmitOptions, ExecutionContext, Graph, Operator, Output, Result, RunSession,
+        SessionOptions, compile, operator,
+    };
+    use std::time::Duration;
+    #[operator]
+    struct Forever {
+        out: Output<u64>,
+    }
+    impl Operator for Forever {
+        fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+            let _ = self.out.try_emit(1u64, EmitOptions::default());
+            Ok(())
+        }
+    }
+    let mut g = Graph::new();
+    g.add_operator_with_defaults(
+        "forever",
+        Forever {
+            out: Output::default(),
+        },
+    )
+    .unwrap();
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::default()).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            session.stop();
+        });
+        assert!(
+            !session.wait_idle(Duration::from_secs(10)),
+            "stopped, not idle"
+        );
+    });
+    assert!(session.is_stopping());
+    session.join().unwrap();
+}
