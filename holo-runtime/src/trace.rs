@@ -12,7 +12,7 @@ macro_rules! span {
         #[cfg(feature = "tracing")]
         let entered = ::tracing::info_span!($name $(, $($fields)*)?).entered();
         #[cfg(not(feature = "tracing"))]
-        let entered = ();
+        let entered = $crate::trace::NoSpan;
         entered
     }};
 }
@@ -39,5 +39,9 @@ macro_rules! phase {
         }
     };
 }
+
+/// What `span!` gives without the feature: nothing to enter or exit.
+#[cfg(not(feature = "tracing"))]
+pub(crate) struct NoSpan;
 
 pub(crate) use {event, phase, span};

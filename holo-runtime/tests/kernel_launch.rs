@@ -241,7 +241,7 @@ fn an_operator_launches_its_own_ptx_kernel_on_its_stream() {
     let plan = compile(&g, options).unwrap();
     let session =
         RunSession::start(g, &plan, SessionOptions::frames(200).on_device(device)).unwrap();
-    assert!(session.wait_idle(Duration::from_secs(60)));
+    assert!(session.wait_idle(Duration::from_mins(1)));
     session.join().unwrap();
     assert_eq!(
         *bad.lock().unwrap(),

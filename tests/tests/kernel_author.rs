@@ -61,9 +61,12 @@ impl Operator for Writer {
             cuda.raw_context(),
             cuda.raw_stream() == ctx.cuda_stream()?.raw(),
         ));
-        // Up to two emits per activation: the held tensor (or a new one), then a new one.
-        // With depth-1 queues and closed gates the second is refused and held.
-        for _ in 0..2 {
+        // Up to three emits per activation: the held tensor (or a new one), then new ones.
+        // A source runs only when its queues have room, so the refusal must come within
+        // one activation: with depth-1 queues and gates that each hold one tensor, the
+        // third emit at the latest finds both queues full, whatever the gates popped
+        // meanwhile.
+        for _ in 0..3 {
             let tensor = match self.held.take() {
                 Some(t) => t,
                 None => {
@@ -119,7 +122,9 @@ struct Gate {
 impl Operator for Gate {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
         let mut first = self.input.receive();
-        while self.open.load(Ordering::Acquire) == 0 {
+        // Bounded, so a failed assertion on the test's thread cannot hang the teardown.
+        let until = Instant::now() + Duration::from_secs(30);
+        while self.open.load(Ordering::Acquire) == 0 && Instant::now() < until {
             std::thread::sleep(Duration::from_micros(100));
         }
         while let Some(t) = first.take().or_else(|| self.input.receive()) {
