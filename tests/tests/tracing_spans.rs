@@ -15,14 +15,17 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
+/// A span or event's fields, as (name, value) text.
+type FieldList = Vec<(String, String)>;
+
 /// Every span (name and fields, with fields recorded later) and every event's fields.
 #[derive(Clone, Default)]
 struct Capture(Arc<Mutex<Log>>);
 
 #[derive(Default)]
 struct Log {
-    spans: Vec<(Id, String, Vec<(String, String)>)>,
-    events: Vec<Vec<(String, String)>>,
+    spans: Vec<(Id, String, FieldList)>,
+    events: Vec<FieldList>,
 }
 
 struct Fields<'a>(&'a mut Vec<(String, String)>);
