@@ -6,6 +6,8 @@
 //! one compile returns every diagnostic together.
 
 mod diagnostics;
+mod fingerprint;
+mod index;
 mod partition;
 mod placement;
 mod pools;
@@ -15,6 +17,9 @@ use std::collections::BTreeMap;
 
 pub(crate) use diagnostics::stable_codes;
 pub use diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, Severity, codes};
+pub(crate) use fingerprint::fingerprint;
+
+use index::{Adjacency, Names, PortFacts};
 
 use crate::graph::Graph;
 use crate::plan::{CudaComputeStreamPolicy, EdgeRecord, ExecutionPlan, OperatorRecord};
@@ -146,24 +151,50 @@ pub(crate) struct Work<'g> {
     pub(crate) options: &'g CompileOptions,
     pub(crate) diagnostics: Vec<Diagnostic>,
     pub(crate) warnings: Vec<Diagnostic>,
+    /// The operators' names, by index.
+    pub(crate) names: Names,
+    /// The graph's fingerprint (computed as the graph is first read).
+    pub(crate) fingerprint: String,
     /// Operators in a topological order.
     pub(crate) topo: Vec<u32>,
-    /// Incoming edge per (operator, port).
-    pub(crate) incoming: BTreeMap<(u32, u32), Vec<u32>>,
-    /// Outgoing edges per (operator, port).
-    pub(crate) outgoing: BTreeMap<(u32, u32), Vec<u32>>,
+    /// Per operator, the index of its first port among all the graph's ports, and the
+    /// number of ports at the end: port `p` of operator `o` is `port_base[o] + p`.
+    pub(crate) port_base: Vec<usize>,
+    /// What passes read of every port (name, direction, kind, queueing), by
+    /// [`Work::port_index`].
+    pub(crate) ports: Vec<PortFacts>,
+    /// Incoming flows per port (by [`Work::port_index`]), in flow order.
+    pub(crate) incoming: Adjacency,
+    /// Outgoing flows per port (by [`Work::port_index`]), in flow order.
+    pub(crate) outgoing: Adjacency,
     pub(crate) partition_of: Vec<u32>,
-    /// Successor and producer operators of each operator, deduplicated.
-    pub(crate) successors: Vec<std::collections::BTreeSet<u32>>,
-    pub(crate) producers: Vec<std::collections::BTreeSet<u32>>,
+    /// Successor and producer operators of each operator, ascending and deduplicated.
+    pub(crate) successors: Adjacency,
+    pub(crate) producers: Adjacency,
 }
 
 impl Work<'_> {
+    /// The index of port `port` of operator `op` among all the graph's ports.
+    pub(crate) fn port_index(&self, op: u32, port: u32) -> usize {
+        self.port_base[op as usize] + port as usize
+    }
+    /// The flows entering port `port` of operator `op`.
+    pub(crate) fn incoming(&self, op: u32, port: u32) -> &[u32] {
+        self.incoming.row(self.port_index(op, port))
+    }
+    /// The flows leaving port `port` of operator `op`.
+    pub(crate) fn outgoing(&self, op: u32, port: u32) -> &[u32] {
+        self.outgoing.row(self.port_index(op, port))
+    }
     pub(crate) fn op_name(&self, op: u32) -> &str {
-        &self.graph.operators[op as usize].name
+        self.names.get(op as usize)
     }
     pub(crate) fn port_name(&self, op: u32, port: u32) -> &'static str {
-        self.graph.operators[op as usize].ports[port as usize].name
+        self.port(op, port).name
+    }
+    /// What passes read of port `port` of operator `op`.
+    pub(crate) fn port(&self, op: u32, port: u32) -> &PortFacts {
+        &self.ports[self.port_index(op, port)]
     }
 }
 
@@ -191,12 +222,16 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         options: &options,
         diagnostics: Vec::new(),
         warnings: Vec::new(),
+        names: Names::default(),
+        fingerprint: String::new(),
         topo: Vec::new(),
-        incoming: BTreeMap::new(),
-        outgoing: BTreeMap::new(),
+        port_base: Vec::new(),
+        ports: Vec::new(),
+        incoming: Adjacency::default(),
+        outgoing: Adjacency::default(),
         partition_of: Vec::new(),
-        successors: Vec::new(),
-        producers: Vec::new(),
+        successors: Adjacency::default(),
+        producers: Adjacency::default(),
     };
     if !(1..=MAX_FANOUT_RELEASE_STREAMS).contains(&options.max_fanout_release_streams) {
         work.diagnostics.push(
@@ -246,7 +281,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
     let partitions = pass("partition", || partition::partition(&mut work));
     let resolved = pass("resolve_tensors", || pools::resolve_tensors(&mut work));
     let placed = pass("place", || {
-        placement::place(&mut work, &resolved, &partitions)
+        placement::place(&mut work, &resolved, partitions)
     });
     let sized = pass("size_queues", || queues::size_queues(&mut work));
     let edges = pass("edge_records", || edge_records(&mut work, &placed, &sized));
@@ -270,7 +305,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
             let i = u32::try_from(i).unwrap_or(u32::MAX);
             OperatorRecord {
                 id: i,
-                name: op.name.clone(),
+                name: work.op_name(i).to_owned(),
                 type_name: op.type_name.to_owned(),
                 partition: work.partition_of[i as usize],
                 device: placed.device_of[i as usize],
@@ -287,7 +322,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         .enumerate()
         .map(|(i, op)| {
             let i = u32::try_from(i).unwrap_or(u32::MAX);
-            let clock = sized.clocks.get(&i);
+            let clock = sized.clocks[i as usize].as_ref();
             crate::plan::TriggerRecord {
                 operator: i,
                 trigger: op.trigger.kind(),
@@ -311,7 +346,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         .collect();
     let mut plan = ExecutionPlan {
         schema: crate::plan::PLAN_JSON_SCHEMA,
-        fingerprint: fingerprint(graph),
+        fingerprint: work.fingerprint,
         cuda_compute_stream_policy: options.cuda_execution.compute_stream_policy,
         max_fanout_release_streams: options.max_fanout_release_streams,
         operators,
@@ -332,7 +367,11 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
             .to_owned(),
             port_rates: sized.port_rates,
             accumulation_horizons: sized.horizons,
-            hard_floor_contributors: sized.contributors.into_iter().chain(pool_floors).collect(),
+            hard_floor_contributors: {
+                let mut floors = sized.contributors;
+                floors.extend(pool_floors);
+                floors
+            },
             queue_sizing_recipes: sized.recipes,
             operator_triggers: triggers,
             headroom: options.automatic_queue_sizing.headroom_ratio.ratio(),
@@ -367,33 +406,10 @@ fn edge_records(
             queue_depth: depth,
             depth_source: source.to_owned(),
             policy: e.options.policy.name().to_owned(),
-            tensor: graph.operators[fo as usize].ports[fp as usize].is_tensor(),
+            tensor: work.port(fo, fp).tensor,
             cross_partition: work.partition_of[fo as usize] != work.partition_of[to as usize],
-            fusion: placed.fusion.get(&id).cloned(),
+            fusion: placed.fusion[i].clone(),
         });
     }
     out
-}
-
-/// FNV-1a over a canonical description of the graph's structure.
-pub(crate) fn fingerprint(graph: &Graph) -> String {
-    let mut h = holo_params::__private::Fnv1a64::new();
-    // Each string ends in 0xff, a byte UTF-8 never holds: the byte sequence hashed
-    // tells the strings apart ("ab", "c" is not "a", "bc").
-    let mut eat = |s: &str| h = h.write(s.as_bytes()).write(&[0xff]);
-    for op in &graph.operators {
-        eat(&op.name);
-        eat(op.type_name);
-        for p in &op.ports {
-            eat(p.name);
-        }
-        eat(&op.params_json.to_string());
-    }
-    for e in &graph.edges {
-        eat(&format!(
-            "{}.{}>{}.{}",
-            e.from.0.0, e.from.1, e.to.0.0, e.to.1
-        ));
-    }
-    format!("{:016x}", h.finish())
 }

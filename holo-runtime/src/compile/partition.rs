@@ -1,44 +1,73 @@
 //! Graph checks and partitioning.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 
+use super::fingerprint::Fingerprint;
+use super::index::{Adjacency, Names, PortFacts};
 use super::{Diagnostic, Partitioning, Work, codes};
 use crate::plan::ExecutionPartition;
 use crate::spec::PortDirection;
 
-/// Builds the edge maps and a topological order; reports fan-in, unconnected required
-/// inputs and cycles.
+/// Builds the indexes (names, ports, edge maps) and the fingerprint, and a topological
+/// order; reports fan-in, unconnected required inputs and cycles.
 pub(crate) fn check_graph(work: &mut Work<'_>) {
     let graph = work.graph;
+    let n = graph.operators.len();
+    // The graph's own records are read here, once and in order; later passes read the
+    // indexes built from them.
+    let mut port_base = Vec::with_capacity(n + 1);
+    let mut facts = Vec::with_capacity(graph.operators.iter().map(|op| op.ports.len()).sum());
+    let mut names = Names::default();
+    let mut fingerprint = Fingerprint::new();
+    for op in &graph.operators {
+        port_base.push(facts.len());
+        facts.extend(op.ports.iter().map(PortFacts::of));
+        names.push(&op.name);
+        fingerprint.operator(op);
+    }
+    let ports = facts.len();
+    port_base.push(ports);
+    work.port_base = port_base;
+    work.ports = facts;
+    work.names = names;
+    let mut incoming = Vec::with_capacity(graph.edges.len());
+    let mut outgoing = Vec::with_capacity(graph.edges.len());
     for (i, e) in graph.edges.iter().enumerate() {
+        fingerprint.flow(e);
         let i = u32::try_from(i).unwrap_or(u32::MAX);
-        let from = &graph.operators[e.from.0.index()].ports[e.from.1 as usize];
-        let to = &graph.operators[e.to.0.index()].ports[e.to.1 as usize];
-        if from.direction != PortDirection::Output || to.direction != PortDirection::Input {
+        let (from, to) = (
+            work.port_index(e.from.0.0, e.from.1),
+            work.port_index(e.to.0.0, e.to.1),
+        );
+        if work.ports[from].direction != PortDirection::Output
+            || work.ports[to].direction != PortDirection::Input
+        {
             work.diagnostics.push(
                 Diagnostic::error(
                     codes::GRAPH_INVALID_FLOW,
                     "a flow must go from an output to an input",
                 )
                 .operator(&graph.operators[e.from.0.index()].name)
-                .port(from.name),
+                .port(work.ports[from].name),
             );
             continue;
         }
-        work.outgoing
-            .entry((e.from.0.0, e.from.1))
-            .or_default()
-            .push(i);
-        work.incoming.entry((e.to.0.0, e.to.1)).or_default().push(i);
+        outgoing.push((u32::try_from(from).unwrap_or(u32::MAX), i));
+        incoming.push((u32::try_from(to).unwrap_or(u32::MAX), i));
     }
+    work.fingerprint = fingerprint.finish();
+    work.incoming = Adjacency::from_pairs(ports, &incoming);
+    work.outgoing = Adjacency::from_pairs(ports, &outgoing);
     for (o, op) in graph.operators.iter().enumerate() {
+        let ports = &work.ports[work.port_base[o]..work.port_base[o + 1]];
         let o = u32::try_from(o).unwrap_or(u32::MAX);
-        for (p, port) in op.ports.iter().enumerate() {
+        for (p, port) in ports.iter().enumerate() {
             let p = u32::try_from(p).unwrap_or(u32::MAX);
             if port.direction != PortDirection::Input {
                 continue;
             }
-            match work.incoming.get(&(o, p)).map_or(0, Vec::len) {
+            match work.incoming.row(work.port_index(o, p)).len() {
                 0 if !port.optional => work.diagnostics.push(
                     Diagnostic::error(
                         codes::GRAPH_UNCONNECTED_INPUT,
@@ -61,28 +90,29 @@ pub(crate) fn check_graph(work: &mut Work<'_>) {
             }
         }
     }
-    // Kahn's algorithm over operator-level edges; ties broken by operator index so the
-    // order (and the plan) is deterministic.
-    let n = graph.operators.len();
+    // Kahn's algorithm over operator-level edges; ties broken by operator index (the
+    // smallest ready one first) so the order (and the plan) is deterministic.
+    let pairs: Vec<(u32, u32)> = graph.edges.iter().map(|e| (e.from.0.0, e.to.0.0)).collect();
+    let succ = Adjacency::from_pairs(n, &pairs).into_sets();
+    let reversed: Vec<(u32, u32)> = pairs.into_iter().map(|(from, to)| (to, from)).collect();
+    let pred = Adjacency::from_pairs(n, &reversed).into_sets();
     let mut indegree = vec![0usize; n];
-    let mut succ: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); n];
-    let mut pred: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); n];
-    for e in &graph.edges {
-        pred[e.to.0.index()].insert(e.from.0.0);
-        if succ[e.from.0.index()].insert(e.to.0.0) {
-            indegree[e.to.0.index()] += 1;
+    for o in 0..n {
+        for &s in succ.row(o) {
+            indegree[s as usize] += 1;
         }
     }
-    let mut ready: BTreeSet<u32> = (0..n)
+    let mut ready: BinaryHeap<Reverse<u32>> = (0..n)
         .filter(|&i| indegree[i] == 0)
-        .filter_map(|i| u32::try_from(i).ok())
+        .filter_map(|i| u32::try_from(i).ok().map(Reverse))
         .collect();
-    while let Some(v) = ready.pop_first() {
+    work.topo.reserve(n);
+    while let Some(Reverse(v)) = ready.pop() {
         work.topo.push(v);
-        for &s in &succ[v as usize] {
+        for &s in succ.row(v as usize) {
             indegree[s as usize] -= 1;
             if indegree[s as usize] == 0 {
-                ready.insert(s);
+                ready.push(Reverse(s));
             }
         }
     }
@@ -112,20 +142,18 @@ pub(crate) fn partition(work: &mut Work<'_>) -> Vec<ExecutionPartition> {
     let mut parts: Vec<ExecutionPartition> = Vec::new();
     match &work.options.partitioning {
         Partitioning::Automatic => {
-            for &op in &work.topo.clone() {
-                let preds = &work.producers[op as usize];
-                let joined = if preds.len() == 1 {
-                    let p = *preds.first().unwrap_or(&op);
-                    (work.successors[p as usize].len() == 1).then_some(p)
-                } else {
-                    None
+            for &op in &work.topo {
+                let preds = work.producers.row(op as usize);
+                let joined = match preds {
+                    &[p] => (work.successors.row(p as usize).len() == 1).then_some(p),
+                    _ => None,
                 };
                 if let Some(p) = joined {
                     let part = work.partition_of[p as usize];
                     work.partition_of[op as usize] = part;
                     parts[part as usize].operators.push(op);
                 } else {
-                    let reason = match work.producers[op as usize].len() {
+                    let reason = match preds.len() {
                         0 => "source",
                         1 => "fork",
                         _ => "join",

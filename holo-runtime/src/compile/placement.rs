@@ -22,28 +22,26 @@ pub(crate) struct Placed {
     pub(crate) device_of: Vec<Option<u32>>,
     pub(crate) stream_of: Vec<Option<u32>>,
     pub(crate) output_device: BTreeMap<(u32, u32), u32>,
-    pub(crate) fusion: BTreeMap<u32, FusionEvidence>,
+    /// Per edge: the evidence of a fused edge.
+    pub(crate) fusion: Vec<Option<FusionEvidence>>,
 }
 
 pub(crate) fn place(
     work: &mut Work<'_>,
     resolved: &Resolved,
-    partitions: &[ExecutionPartition],
+    mut partitions: Vec<ExecutionPartition>,
 ) -> Placed {
     let graph = work.graph;
     let n = graph.operators.len();
     let mut output_device = BTreeMap::new();
     // Explicit bindings first; each must name a tensor output.
     for ((op_name, port_name), &device) in &work.options.deployment.tensor_output_devices {
-        let found = graph.operators.iter().enumerate().find_map(|(o, op)| {
-            (op.name == *op_name).then(|| {
-                op.ports
-                    .iter()
-                    .position(|p| {
-                        p.name == port_name && matches!(p.decl, PortDecl::TensorOutput(_))
-                    })
-                    .map(|p| (o, p))
-            })?
+        let found = graph.operator_id(op_name).and_then(|id| {
+            graph.operators[id.index()]
+                .ports
+                .iter()
+                .position(|p| p.name == port_name && matches!(p.decl, PortDecl::TensorOutput(_)))
+                .map(|p| (id.index(), p))
         });
         match found {
             Some((o, p)) => {
@@ -72,9 +70,10 @@ pub(crate) fn place(
         devices[o as usize].insert(d);
     }
     let mut cuda_active = vec![false; n];
-    for &o in &work.topo.clone() {
+    for &o in &work.topo {
         let op = &graph.operators[o as usize];
-        for (p, port) in op.ports.iter().enumerate() {
+        let ports = &work.ports[work.port_base[o as usize]..work.port_base[o as usize + 1]];
+        for (p, port) in ports.iter().enumerate() {
             let p = u32::try_from(p).unwrap_or(u32::MAX);
             match port.direction {
                 PortDirection::Output => {
@@ -83,7 +82,7 @@ pub(crate) fn place(
                     if output_device.contains_key(&(o, p)) {
                         cuda_active[o as usize] = true;
                     }
-                    let Some(r) = resolved.get(&(o, p)) else {
+                    let Some(r) = resolved.get(work.port_index(o, p)) else {
                         continue;
                     };
                     if r.memory_kind.is_some_and(crate::MemoryKind::is_cuda) {
@@ -91,11 +90,11 @@ pub(crate) fn place(
                     }
                 }
                 PortDirection::Input => {
-                    for &e in work.incoming.get(&(o, p)).map_or(&[][..], Vec::as_slice) {
+                    for &e in work.incoming(o, p) {
                         let edge = &graph.edges[e as usize];
                         let from = (edge.from.0.0, edge.from.1);
                         if resolved
-                            .get(&from)
+                            .get(work.port_index(from.0, from.1))
                             .and_then(|r| r.memory_kind)
                             .is_some_and(crate::MemoryKind::is_cuda)
                         {
@@ -132,9 +131,18 @@ pub(crate) fn place(
     }
     // A connected pass-through CUDA output needs its own binding, or another bound output
     // of its operator: input placement does not propagate to pass-through outputs.
-    for (o, op) in graph.operators.iter().enumerate() {
+    for o in 0..n {
+        // Only tensor outputs: their operators and ports are read, no other.
+        let facts = &work.ports[work.port_base[o]..work.port_base[o + 1]];
+        if !facts.iter().any(|f| f.tensor_output) {
+            continue;
+        }
+        let op = &graph.operators[o];
         let o32 = u32::try_from(o).unwrap_or(u32::MAX);
-        let has_bound_output = output_device.keys().any(|&(bo, _)| bo == o32);
+        let has_bound_output = output_device
+            .range((o32, 0)..=(o32, u32::MAX))
+            .next()
+            .is_some();
         for (p, port) in op.ports.iter().enumerate() {
             let p32 = u32::try_from(p).unwrap_or(u32::MAX);
             let PortDecl::TensorOutput(decl) = &port.decl else {
@@ -144,10 +152,7 @@ pub(crate) fn place(
                 .representation
                 .memory_kind
                 .is_some_and(crate::MemoryKind::is_cuda);
-            let connected = work
-                .outgoing
-                .get(&(o32, p32))
-                .is_some_and(|v| !v.is_empty());
+            let connected = !work.outgoing(o32, p32).is_empty();
             if decl.storage == crate::spec::TensorOutputStorage::PassThrough
                 && cuda
                 && connected
@@ -173,7 +178,6 @@ pub(crate) fn place(
         })
         .collect();
     // Streams.
-    let mut partitions = partitions.to_vec();
     let mut streams: Vec<CudaComputeStreamRecord> = Vec::new();
     let mut key_to_stream: BTreeMap<(Option<u32>, u32), u32> = BTreeMap::new();
     let mut stream_of = vec![None; n];
@@ -199,7 +203,9 @@ pub(crate) fn place(
                 });
                 id
             });
-            if !streams[id as usize].partitions.contains(&part.id) {
+            // Partitions come in id order, so the stream has seen this one only if it
+            // was the last it recorded.
+            if streams[id as usize].partitions.last() != Some(&part.id) {
                 streams[id as usize].partitions.push(part.id);
             }
             stream_of[o as usize] = Some(id);
@@ -207,26 +213,24 @@ pub(crate) fn place(
     }
     // Fusion: a CUDA tensor edge whose output has exactly one successor in total and
     // whose two endpoints name the same final stream.
-    let mut fusion = BTreeMap::new();
-    for (i, e) in graph.edges.iter().enumerate() {
-        let from = (e.from.0.0, e.from.1);
-        let cuda = resolved
-            .get(&from)
-            .and_then(|r| r.memory_kind)
-            .is_some_and(crate::MemoryKind::is_cuda);
-        let sole = work.outgoing.get(&from).is_some_and(|v| v.len() == 1);
-        let (a, b) = (stream_of[e.from.0.index()], stream_of[e.to.0.index()]);
-        if cuda && sole && a.is_some() && a == b {
-            fusion.insert(
-                u32::try_from(i).unwrap_or(u32::MAX),
-                FusionEvidence {
-                    stream: a.unwrap_or(0),
-                    sole_successor: true,
-                    process_local: true,
-                },
-            );
-        }
-    }
+    let fusion = graph
+        .edges
+        .iter()
+        .map(|e| {
+            let (fo, fp) = (e.from.0.0, e.from.1);
+            let cuda = resolved
+                .get(work.port_index(fo, fp))
+                .and_then(|r| r.memory_kind)
+                .is_some_and(crate::MemoryKind::is_cuda);
+            let sole = work.outgoing(fo, fp).len() == 1;
+            let (a, b) = (stream_of[e.from.0.index()], stream_of[e.to.0.index()]);
+            (cuda && sole && a.is_some() && a == b).then(|| FusionEvidence {
+                stream: a.unwrap_or(0),
+                sole_successor: true,
+                process_local: true,
+            })
+        })
+        .collect();
     Placed {
         partitions,
         streams,

@@ -35,7 +35,28 @@ pub(crate) struct ResolvedOutput {
     pub(crate) max_loans: u32,
 }
 
-pub(crate) type Resolved = BTreeMap<(u32, u32), ResolvedOutput>;
+/// The resolved tensor outputs, found by port index ([`Work::port_index`]) in constant
+/// time and listed in port order, that is by (operator, port).
+pub(crate) struct Resolved {
+    /// Per port: the position of its output in `outputs`, or `u32::MAX`.
+    at: Vec<u32>,
+    outputs: Vec<(u32, u32, ResolvedOutput)>,
+}
+
+impl Resolved {
+    pub(crate) fn get(&self, port: usize) -> Option<&ResolvedOutput> {
+        let &at = self.at.get(port)?;
+        self.outputs.get(at as usize).map(|(_, _, out)| out)
+    }
+
+    /// `(operator, port, output)` by (operator, port).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, u32, &ResolvedOutput)> {
+        self.at
+            .iter()
+            .filter_map(|&at| self.outputs.get(at as usize))
+            .map(|(o, p, out)| (*o, *p, out))
+    }
+}
 
 fn readable(work: &mut Work<'_>, op: &OperatorNode, port: &str, dep: &ParamDependency) -> bool {
     if dep.descriptor.is_compile_readable() {
@@ -179,26 +200,20 @@ impl Eval<'_, '_, '_> {
                     );
                 };
                 let p = u32::try_from(p).unwrap_or(u32::MAX);
-                let incoming = self
-                    .work
-                    .incoming
-                    .get(&(self.op, p))
-                    .cloned()
-                    .unwrap_or_default();
-                if incoming.len() != 1 {
+                let &[flow] = self.work.incoming(self.op, p) else {
+                    let flows = self.work.incoming(self.op, p).len();
                     return self.fail(
                         codes::PHYSICAL_TENSOR_BYTE_SPAN_INPUT_UNBOUNDED,
                         format!(
-                            "`input_max_byte_span({input})` needs exactly one concrete producer; the input has {}",
-                            incoming.len()
+                            "`input_max_byte_span({input})` needs exactly one concrete producer; the input has {flows}"
                         ),
                         "connect exactly one bounded producer, or use a literal bound",
                     );
-                }
-                let e = &self.work.graph.edges[incoming[0] as usize];
+                };
+                let e = &self.work.graph.edges[flow as usize];
                 let bound = self
                     .resolved
-                    .get(&(e.from.0.0, e.from.1))
+                    .get(self.work.port_index(e.from.0.0, e.from.1))
                     .and_then(|r| r.per_slot_bytes);
                 match bound {
                     Some(b) => Some(b),
@@ -293,16 +308,25 @@ pub(crate) fn is_versioned_id(id: &str) -> bool {
 /// (an `input_max_byte_span` reads its producer's result), and checks every tensor
 /// edge's layout against the consumer's exact requirements.
 pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
-    let mut resolved = Resolved::new();
+    let mut resolved = Resolved {
+        at: vec![u32::MAX; work.port_base.last().copied().unwrap_or(0)],
+        outputs: Vec::new(),
+    };
     let mut projectors = BTreeMap::new();
     let graph = work.graph;
     for &o in &work.topo.clone() {
         let op = &graph.operators[o as usize];
-        for (p, port) in op.ports.iter().enumerate() {
+        let ports = work.port_base[o as usize + 1] - work.port_base[o as usize];
+        for p in 0..ports {
+            let p = u32::try_from(p).unwrap_or(u32::MAX);
+            // Only tensor outputs: their ports are read, no other.
+            if !work.port(o, p).tensor_output {
+                continue;
+            }
+            let port = &op.ports[p as usize];
             let PortDecl::TensorOutput(decl) = &port.decl else {
                 continue;
             };
-            let p = u32::try_from(p).unwrap_or(u32::MAX);
             let (memory_kind, memory_kind_source) = resolve_kind(work, op, port.name, decl);
             let mut out = ResolvedOutput {
                 storage: decl.storage,
@@ -413,7 +437,9 @@ pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
                     .hint("declare `memory = host | pinned | cuda_device | cuda_managed`, or derive it with `memory_kind = parameter_memory_kind(...)`"),
                 );
             }
-            resolved.insert((o, p), out);
+            let at = work.port_index(o, p);
+            resolved.at[at] = u32::try_from(resolved.outputs.len()).unwrap_or(u32::MAX);
+            resolved.outputs.push((o, p, out));
         }
     }
     check_layouts(work, &resolved);
@@ -475,7 +501,7 @@ fn check_layouts(work: &mut Work<'_>, resolved: &Resolved) {
     for e in &graph.edges {
         let (fo, fp) = (e.from.0.0, e.from.1);
         let (to, tp) = (e.to.0.0, e.to.1);
-        let Some(out) = resolved.get(&(fo, fp)) else {
+        let Some(out) = resolved.get(work.port_index(fo, fp)) else {
             continue;
         };
         let consumer = &graph.operators[to as usize];
@@ -540,7 +566,7 @@ pub(crate) fn allocations(
     let mut dependencies = Vec::new();
     let mut providers = Vec::new();
     let mut floors = Vec::new();
-    for (&(o, p), out) in resolved {
+    for (o, p, out) in resolved.iter() {
         if out.storage != TensorOutputStorage::RuntimePool {
             continue;
         }
@@ -550,10 +576,10 @@ pub(crate) fn allocations(
         let op_name = work.op_name(o).to_owned();
         let port = work.port_name(o, p);
         let out_edges: Vec<&EdgeRecord> = work
-            .outgoing
-            .get(&(o, p))
-            .map(|ids| ids.iter().map(|&i| &edges[i as usize]).collect())
-            .unwrap_or_default();
+            .outgoing(o, p)
+            .iter()
+            .map(|&i| &edges[i as usize])
+            .collect();
         // Each consumer retains max(1, history): the entry it computes on is one of its
         // history entries (alternatives), and a reused last sample replaces the current
         // one (an exclusive scenario), so none of them is counted twice.

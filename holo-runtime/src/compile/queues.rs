@@ -1,13 +1,10 @@
 //! Rates → horizons → hard floors → recipes → depths: the queue-sizing pass, run before
 //! pool sizing. Every number is exact rational arithmetic, checked.
 
-use std::collections::BTreeMap;
-
 use num_rational::Ratio;
 
 use super::{Diagnostic, DiagnosticCode, Work, codes};
 use crate::graph::NodePort;
-use crate::plan::rates::compose;
 use crate::plan::{
     AccumulationHorizonRecord, HardFloorContributorRecord, PortRateRecord, QueueSizingRecipeRecord,
 };
@@ -34,10 +31,38 @@ pub(crate) struct Sized {
     pub(crate) horizons: Vec<AccumulationHorizonRecord>,
     pub(crate) contributors: Vec<HardFloorContributorRecord>,
     pub(crate) recipes: Vec<QueueSizingRecipeRecord>,
-    /// Per operator and port: the resolved rate (for the session's rate tables).
-    pub(crate) rates: BTreeMap<(u32, u32), PortRate>,
     /// Per operator: the clock rate of a clock trigger.
-    pub(crate) clocks: BTreeMap<u32, Q>,
+    pub(crate) clocks: Vec<Option<Q>>,
+}
+
+/// The ports' resolved rates and what sizing an edge reads besides.
+struct Resolution {
+    /// Every port's rate record, in the plan's order once every operator is resolved.
+    records: Vec<PortRateRecord>,
+    /// Per port ([`Work::port_index`](super::Work::port_index)): its record in
+    /// `records`, once its operator has been reached in topological order (a record
+    /// holds the rate, so there is no second table of rates).
+    at: Vec<u32>,
+    /// Per operator: the clock rate of a clock trigger.
+    clocks: Vec<Option<Q>>,
+    headroom: Option<Q>,
+    /// The headroom ratio as the recipes show it.
+    headroom_ratio: String,
+}
+
+impl Resolution {
+    fn rate(&self, work: &Work<'_>, op: u32, port: u32) -> Option<&PortRateRecord> {
+        let &at = self.at.get(work.port_index(op, port))?;
+        self.records.get(at as usize)
+    }
+
+    /// Points `at` at the records from `first` on.
+    fn index_from(&mut self, work: &Work<'_>, first: usize) {
+        for (i, r) in self.records.iter().enumerate().skip(first) {
+            self.at[work.port_index(r.operator, r.port_index)] =
+                u32::try_from(i).unwrap_or(u32::MAX);
+        }
+    }
 }
 
 fn hz(q: Option<&Q>) -> Option<String> {
@@ -138,16 +163,22 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
         );
     }
     let mut pass = Pass { work };
-    let mut rates: BTreeMap<(u32, u32), PortRate> = BTreeMap::new();
-    let mut records = Vec::new();
-    let mut clocks = BTreeMap::new();
+    let ports = pass.work.port_base.last().copied().unwrap_or(0);
+    let mut res = Resolution {
+        records: Vec::with_capacity(ports),
+        at: vec![u32::MAX; ports],
+        clocks: vec![None; graph.operators.len()],
+        headroom,
+        headroom_ratio: options.headroom_ratio.to_string(),
+    };
     let topo = pass.work.topo.clone();
     for &o in &topo {
         let node = &graph.operators[o as usize];
+        let first = res.records.len();
         if let Trigger::Clock(expr) = &node.trigger
             && let Some((a, _, _)) = pass.resolve(o, NO_PORT, expr, "clock rate")
         {
-            clocks.insert(o, a);
+            res.clocks[o as usize] = Some(a);
         }
         // Inputs first: an output may follow one.
         for dir in [PortDirection::Input, PortDirection::Output] {
@@ -157,16 +188,16 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
                 }
                 let p = u32::try_from(p).unwrap_or(u32::MAX);
                 let (rate, parameter, follows) = match dir {
-                    PortDirection::Input => (input_rate(&mut pass, &rates, o, p, port), None, None),
-                    PortDirection::Output => output_rate(&mut pass, &rates, o, port),
+                    PortDirection::Input => (input_rate(&mut pass, &res, o, p, port), None, None),
+                    PortDirection::Output => output_rate(&mut pass, &res, o, port),
                 };
                 let expected = port.temporal.expected_rate.as_ref().and_then(|e| {
                     let params = graph.operators[o as usize].params.as_ref();
                     e.resolve(params).0.ratio()
                 });
-                records.push(PortRateRecord {
+                res.records.push(PortRateRecord {
                     operator: o,
-                    operator_name: node.name.clone(),
+                    operator_name: pass.op_name(o),
                     port: port.name.to_owned(),
                     direction: match dir {
                         PortDirection::Input => "input",
@@ -187,44 +218,50 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
                         .follows
                         .and_then(|(i, r)| Some((i.to_owned(), r.ratio()?))),
                 });
-                rates.insert((o, p), rate);
+                let (at, record) = (pass.work.port_index(o, p), res.records.len() - 1);
+                res.at[at] = u32::try_from(record).unwrap_or(u32::MAX);
             }
         }
+        // The plan lists an operator's ports by name (stable: an input before an output
+        // of the same name), sorted here while they are in cache ...
+        res.records[first..].sort_by(|a, b| a.port.cmp(&b.port));
+        res.index_from(pass.work, first);
     }
-    records.sort_by_key(|r| (r.operator, r.port.clone()));
+    // ... and the operators by index, which they already are when the topological order
+    // is the operators' own (a chain); stable, so each operator's ports keep their order.
+    if !topo.is_sorted() {
+        res.records.sort_by_key(|r| r.operator);
+        res.index_from(pass.work, 0);
+    }
 
+    let edges = graph.edges.len();
     let mut out = Sized {
-        depth: Vec::with_capacity(graph.edges.len()),
-        admitted_depth: Vec::with_capacity(graph.edges.len()),
-        port_rates: records,
-        horizons: Vec::new(),
-        contributors: Vec::new(),
-        recipes: Vec::new(),
-        rates: BTreeMap::new(),
-        clocks: BTreeMap::new(),
+        depth: Vec::with_capacity(edges),
+        admitted_depth: Vec::with_capacity(edges),
+        port_rates: Vec::new(),
+        horizons: Vec::with_capacity(edges),
+        // An edge's floor has two or three contributors.
+        contributors: Vec::with_capacity(3 * edges),
+        recipes: Vec::with_capacity(edges),
+        clocks: Vec::new(),
     };
     for (i, e) in graph.edges.iter().enumerate() {
         let id = u32::try_from(i).unwrap_or(u32::MAX);
-        size_edge(&mut pass, &rates, &clocks, headroom, id, e, &mut out);
+        size_edge(&mut pass, &res, id, e, &mut out);
     }
-    out.rates = rates;
-    out.clocks = clocks;
+    out.port_rates = res.records;
+    out.clocks = res.clocks;
     out
 }
 
 fn input_rate(
     pass: &mut Pass<'_, '_>,
-    rates: &BTreeMap<(u32, u32), PortRate>,
+    res: &Resolution,
     op: u32,
     index: u32,
     port: &NodePort,
 ) -> PortRate {
-    let incoming = pass
-        .work
-        .incoming
-        .get(&(op, index))
-        .cloned()
-        .unwrap_or_default();
+    let first = pass.work.incoming(op, index).first().copied();
     let graph = pass.work.graph;
     let expected = |pass: &mut Pass<'_, '_>| {
         let declared = port.temporal.expected_rate.as_ref()?;
@@ -235,7 +272,7 @@ fn input_rate(
             admitted,
         })
     };
-    let Some(&edge) = incoming.first() else {
+    let Some(edge) = first else {
         return expected(pass).unwrap_or(PortRate {
             source: "undeclared",
             ..PortRate::default()
@@ -245,10 +282,11 @@ fn input_rate(
     let producer = &graph.operators[flow.from.0.0 as usize].ports[flow.from.1 as usize];
     if producer.temporal.declares_rate() {
         // A connected upstream output is authoritative.
-        return match rates.get(&(flow.from.0.0, flow.from.1)) {
+        return match res.rate(pass.work, flow.from.0.0, flow.from.1) {
             Some(r) if r.active.is_some() => PortRate {
                 source: "upstream",
-                ..r.clone()
+                active: r.active,
+                admitted: r.admitted,
             },
             _ => PortRate {
                 source: "unresolved",
@@ -265,7 +303,7 @@ fn input_rate(
 
 fn output_rate(
     pass: &mut Pass<'_, '_>,
-    rates: &BTreeMap<(u32, u32), PortRate>,
+    res: &Resolution,
     o: u32,
     port: &NodePort,
 ) -> (PortRate, Option<String>, Option<String>) {
@@ -325,7 +363,7 @@ fn output_rate(
         return (unresolved, None, label);
     };
     let ip = u32::try_from(ip).unwrap_or(u32::MAX);
-    let Some(from) = rates.get(&(o, ip)).cloned() else {
+    let Some(from) = res.rate(pass.work, o, ip) else {
         return (unresolved, None, label);
     };
     let Some(a) = from.active else {
@@ -357,15 +395,10 @@ fn output_rate(
 }
 
 /// The horizon of an edge's input under its consumer's trigger.
-fn horizon(
-    rates: &BTreeMap<(u32, u32), PortRate>,
-    clocks: &BTreeMap<u32, Q>,
-    work: &Work<'_>,
-    to: u32,
-) -> (Option<Q>, String) {
+fn horizon(res: &Resolution, work: &Work<'_>, to: u32) -> (Option<Q>, String) {
     let node = &work.graph.operators[to as usize];
     match &node.trigger {
-        Trigger::Clock(_) => match clocks.get(&to) {
+        Trigger::Clock(_) => match &res.clocks[to as usize] {
             Some(c) => (
                 Some(c.recip()),
                 format!("clock at {} Hz: one activation per period", exact_ratio(c)),
@@ -373,12 +406,15 @@ fn horizon(
             None => (None, "the clock rate is invalid".to_owned()),
         },
         Trigger::OnArrival(x) => {
-            let xp = node
-                .ports
+            let ports = &work.ports[work.port_base[to as usize]..work.port_base[to as usize + 1]];
+            let xp = ports
                 .iter()
                 .position(|p| p.name == *x && p.direction == PortDirection::Input)
                 .and_then(|p| u32::try_from(p).ok());
-            match xp.and_then(|p| rates.get(&(to, p))).and_then(|r| r.active) {
+            match xp
+                .and_then(|p| res.rate(work, to, p))
+                .and_then(|r| r.active)
+            {
                 Some(r) => (
                     Some(r.recip()),
                     format!(
@@ -392,21 +428,21 @@ fn horizon(
                 ),
             }
         }
+        // One allocation of the exact length (`format!` grows its string).
         t => (
             None,
-            format!(
-                "{}: the contract bounds no interval between activations",
-                t.name()
-            ),
+            [
+                t.name(),
+                ": the contract bounds no interval between activations",
+            ]
+            .concat(),
         ),
     }
 }
 
 fn size_edge(
     pass: &mut Pass<'_, '_>,
-    rates: &BTreeMap<(u32, u32), PortRate>,
-    clocks: &BTreeMap<u32, Q>,
-    headroom: Option<Q>,
+    res: &Resolution,
     id: u32,
     e: &crate::graph::EdgeNode,
     out: &mut Sized,
@@ -416,67 +452,73 @@ fn size_edge(
     let (fo, fp) = (e.from.0.0, e.from.1);
     let (to, tp) = (e.to.0.0, e.to.1);
     let consumer = &graph.operators[to as usize];
-    let in_port = &consumer.ports[tp as usize];
-    let out_port = &graph.operators[fo as usize].ports[fp as usize];
+    // The ports' facts, not the graph's ports: those were read in topological order.
+    let (in_port, out_port) = (*pass.work.port(to, tp), *pass.work.port(fo, fp));
     let port_name = in_port.name;
-    let (h, reason) = horizon(rates, clocks, pass.work, to);
+    let (h, reason) = horizon(res, pass.work, to);
     out.horizons.push(AccumulationHorizonRecord {
         edge: id,
-        operator: consumer.name.clone(),
+        operator: pass.op_name(to),
         port: port_name.to_owned(),
         trigger: consumer.trigger.name().to_owned(),
-        mode: in_port.temporal.mode.name().to_owned(),
+        mode: in_port.mode.name().to_owned(),
         horizon_seconds: hz(h.as_ref()),
         reason,
     });
 
     // The edge's hard floor: one scenario, one group of alternatives (every contributor
     // counts entries queued on this edge at once).
-    let mut floor_items: Vec<(&'static str, u32)> = vec![
-        ("minimum_queue", 1),
-        ("producer_burst", out_port.temporal.burst.max(1)),
+    let retention = match in_port.mode {
+        InputMode::Latest => Some(("selector_retention", 1)),
+        InputMode::Window { min } => Some(("window_retention", min.max(1))),
+        InputMode::Queue => None,
+    };
+    let floor_items = [
+        Some(("minimum_queue", 1)),
+        Some(("producer_burst", out_port.burst.max(1))),
+        retention,
     ];
-    match in_port.temporal.mode {
-        InputMode::Latest => floor_items.push(("selector_retention", 1)),
-        InputMode::Window { min } => floor_items.push(("window_retention", min.max(1))),
-        InputMode::Queue => {}
-    }
-    for (c, n) in &floor_items {
+    for &(c, n) in floor_items.iter().flatten() {
         out.contributors.push(HardFloorContributorRecord {
             scope: "edge".to_owned(),
             edge: Some(id),
             pool: None,
             scenario: "steady".to_owned(),
             group: "queued_entries".to_owned(),
-            contributor: (*c).to_owned(),
-            entries: *n,
+            contributor: c.to_owned(),
+            entries: n,
         });
     }
-    let floor = compose(
-        floor_items
-            .iter()
-            .map(|(_, n)| ("steady", "queued_entries", *n)),
-    )
-    .unwrap_or(1);
+    // One scenario and one group: `compose` is the largest contributor.
+    let floor = floor_items
+        .iter()
+        .flatten()
+        .map(|&(_, n)| n)
+        .max()
+        .unwrap_or(1);
 
-    let rate = rates.get(&(to, tp)).cloned().unwrap_or_default();
+    let (rate_source, active, admitted) = match res.rate(pass.work, to, tp) {
+        Some(r) => (r.source.as_str(), r.active, r.admitted),
+        None => ("", None, None),
+    };
     let mut recipe = QueueSizingRecipeRecord {
         edge: id,
-        rate_source: rate.source.to_owned(),
-        rate_hz: hz(rate.active.as_ref()),
+        rate_source: rate_source.to_owned(),
+        rate_hz: hz(active.as_ref()),
         horizon_seconds: hz(h.as_ref()),
-        headroom_ratio: options.automatic_queue_sizing.headroom_ratio.to_string(),
+        headroom_ratio: res.headroom_ratio.clone(),
         nominal_arrivals: None,
         recommendation: None,
         hard_floor: floor,
         automatic_depth: None,
-        admitted_max_hz: hz(rate.admitted.as_ref()),
+        admitted_max_hz: hz(admitted.as_ref()),
         admitted_ceiling: None,
         explicit_depth: e.options.queue_depth,
         queue_depth: 0,
         depth_source: String::new(),
     };
-    let rate_aware = rate.active.is_some() && h.is_some() && headroom.is_some();
+    let headroom = res.headroom;
+    let rate_aware = active.is_some() && h.is_some() && headroom.is_some();
     let overflow = |pass: &mut Pass<'_, '_>| {
         pass.report(
             codes::RATE_ARITHMETIC_OVERFLOW,
@@ -488,7 +530,7 @@ fn size_edge(
         );
     };
     if rate_aware {
-        let (Some(r), Some(h), Some(hr)) = (rate.active, h, headroom) else {
+        let (Some(r), Some(h), Some(hr)) = (active, h, headroom) else {
             return;
         };
         let sized = mul(&r, &h).and_then(|x| ceil_entries(&x)).and_then(|a| {
@@ -505,7 +547,7 @@ fn size_edge(
             }
             None => overflow(pass),
         }
-        if let Some(m) = rate.admitted {
+        if let Some(m) = admitted {
             match mul(&m, &h)
                 .and_then(|x| ceil_entries(&x))
                 .and_then(|a| ceil_entries(&mul(&Q::from_integer(i128::from(a)), &hr)?))
@@ -523,14 +565,14 @@ fn size_edge(
                 Some(port_name),
                 format!(
                     "the edge from {}.{} is sized from nominal rate metadata only ({}), but the compile profile requires bounded arrival evidence",
-                    graph.operators[fo as usize].name, out_port.name, rate.source
+                    graph.operators[fo as usize].name, out_port.name, rate_source
                 ),
                 "a larger queue does not prove a maximum arrival process: declare bounded arrival evidence, or compile with `ArrivalEvidence::Nominal`",
             );
         }
-    } else if rate.active.is_some()
+    } else if active.is_some()
         && h.is_none()
-        && matches!(in_port.temporal.mode, InputMode::Window { .. })
+        && matches!(in_port.mode, InputMode::Window { .. })
         && e.options.queue_depth.is_none()
     {
         pass.report(
@@ -539,7 +581,7 @@ fn size_edge(
             Some(port_name),
             format!(
                 "the window input is fed at {} Hz but its consumer's `{}` trigger proves no finite accumulation horizon, so no queue depth covers the window",
-                hz(rate.active.as_ref()).unwrap_or_default(),
+                hz(active.as_ref()).unwrap_or_default(),
                 consumer.trigger.name()
             ),
             "give the consumer a `trigger = clock(...)` or `trigger = on_arrival(...)` on an input with a declared rate, or give the edge an explicit `queue_depth`",

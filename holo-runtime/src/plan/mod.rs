@@ -303,10 +303,13 @@ impl ExecutionPlan {
     }
     /// The recipe of edge `edge`.
     pub fn queue_sizing_recipe(&self, edge: u32) -> Option<&QueueSizingRecipeRecord> {
-        self.rates
-            .queue_sizing_recipes
-            .iter()
-            .find(|r| r.edge == edge)
+        // `compile` writes one recipe per edge in edge order, so the renderings' lookup
+        // per edge is not a scan per edge.
+        let recipes = &self.rates.queue_sizing_recipes;
+        recipes
+            .get(edge as usize)
+            .filter(|r| r.edge == edge)
+            .or_else(|| recipes.iter().find(|r| r.edge == edge))
     }
     /// The capacity dependency of pool `<operator>.<port>`.
     pub fn pool_capacity_dependency(&self, pool: &str) -> Option<&PoolCapacityDependencyRecord> {

@@ -1,0 +1,169 @@
+//! The compiler's indexes of a graph: every flow of each port, the producers and
+//! successors of each operator, the operators' names and what passes read of each port,
+//! each in one allocation and read by position.
+//!
+//! Passes look these up once per port or operator, so a lookup must not grow with the
+//! graph: a map of vectors cost a tree search (a cache miss per level at 10,000
+//! operators) and an allocation per key, which made compile superlinear (issue 12).
+
+use crate::graph::{NodePort, PortDecl};
+use crate::spec::{InputMode, PortDirection};
+
+/// Lists of `u32` for the keys `0..len` (compressed sparse rows): row `k` is
+/// `items[offsets[k]..offsets[k + 1]]`.
+#[derive(Debug, Default)]
+pub(crate) struct Adjacency {
+    offsets: Vec<usize>,
+    items: Vec<u32>,
+}
+
+impl Adjacency {
+    /// Rows for the keys `0..keys` from `(key, item)` pairs; each row keeps its items in
+    /// the order of `pairs` (a counting sort). Every key is below `keys`.
+    pub(crate) fn from_pairs(keys: usize, pairs: &[(u32, u32)]) -> Self {
+        let mut offsets = vec![0usize; keys + 1];
+        for &(k, _) in pairs {
+            offsets[k as usize + 1] += 1;
+        }
+        for k in 0..keys {
+            offsets[k + 1] += offsets[k];
+        }
+        let mut next = offsets[..keys].to_vec();
+        let mut items = vec![0u32; pairs.len()];
+        for &(k, item) in pairs {
+            let at = &mut next[k as usize];
+            items[*at] = item;
+            *at += 1;
+        }
+        Self { offsets, items }
+    }
+
+    /// The same rows, each sorted ascending and without repeats (a set per key).
+    pub(crate) fn into_sets(mut self) -> Self {
+        let mut kept = 0;
+        for k in 0..self.len() {
+            let (start, end) = (self.offsets[k], self.offsets[k + 1]);
+            self.items[start..end].sort_unstable();
+            self.offsets[k] = kept;
+            for i in start..end {
+                if i == start || self.items[i] != self.items[i - 1] {
+                    self.items[kept] = self.items[i];
+                    kept += 1;
+                }
+            }
+        }
+        if let Some(last) = self.offsets.last_mut() {
+            *last = kept;
+        }
+        self.items.truncate(kept);
+        self
+    }
+
+    /// The number of keys.
+    pub(crate) fn len(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    /// Row `key` (empty past the last key).
+    pub(crate) fn row(&self, key: usize) -> &[u32] {
+        match (self.offsets.get(key), self.offsets.get(key + 1)) {
+            (Some(&start), Some(&end)) => &self.items[start..end],
+            _ => &[],
+        }
+    }
+}
+
+/// Every operator's name, copied once into one buffer. The plan repeats a name in several
+/// records built by different passes; the graph keeps each name in an allocation of its
+/// own among the operator's others, so reading it again in every pass cost a cache miss
+/// per operator and pass once the graph outgrew the cache.
+#[derive(Debug, Default)]
+pub(crate) struct Names {
+    text: String,
+    /// Where each name ends in `text`.
+    ends: Vec<usize>,
+}
+
+impl Names {
+    /// Appends the name of the next operator.
+    pub(crate) fn push(&mut self, name: &str) {
+        self.text.push_str(name);
+        self.ends.push(self.text.len());
+    }
+
+    /// The name of operator `op`.
+    pub(crate) fn get(&self, op: usize) -> &str {
+        let start = match op.checked_sub(1) {
+            Some(before) => self.ends[before],
+            None => 0,
+        };
+        &self.text[start..self.ends[op]]
+    }
+}
+
+/// What most passes read of a port, copied once into one table by port index
+/// ([`Work::port_index`](super::Work::port_index)): a graph's port carries its rate and
+/// tensor contracts (384 bytes), so each pass that read it again only for its name,
+/// direction or queueing cost a cache miss per port once the graph outgrew the cache.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PortFacts {
+    pub(crate) name: &'static str,
+    pub(crate) direction: PortDirection,
+    pub(crate) optional: bool,
+    /// A tensor port, not a message port.
+    pub(crate) tensor: bool,
+    /// A tensor output (its declaration is in the graph's port).
+    pub(crate) tensor_output: bool,
+    /// What an input sees per activation, and an output's burst: an edge's hard floor.
+    pub(crate) mode: InputMode,
+    pub(crate) burst: u32,
+}
+
+impl PortFacts {
+    pub(crate) fn of(port: &NodePort) -> Self {
+        Self {
+            name: port.name,
+            direction: port.direction,
+            optional: port.optional,
+            tensor: port.is_tensor(),
+            tensor_output: matches!(port.decl, PortDecl::TensorOutput(_)),
+            mode: port.temporal.mode,
+            burst: port.temporal.burst,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Adjacency;
+
+    #[test]
+    fn rows_keep_the_order_of_the_pairs() {
+        let a = Adjacency::from_pairs(4, &[(2, 7), (0, 5), (2, 1), (2, 7)]);
+        assert_eq!(a.len(), 4);
+        assert_eq!(
+            (a.row(0), a.row(1), a.row(2), a.row(3), a.row(4)),
+            (&[5][..], &[][..], &[7, 1, 7][..], &[][..], &[][..])
+        );
+    }
+
+    #[test]
+    fn sets_are_sorted_and_deduplicated() {
+        let a =
+            Adjacency::from_pairs(4, &[(2, 7), (0, 5), (2, 1), (2, 7), (3, 2), (0, 5)]).into_sets();
+        assert_eq!(
+            (a.row(0), a.row(1), a.row(2), a.row(3)),
+            (&[5][..], &[][..], &[1, 7][..], &[2][..])
+        );
+        assert_eq!(Adjacency::default().into_sets().row(0), &[] as &[u32]);
+    }
+
+    #[test]
+    fn names_are_found_by_index() {
+        let mut names = super::Names::default();
+        for n in ["a", "", "bc"] {
+            names.push(n);
+        }
+        assert_eq!((names.get(0), names.get(1), names.get(2)), ("a", "", "bc"));
+    }
+}
