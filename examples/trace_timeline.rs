@@ -102,7 +102,7 @@ fn run(frames: u64) -> Result<holo_runtime::RunReport> {
         },
     )?;
     let session = RunSession::start(g, &plan, SessionOptions::frames(frames))?;
-    let _ = session.wait_idle(Duration::from_secs(60));
+    let _ = session.wait_idle(Duration::from_mins(1));
     session.join()
 }
 
