@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::Counter;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,20 +24,6 @@ use holo_runtime::{
 };
 
 // ---- 1. wait_idle means every frame arrived -------------------------------------------
-
-/// Emits its activation number.
-#[operator]
-struct Counter {
-    out: Output<u64>,
-    n: u64,
-}
-
-impl Operator for Counter {
-    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        self.n += 1;
-        self.out.emit(self.n, EmitOptions::default())
-    }
-}
 
 /// Receives one value, sleeps, forwards it (the queues are deep enough that an emit is
 /// never refused: a refusal fails the session).

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::Counter;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,19 +13,6 @@ use holo_runtime::{
     CompileOptions, ConnectionOptions, EmitOptions, ErrorCode, ExecutionContext, Graph, Input,
     Operator, Output, Result, RunSession, SessionOptions, compile, operator,
 };
-
-#[operator]
-struct Counter {
-    out: Output<u64>,
-    n: u64,
-}
-
-impl Operator for Counter {
-    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        self.n += 1;
-        self.out.emit(self.n, EmitOptions::default())
-    }
-}
 
 #[operator]
 struct Forward {

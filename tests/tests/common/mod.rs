@@ -170,3 +170,17 @@ pub fn partitioned(groups: &[&[&str]]) -> CompileOptions {
         ..CompileOptions::default()
     }
 }
+
+/// Emits its activation number (1, 2, 3, …) as a message.
+#[operator]
+pub struct Counter {
+    pub out: Output<u64>,
+    pub n: u64,
+}
+
+impl Operator for Counter {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        self.n += 1;
+        self.out.emit(self.n, EmitOptions::default())
+    }
+}
