@@ -258,10 +258,7 @@ impl ActivationState {
     #[inline]
     pub(crate) fn default_capture_ns(&self) -> u64 {
         match self.capture_ns.load(Ordering::Relaxed) {
-            NO_CAPTURE => match self.ready_ns.load(Ordering::Relaxed) {
-                UNSET => self.activation_ns(),
-                ready => ready,
-            },
+            NO_CAPTURE => self.publish_ns(),
             c => c,
         }
     }

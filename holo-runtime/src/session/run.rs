@@ -279,10 +279,7 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime, fr
     // Counted as begun before `compute` can pop anything: an observer that sees an input
     // emptied by this activation (a release on the queue's index) sees it begun
     // (`RunSession::wait_idle`).
-    signal.started.store(
-        signal.started.load(Ordering::Relaxed) + 1,
-        Ordering::Relaxed,
-    );
+    crate::channel::queue::bump(&signal.started);
     op.activation.begin(*fresh);
     *fresh = UNSET;
     #[cfg(feature = "tracing")]
@@ -410,10 +407,62 @@ fn scan(
     ran
 }
 
+/// The operators a thread runs, taken onto it: their ports are bound to it, it owns their
+/// pools' free lists, and the device's context is current on it (so an operator's own
+/// driver calls, a kernel launch on `ctx.cuda()?.raw_stream()`, need no call of their own).
+/// Dropping it — also by unwinding — gives the free lists back and unbinds the ports, before
+/// the thread leaves (a later thread may reuse its token). A partition thread takes its
+/// partition's operators; a stepped session's caller takes every partition's.
+struct Adopted(Vec<Arc<Pool>>, Vec<Arc<ActivationState>>);
+
+impl Adopted {
+    fn take<'a>(
+        shared: &Shared,
+        ops: impl IntoIterator<Item = &'a OpRuntime> + Clone,
+        thread: &str,
+    ) -> Adopted {
+        let adopted = Adopted(
+            ops.clone()
+                .into_iter()
+                .flat_map(|o| o.pools.iter().cloned())
+                .collect(),
+            ops.clone()
+                .into_iter()
+                .map(|o| Arc::clone(&o.activation))
+                .collect(),
+        );
+        for a in &adopted.1 {
+            a.bind_thread();
+        }
+        for p in &adopted.0 {
+            p.claim_free_list();
+        }
+        if let Some(d) = ops.into_iter().find_map(|o| o.device.as_ref())
+            && let Err(e) = d.bind_to_thread()
+        {
+            shared.fail(e.at(format!("binding the device's context to {thread}")));
+        }
+        adopted
+    }
+}
+
+impl Drop for Adopted {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            p.give_back_free_list();
+        }
+        for a in &self.1 {
+            a.unbind_thread();
+        }
+    }
+}
+
 /// A session stepped on its caller's thread (`RunSession::start_stepped`): every
 /// partition's operators, run one scheduling round per `step`.
 pub(crate) struct Stepped {
     pub(crate) partitions: Vec<Vec<OpRuntime>>,
+    /// The operators taken onto the thread that started the session.
+    adopted: Adopted,
     /// The thread that started the session: the only one that may step it.
     thread: usize,
     fresh: Vec<u64>,
@@ -423,21 +472,11 @@ impl Stepped {
     /// Takes every partition's operators onto the calling thread, as a partition thread
     /// does when it starts.
     fn new(shared: &Shared, partitions: Vec<Vec<OpRuntime>>) -> Stepped {
-        for (k, ops) in partitions.iter().enumerate() {
-            shared.signals[k].register();
-            for op in ops {
-                op.activation.bind_thread();
-                for p in &op.pools {
-                    p.claim_free_list();
-                }
-            }
-        }
-        if let Some(d) = partitions.iter().flatten().find_map(|o| o.device.as_ref())
-            && let Err(e) = d.bind_to_thread()
-        {
-            shared.fail(e.at("binding the device's context to the stepping thread"));
+        for signal in &shared.signals {
+            signal.register();
         }
         Stepped {
+            adopted: Adopted::take(shared, partitions.iter().flatten(), "the stepping thread"),
             fresh: vec![UNSET; partitions.len()],
             partitions,
             thread: crate::tensor::free_list::token(),
@@ -470,17 +509,8 @@ impl Stepped {
 
     /// Gives the free lists back and unbinds the ports (before teardown).
     pub(crate) fn finish(self) -> Vec<OpRuntime> {
-        let mut out = Vec::new();
-        for ops in self.partitions {
-            for op in &ops {
-                for p in &op.pools {
-                    p.give_back_free_list();
-                }
-                op.activation.unbind_thread();
-            }
-            out.extend(ops);
-        }
-        out
+        drop(self.adopted);
+        self.partitions.into_iter().flatten().collect()
     }
 }
 
@@ -489,40 +519,8 @@ fn partition_loop(
     signal: &PartitionSignal,
     mut ops: Vec<OpRuntime>,
 ) -> Vec<OpRuntime> {
-    // This thread borrows from its operators' pools: it owns their free lists while it
-    // runs, and gives them back when it leaves (also by unwinding).
-    // Likewise its operators' ports: bound to this thread while it runs, unbound when it
-    // leaves.
-    struct Owned(Vec<Arc<Pool>>, Vec<Arc<ActivationState>>);
-    impl Drop for Owned {
-        fn drop(&mut self) {
-            for p in &self.0 {
-                p.give_back_free_list();
-            }
-            for a in &self.1 {
-                a.unbind_thread();
-            }
-        }
-    }
     signal.register();
-    for op in &ops {
-        op.activation.bind_thread();
-    }
-    // The device's context is current on this thread before the first `compute`, so an
-    // operator's own driver calls (a kernel launch on `ctx.cuda()?.raw_stream()`) need no
-    // call of their own.
-    if let Some(d) = ops.iter().find_map(|o| o.device.as_ref())
-        && let Err(e) = d.bind_to_thread()
-    {
-        shared.fail(e.at("binding the device's context to a partition thread"));
-    }
-    let owned = Owned(
-        ops.iter().flat_map(|o| o.pools.iter().cloned()).collect(),
-        ops.iter().map(|o| Arc::clone(&o.activation)).collect(),
-    );
-    for p in &owned.0 {
-        p.claim_free_list();
-    }
+    let adopted = Adopted::take(shared, &ops, "a partition thread");
     let mut idle_step = 0;
     let mut idle_since = Instant::now();
     // A clock reading from the end of the last activation, while the partition goes
@@ -562,7 +560,7 @@ fn partition_loop(
         }
     }
     signal.scanning.store(false, Ordering::Release);
-    drop(owned);
+    drop(adopted);
     ops
 }
 
