@@ -84,6 +84,20 @@ fn holo_threads() -> usize {
         .count()
 }
 
+/// [`holo_threads`] once it is back to `expected`, or after 5 s. A joined thread can stay
+/// listed for a moment: `pthread_join` returns when the kernel clears the thread id, before
+/// the task is reaped from `/proc/self/task`. A thread still running stays counted.
+fn holo_threads_settled(expected: usize) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let n = holo_threads();
+        if n == expected || std::time::Instant::now() >= deadline {
+            return n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn a_partition_thread_that_cannot_spawn_stops_everything_started() {
     let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
@@ -146,7 +160,7 @@ fn a_partition_thread_that_cannot_spawn_stops_everything_started() {
             "nothing ran compute"
         );
         assert_eq!(
-            holo_threads(),
+            holo_threads_settled(threads_before),
             threads_before,
             "no partition thread and no retirement worker left running"
         );
