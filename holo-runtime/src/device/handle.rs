@@ -73,6 +73,16 @@ handle!(
     "device address"
 );
 
+handle!(
+    /// A backend's memory object: what an allocation is named by. On a backend with
+    /// unified addressing (CUDA, the software device, host memory) it is the allocation's
+    /// base address; on one without (an OpenCL `cl_mem`, a shared-memory segment) it is
+    /// the object's handle, and a buffer inside it is the object plus an offset
+    /// ([`BufferRef`](crate::channel::BufferRef)), never an address.
+    MemoryObject,
+    "memory object"
+);
+
 impl DevicePtr {
     /// The address `bytes` past this one, or `None` on overflow.
     pub const fn checked_add(self, bytes: usize) -> Option<Self> {

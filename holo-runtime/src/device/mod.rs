@@ -51,7 +51,7 @@ use crate::{Error, ErrorCode, MemoryKind, Result};
 pub use counters::{CounterSnapshot, DeviceCounters};
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaDevice, device_count, driver_present};
-pub use handle::{DevicePtr, EventHandle, StreamHandle};
+pub use handle::{DevicePtr, EventHandle, MemoryObject, StreamHandle};
 pub use observed::{DeviceCall, Observed};
 pub use software::SoftwareDevice;
 
@@ -182,6 +182,38 @@ pub trait DeviceBackend: Send + Sync + 'static {
     /// Allocates `bytes` (non-zero) of `kind`, aligned to at least 256 bytes. Cold path.
     /// Out of memory gives `ResourceExhausted`; zero bytes gives `InvalidArgument`.
     fn alloc(&self, kind: AllocKind, bytes: usize) -> Result<DevicePtr>;
+
+    /// Whether the backend's memory objects are addresses of one unified address space
+    /// (CUDA, the software device): then a buffer's address is its object's base plus its
+    /// offset ([`BufferRef::unified_address`](crate::channel::BufferRef::unified_address)).
+    /// A backend without unified addressing (OpenCL's `cl_mem`) answers `false` and names
+    /// buffers only as memory object plus offset.
+    fn unified_addressing(&self) -> bool {
+        true
+    }
+
+    /// Allocates a pool's backing as a memory object (what the slot ledger stores; a slot
+    /// is the object plus an offset). The default, for a unified-addressing backend, is
+    /// [`alloc`](Self::alloc)'s base address.
+    fn alloc_memory_object(&self, kind: AllocKind, bytes: usize) -> Result<MemoryObject> {
+        self.alloc(kind, bytes)
+            .map(|ptr| MemoryObject::from_raw(ptr.raw()))
+    }
+
+    /// Frees a memory object made by [`alloc_memory_object`](Self::alloc_memory_object)
+    /// with the same `kind` and `bytes`.
+    ///
+    /// # Safety
+    /// As [`free`](Self::free).
+    unsafe fn free_memory_object(
+        &self,
+        kind: AllocKind,
+        memory: MemoryObject,
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract; the default object is `alloc`'s address.
+        unsafe { self.free(kind, DevicePtr::from_raw(memory.raw()), bytes) }
+    }
 
     /// Frees an allocation made by [`alloc`](Self::alloc) with the same `kind` and `bytes`.
     ///

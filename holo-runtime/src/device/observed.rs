@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{
-    AllocKind, BackendKind, DeviceBackend, DeviceCounters, DevicePtr, EventHandle, StreamHandle,
+    AllocKind, BackendKind, DeviceBackend, DeviceCounters, DevicePtr, EventHandle, MemoryObject,
+    StreamHandle,
 };
 use crate::Result;
 
@@ -170,6 +171,24 @@ impl<F: Fn(DeviceCall, Duration) + Send + Sync + 'static> DeviceBackend for Obse
     unsafe fn free(&self, kind: AllocKind, ptr: DevicePtr, bytes: usize) -> Result<()> {
         // SAFETY: forwarded unchanged; the caller's guarantees are the wrapped call's.
         unsafe { self.inner.free(kind, ptr, bytes) }
+    }
+
+    fn unified_addressing(&self) -> bool {
+        self.inner.unified_addressing()
+    }
+
+    fn alloc_memory_object(&self, kind: AllocKind, bytes: usize) -> Result<MemoryObject> {
+        self.inner.alloc_memory_object(kind, bytes)
+    }
+
+    unsafe fn free_memory_object(
+        &self,
+        kind: AllocKind,
+        memory: MemoryObject,
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded unchanged; the caller's guarantees are the wrapped call's.
+        unsafe { self.inner.free_memory_object(kind, memory, bytes) }
     }
 
     unsafe fn memset_async(

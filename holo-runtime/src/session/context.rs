@@ -125,7 +125,7 @@ impl ActivationState {
     /// before it exits (a later thread may reuse its token).
     pub(crate) fn bind_thread(&self) {
         self.thread
-            .store(crate::tensor::free_list::token(), Ordering::Release);
+            .store(crate::channel::free_list::token(), Ordering::Release);
     }
 
     /// No thread runs the operator's callbacks now: every port call is refused.
@@ -138,7 +138,7 @@ impl ActivationState {
     /// queue, the free list of the pool the partition owns).
     #[inline]
     pub(crate) fn on_operator_thread(&self) -> bool {
-        self.thread.load(Ordering::Relaxed) == crate::tensor::free_list::token()
+        self.thread.load(Ordering::Relaxed) == crate::channel::free_list::token()
     }
 
     /// Activations begun so far.

@@ -31,10 +31,10 @@ pub use rates::{
     RateGenerationSnapshot, RatePort, RejectedRateGeneration, generation_codes,
 };
 
+use crate::channel::pool::PoolOwner;
 use crate::channel::queue::ErasedEdge;
 use crate::graph::Graph;
 use crate::plan::ExecutionPlan;
-use crate::tensor::pool::PoolOwner;
 use crate::{Error, ErrorCode, Result};
 use run::{OpRuntime, Shared};
 use stats::LatencyHistogram;
@@ -157,7 +157,7 @@ pub struct RunSession {
     edge_ends: Vec<(usize, usize)>,
     pools: Vec<PoolOwner>,
     streams: streams::Streams,
-    retirer: Arc<crate::tensor::retire::Retirer>,
+    retirer: Arc<crate::channel::retire::Retirer>,
     retire_thread: Option<JoinHandle<()>>,
     started: Instant,
     plan: ExecutionPlan,

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::context::ActivationState;
+use crate::channel::OrderingDomain;
+use crate::channel::pool::Pool;
 use crate::channel::queue::{EdgeQueue, Stamp};
 use crate::device::StreamHandle;
 use crate::graph::QueuePolicy;
 use crate::spec::{InputMode, MissingPolicy, TensorInputSpec};
-use crate::tensor::pool::Pool;
 use crate::tensor::{Tensor, TensorLoanRequest, TensorOutputLoan};
 use crate::{Error, ErrorCode, Result};
 
@@ -84,14 +85,13 @@ struct InputBinding<T> {
     last: Option<T>,
     /// The activation in which `last` was last reused.
     reused_in: u64,
-    /// The consumer has no planned stream and the flow may carry stream-written
-    /// tensors: wait on the host for readiness before handing one over.
-    host_wait: bool,
-    /// The consumer's planned stream, on a flow that is not fused: a received tensor's
-    /// readiness event is waited on by this stream (a stream wait enqueued on the
+    /// Where a received tensor is delivered, when that takes work: `Host` — the consumer
+    /// has no planned stream and the flow may carry stream-written tensors, so it waits
+    /// on the host for readiness; a stream — the consumer's planned stream on a flow that
+    /// is not fused waits on the readiness event (a stream wait enqueued on the
     /// consumer's own thread, so a producer never submits to a stream another thread is
-    /// submitting to).
-    stream_wait: Option<StreamHandle>,
+    /// submitting to). `None`: nothing to do (no tensors, a fused flow, host memory).
+    deliver: Option<OrderingDomain>,
     /// A queue or window input with no history, no `reuse_last` and no wait of either
     /// kind: `receive` is a pop and a capture-time update.
     plain: bool,
@@ -204,7 +204,7 @@ impl<T: Clone + Send + 'static> Input<T> {
                 popped = Some(newer);
             }
         }
-        let Some(s) = popped else {
+        let Some(mut s) = popped else {
             let seq = b.activation.sequence();
             if b.missing == MissingPolicy::ReuseLast && b.reused_in != seq {
                 b.reused_in = seq;
@@ -214,9 +214,9 @@ impl<T: Clone + Send + 'static> Input<T> {
         };
         b.last_stamp = s.stamp;
         b.activation.observe(&s.stamp);
-        if (b.host_wait || b.stream_wait.is_some())
-            && let Some(t) = (&s.value as &dyn Any).downcast_ref::<Tensor>()
-            && let Err(e) = t.deliver_to(b.stream_wait)
+        if let Some(domain) = b.deliver
+            && let Some(t) = (&mut s.value as &mut dyn Any).downcast_mut::<Tensor>()
+            && let Err(e) = t.deliver_to(domain)
         {
             b.activation.fail(e);
             return None;
@@ -277,10 +277,11 @@ pub struct Output<T> {
 }
 
 /// The stream contract of one flow, as the session resolved it at start.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct EdgeContract {
-    /// The consumer's planned stream.
-    pub(crate) consumer_stream: Option<StreamHandle>,
+    /// The consumer's ordering domain: its planned stream (and whether its partition
+    /// owns it alone), or the host.
+    pub(crate) consumer: OrderingDomain,
     /// The plan proved the edge fused and the session re-validated it (both ends on this
     /// same stream, sole successor): no wait, no release registration.
     pub(crate) fused: bool,
@@ -426,8 +427,8 @@ impl<T: Clone + Send + 'static> Output<T> {
             // event when it receives the tensor, on its own thread.
             for c in &b.contracts {
                 if !c.fused
-                    && let Some(stream) = c.consumer_stream
-                    && let Err(e) = t.register_release_stream(stream)
+                    && c.consumer.stream().is_some()
+                    && let Err(e) = t.register_release_stream(c.consumer)
                 {
                     return Err(Refused::new(value, e));
                 }
@@ -561,16 +562,18 @@ impl PortBinder<'_> {
             .get(port as usize)
             .and_then(|c| c.first())
             .filter(|_| queue.is_some());
-        let host_wait = contract.is_some_and(|c| c.host_wait);
-        let stream_wait = contract
-            .filter(|c| !c.fused)
-            .and_then(|c| c.consumer_stream);
+        let deliver = contract.and_then(|c| {
+            if c.host_wait {
+                Some(OrderingDomain::Host)
+            } else {
+                Some(c.consumer).filter(|d| !c.fused && d.stream().is_some())
+            }
+        });
         input.binding = Some(InputBinding {
             plain: mode != InputMode::Latest
                 && missing != MissingPolicy::ReuseLast
                 && history_cap == 0
-                && !host_wait
-                && stream_wait.is_none(),
+                && deliver.is_none(),
             queue,
             activation: Arc::clone(self.activation),
             location: self
@@ -578,8 +581,7 @@ impl PortBinder<'_> {
                 .get(port as usize)
                 .copied()
                 .unwrap_or("an input"),
-            host_wait,
-            stream_wait,
+            deliver,
             port,
             mode,
             missing,
@@ -607,14 +609,14 @@ impl PortBinder<'_> {
         };
         let pool = self.pools.get(i).cloned().flatten();
         if let Some(p) = &pool {
-            p.bind_loan_streams(crate::tensor::pool::LoanStreams {
+            p.bind_loan_streams(crate::channel::pool::LoanStreams {
                 planned: self.stream,
                 fused,
             });
         }
         let needs_device_work = contracts
             .iter()
-            .any(|c| !c.fused && c.consumer_stream.is_some());
+            .any(|c| !c.fused && c.consumer.stream().is_some());
         output.binding = Some(OutputBinding {
             port,
             contracts: if needs_device_work {

@@ -13,14 +13,14 @@ use super::rates::{OperatorRates, RateCandidate, RateTable};
 use super::signal::PartitionSignal;
 use super::streams::Streams;
 use super::{RunSession, SessionOptions};
+use crate::channel::pool::{Pool, PoolOwner, PoolSpec};
 use crate::channel::queue::{EdgeProbe, ErasedEdge};
+use crate::channel::retire::Retirer;
 use crate::device::{DeviceBackend, StreamHandle};
 use crate::graph::{Graph, PortDecl};
 use crate::operator::OperatorBox;
 use crate::plan::{ExecutionPlan, TriggerKind};
 use crate::spec::{PortDirection, TensorInputSpec, TensorOutputStorage};
-use crate::tensor::pool::{Pool, PoolOwner, PoolSpec};
-use crate::tensor::retire::Retirer;
 use crate::{Error, ErrorCode, Result};
 use crossbeam_utils::CachePadded;
 
@@ -479,13 +479,13 @@ impl Stepped {
             adopted: Adopted::take(shared, partitions.iter().flatten(), "the stepping thread"),
             fresh: vec![UNSET; partitions.len()],
             partitions,
-            thread: crate::tensor::free_list::token(),
+            thread: crate::channel::free_list::token(),
         }
     }
 
     /// One scheduling round of every partition, in plan order, on the calling thread.
     pub(crate) fn step(&mut self, shared: &Shared) -> Result<usize> {
-        if crate::tensor::free_list::token() != self.thread {
+        if crate::channel::free_list::token() != self.thread {
             return Err(Error::new(
                 ErrorCode::NotSupported,
                 "a stepped session is stepped on the thread that started it",
@@ -799,7 +799,7 @@ pub(crate) fn start(
                 .get(&(fo, fp))
                 .is_some_and(|&k| pools[k].device().is_none());
         let c = EdgeContract {
-            consumer_stream: consumer,
+            consumer: streams.domain_of_operator(plan, to),
             fused,
             host_wait: consumer.is_none() && device.is_some() && !host_pool,
         };
@@ -1044,37 +1044,6 @@ pub(crate) fn start(
             }
         }
     }
-    // The stream each partition owns exclusively: its thread records that stream's
-    // release events itself (`Pool::release`).
-    let stream_sets: Vec<Vec<StreamHandle>> = plan
-        .partitions()
-        .iter()
-        .map(|p| {
-            let mut v: Vec<StreamHandle> = p
-                .operators
-                .iter()
-                .filter_map(|&o| streams.of_operator(plan, o as usize))
-                .collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        })
-        .collect();
-    let own_streams: Vec<Option<StreamHandle>> = stream_sets
-        .iter()
-        .enumerate()
-        .map(|(k, set)| match set.as_slice() {
-            [only]
-                if stream_sets
-                    .iter()
-                    .enumerate()
-                    .all(|(j, other)| j == k || !other.contains(only)) =>
-            {
-                Some(*only)
-            }
-            _ => None,
-        })
-        .collect();
     // The session, stepped or threaded (each branch moves the parts once).
     macro_rules! session {
         ($threads:expr, $stepped:expr) => {
@@ -1105,11 +1074,10 @@ pub(crate) fn start(
     let mut threads = Vec::with_capacity(by_partition.len());
     let mut handoffs = Vec::with_capacity(by_partition.len());
     let mut spawn_error = None;
-    for k in 0..by_partition.len() {
+    for (k, signal) in signals.iter().enumerate().take(by_partition.len()) {
         let shared_t = Arc::clone(&shared);
-        let signal = Arc::clone(&signals[k]);
+        let signal = Arc::clone(signal);
         let name = format!("holo-{}", plan.partitions()[k].name);
-        let own = own_streams[k];
         let handoff = Arc::new(Handoff::default());
         let thread_handoff = Arc::clone(&handoff);
         let spawned = if fault::spawn_fails(k) {
@@ -1120,7 +1088,6 @@ pub(crate) fn start(
                 let Some(ops) = thread_handoff.receive() else {
                     return Vec::new();
                 };
-                crate::tensor::pool::set_own_stream(own);
                 partition_loop(&shared_t, &signal, ops)
             })
         };

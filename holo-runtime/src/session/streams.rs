@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::channel::OrderingDomain;
 use crate::device::{DeviceBackend, StreamHandle};
 use crate::plan::ExecutionPlan;
 use crate::{Error, Result};
@@ -11,6 +12,9 @@ pub(crate) struct Streams {
     device: Option<Arc<dyn DeviceBackend>>,
     /// Indexed by the plan's stream id.
     handles: Vec<StreamHandle>,
+    /// Indexed by the plan's stream id: one partition alone submits to the stream, so
+    /// its consumers record their own release events (`DomainOwner::Partition`).
+    exclusive: Vec<bool>,
 }
 
 impl Streams {
@@ -22,7 +26,25 @@ impl Streams {
         let mut out = Streams {
             device: device.cloned(),
             handles: Vec::with_capacity(plan.cuda_compute_streams().len()),
+            exclusive: Vec::new(),
         };
+        // How many partitions submit to each stream.
+        let mut users = vec![0_u32; plan.cuda_compute_streams().len()];
+        for p in plan.partitions() {
+            let mut seen: Vec<u32> = p
+                .operators
+                .iter()
+                .filter_map(|&o| plan.operators().get(o as usize)?.cuda_stream)
+                .collect();
+            seen.sort_unstable();
+            seen.dedup();
+            for id in seen {
+                if let Some(n) = users.get_mut(id as usize) {
+                    *n += 1;
+                }
+            }
+        }
+        out.exclusive = users.iter().map(|&n| n == 1).collect();
         if let Some(d) = device {
             for record in plan.cuda_compute_streams() {
                 let stream = d.create_stream().map_err(|e| {
@@ -48,6 +70,21 @@ impl Streams {
             .get(op)?
             .cuda_stream
             .and_then(|id| self.handle(id))
+    }
+
+    /// Operator `op`'s ordering domain: its planned stream — owned by its partition alone
+    /// or shared with others — or the host.
+    pub(crate) fn domain_of_operator(&self, plan: &ExecutionPlan, op: usize) -> OrderingDomain {
+        let Some(id) = plan.operators().get(op).and_then(|o| o.cuda_stream) else {
+            return OrderingDomain::Host;
+        };
+        match self.handle(id) {
+            Some(stream) => OrderingDomain::runtime(
+                stream,
+                self.exclusive.get(id as usize).copied().unwrap_or(false),
+            ),
+            None => OrderingDomain::Host,
+        }
     }
 
     /// Blocks until every stream has run its work (teardown only).

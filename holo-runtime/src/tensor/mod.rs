@@ -10,19 +10,14 @@
 //! clones and [`TensorReadLease`]s keep the slot out of the pool; the last one dropped
 //! returns it.
 
-pub(crate) mod free_list;
-pub(crate) mod pool;
-pub(crate) mod retire;
-
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
-use pool::{Pool, TensorMeta, readiness};
-
+use crate::channel::pool::{Holder, Pool, TensorMeta, readiness};
+use crate::channel::{BufferRef, OrderingDomain};
 use crate::device::{DeviceBackend, DevicePtr, StreamHandle};
-
 use crate::spec::{DType, MAX_TENSOR_RANK};
 use crate::{Error, ErrorCode, MemoryKind, Result};
 
@@ -69,7 +64,7 @@ fn meta_for(shape: &[u64], dtype: DType) -> Option<TensorMeta> {
     if shape.len() > MAX_TENSOR_RANK as usize {
         return None;
     }
-    let bytes = pool::checked_byte_size(shape, dtype)?;
+    let bytes = crate::channel::pool::checked_byte_size(shape, dtype)?;
     let mut meta = TensorMeta {
         rank: u8::try_from(shape.len()).ok()?,
         dtype,
@@ -122,7 +117,9 @@ impl TensorOutputLoan {
             )
             .at(self.pool.location));
         }
-        self.pool.set_writer(self.slot, stream);
+        // The operator's planned stream: the readiness is recorded there.
+        self.pool
+            .set_writer(self.slot, OrderingDomain::partition(stream));
         Ok(DeviceWriteGuard { loan: self, stream })
     }
 
@@ -182,7 +179,7 @@ impl TensorOutputLoan {
 impl Drop for TensorOutputLoan {
     #[inline]
     fn drop(&mut self) {
-        Pool::release(&self.pool, self.slot);
+        Pool::release(&self.pool, self.slot, Holder::NONE);
     }
 }
 
@@ -197,6 +194,7 @@ impl TensorOutputLoan {
         Tensor {
             pool,
             slot: loan.slot,
+            holder: Holder::NONE,
         }
     }
 }
@@ -240,7 +238,8 @@ impl DeviceWriteGuard {
     pub fn commit(self) -> Result<CommittedTensor> {
         let loan = self.loan;
         let elide = loan.pool.loan_streams().fused == Some(self.stream);
-        loan.pool.commit_on_stream(loan.slot, self.stream, elide)?;
+        loan.pool
+            .commit(loan.slot, OrderingDomain::partition(self.stream), elide)?;
         Ok(CommittedTensor(loan.into_tensor()))
     }
 }
@@ -326,6 +325,9 @@ pub struct Tensor {
     /// handle hands it back with the slot (never dropped as an `Arc`).
     pool: ManuallyDrop<Arc<Pool>>,
     slot: u32,
+    /// The release position of the stream this handle was received into, when the
+    /// receiving partition owns that stream alone; passed to the pool on release.
+    holder: Holder,
 }
 
 impl Tensor {
@@ -351,6 +353,7 @@ impl Tensor {
         Ok(Tensor {
             pool: ManuallyDrop::new(Pool::wrap_host_bytes(bytes.into_boxed_slice(), meta)),
             slot: 0,
+            holder: Holder::NONE,
         })
     }
 
@@ -458,6 +461,15 @@ impl Tensor {
         self.pool.slot_addr(self.slot)
     }
 
+    /// Where the tensor's bytes are: its pool's memory object and the slot's offset in
+    /// it, with the slot's length (the pool's per-slot bound; the tensor uses the first
+    /// [`byte_size`](Self::byte_size) bytes). On a backend with unified addressing,
+    /// [`BufferRef::unified_address`] equals [`device_ptr`](Self::device_ptr); on one
+    /// without, this pair is the bytes' only name. A plain accessor.
+    pub fn buffer(&self) -> BufferRef {
+        self.pool.buffer(self.slot)
+    }
+
     /// How the producer's writes are ordered: complete on the host, a recorded
     /// readiness event, or elided by fusion (recorded lazily when something else needs it).
     pub fn readiness(&self) -> TensorReadiness {
@@ -487,7 +499,8 @@ impl Tensor {
     /// enqueued on `stream` completes: the hook for a stream the plan did not assign.
     pub fn synchronize_for_consumer_stream(&self, stream: impl Into<StreamHandle>) -> Result<()> {
         let stream = stream.into();
-        self.pool.register_release(self.slot, stream, true)?;
+        self.pool
+            .register_release(self.slot, OrderingDomain::caller(stream))?;
         if let Some((event, backend)) = self.pool.readiness_event(self.slot)? {
             backend.wait_event(stream, event)?;
         }
@@ -558,26 +571,31 @@ impl Tensor {
     }
 
     /// The stream contract's producer half, applied when the runtime publishes this
-    /// tensor to a consumer with a planned stream: registers the stream as a release
-    /// stream (deduplicated, capped; no device call).
-    pub(crate) fn register_release_stream(&self, consumer: StreamHandle) -> Result<()> {
-        self.pool.register_release(self.slot, consumer, false)
+    /// tensor to a consumer: registers the consumer's stream as a release stream
+    /// (deduplicated, capped; no device call; nothing for a host consumer).
+    pub(crate) fn register_release_stream(&self, consumer: OrderingDomain) -> Result<()> {
+        self.pool.register_release(self.slot, consumer)
     }
 
     /// The stream contract's consumer half, applied on the consumer's thread when it
-    /// receives this tensor: `Some(stream)` (registered at publication): a stream wait on
-    /// the readiness event; `None` (a consumer with no planned stream): a host wait for
-    /// stream-written bytes.
-    pub(crate) fn deliver_to(&self, consumer: Option<StreamHandle>) -> Result<()> {
+    /// receives this tensor into its ordering domain: a stream (registered at
+    /// publication) waits on the readiness event, and a consumer whose partition owns the
+    /// stream alone keeps the stream's release position in this handle, so dropping it
+    /// records that release itself; the host (a consumer with no planned stream) waits on
+    /// the host for stream-written bytes.
+    pub(crate) fn deliver_to(&mut self, consumer: OrderingDomain) -> Result<()> {
         match consumer {
-            Some(stream) => {
+            OrderingDomain::Stream { stream, owner } => {
                 if let Some((event, backend)) = self.pool.readiness_event(self.slot)? {
                     backend.wait_event(stream, event)?;
                 }
-                self.pool.note_stream_use(self.slot, stream);
+                let position = self.pool.enter_domain(self.slot, stream);
+                if owner == crate::channel::DomainOwner::Partition {
+                    self.holder = position;
+                }
                 Ok(())
             }
-            None => self.synchronize_for_host(),
+            OrderingDomain::Host => self.synchronize_for_host(),
         }
     }
 }
@@ -601,6 +619,7 @@ impl Clone for Tensor {
             // only the slot's last handle hands back (no increment).
             pool: ManuallyDrop::new(unsafe { Arc::from_raw(Arc::as_ptr(&self.pool)) }),
             slot: self.slot,
+            holder: self.holder,
         }
     }
 }
@@ -608,7 +627,7 @@ impl Clone for Tensor {
 impl Drop for Tensor {
     #[inline]
     fn drop(&mut self) {
-        Pool::release(&self.pool, self.slot);
+        Pool::release(&self.pool, self.slot, self.holder);
     }
 }
 
@@ -651,9 +670,11 @@ mod sealed {
 mod tests {
     use super::*;
 
-    fn pool(slots: u32, bytes: u64) -> pool::PoolOwner {
+    use crate::channel::pool::{PoolOwner, PoolSpec};
+
+    fn pool(slots: u32, bytes: u64) -> PoolOwner {
         Pool::materialize(
-            pool::PoolSpec {
+            PoolSpec {
                 name: "p.out".into(),
                 location: "p.out",
                 kind: MemoryKind::Host,

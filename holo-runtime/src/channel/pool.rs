@@ -21,9 +21,12 @@
 //! - `emit` registers each consumer stream as a release stream (no device call; the cap
 //!   is checked there), and the consumer's `receive` enqueues its stream's wait on the
 //!   readiness event;
-//! - in a fan-out, a consumer whose partition owns its stream records that stream's
-//!   release event when it drops a handle (its work on the slot is enqueued by then) and
-//!   marks it clean; receiving the slot again clears the mark. The last handle records
+//! - in a fan-out, a consumer that received the slot into a stream its partition owns
+//!   alone ([`DomainOwner::Partition`]) keeps that stream's release position in its
+//!   handle ([`Holder`]: told to the pool on release, never read from a thread-local),
+//!   records the stream's release event when it drops the handle (its work on the slot is
+//!   enqueued by then) and marks it clean; receiving the slot again clears the mark. The
+//!   last handle records
 //!   the release events not marked clean — its own stream's always, and every stream a
 //!   user call registered (`synchronize_for_consumer_stream`, `copy_to_host_async`),
 //!   since work on those may come from any thread.
@@ -47,7 +50,8 @@ use crossbeam_utils::CachePadded;
 
 use super::free_list::FreeList;
 use super::retire::Retirer;
-use crate::device::{AllocKind, DeviceBackend, DevicePtr, EventHandle, StreamHandle};
+use super::{BufferRef, DomainOwner, OrderingDomain};
+use crate::device::{AllocKind, DeviceBackend, DevicePtr, EventHandle, MemoryObject, StreamHandle};
 use crate::spec::{DType, MAX_TENSOR_RANK};
 use crate::{Error, ErrorCode, MemoryKind, Result};
 
@@ -101,10 +105,9 @@ struct Slot {
     /// Guards `release_count` and this slot's release streams (held for a few loads).
     release_lock: AtomicBool,
     release_count: AtomicU32,
-    /// Bit `i`: release stream `i` is a partition's own stream and that partition's
-    /// thread recorded its release event when it dropped a handle of this slot, and has
-    /// not received the slot since (see [`Pool::release`]). Set and cleared only by that
-    /// thread.
+    /// Bit `i`: release stream `i` is a partition's own stream and a handle held in it
+    /// ([`Holder`]) recorded its release event when it was dropped, and the slot was not
+    /// received into that stream since (see [`Pool::release`]).
     release_clean: AtomicU64,
     /// Bit `i`: release stream `i` was registered by a user call
     /// (`synchronize_for_consumer_stream`, `copy_to_host_async`), from any thread: its
@@ -116,20 +119,24 @@ struct Slot {
 /// handle).
 const CLEAN_BITS: usize = 64;
 
-thread_local! {
-    /// The stream this thread's partition owns exclusively (0: none; set by the partition
-    /// loop): the stream whose release events this thread records itself.
-    static OWN_STREAM: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
+/// Who drops a handle, passed explicitly on every release: the release position of the
+/// ordering domain the handle's holder owns alone ([`DomainOwner::Partition`]), found when
+/// the holder received the slot into that domain ([`Pool::enter_domain`]). Such a holder
+/// records its own stream's release event when it drops a handle that is not the last.
+/// [`Holder::NONE`]: the holder owns no release position (a producer, a host reader, a
+/// consumer whose stream other partitions share, a caller).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Holder(u8);
 
-/// Declares the stream the calling partition thread owns exclusively (`None`: it owns
-/// none, or shares it with another partition).
-pub(crate) fn set_own_stream(stream: Option<StreamHandle>) {
-    OWN_STREAM.with(|s| s.set(stream.map_or(0, StreamHandle::raw)));
-}
+impl Holder {
+    /// The holder owns no release position.
+    pub(crate) const NONE: Holder = Holder(u8::MAX);
 
-fn own_stream() -> u64 {
-    OWN_STREAM.try_with(std::cell::Cell::get).unwrap_or(0)
+    /// The release position, if any.
+    #[inline]
+    fn position(self) -> Option<usize> {
+        (self.0 != u8::MAX).then_some(usize::from(self.0))
+    }
 }
 
 /// The streams of the output a pool belongs to, bound once when the session binds the
@@ -204,7 +211,9 @@ enum Backing {
 pub(crate) struct DeviceBacking {
     pub(crate) backend: Arc<dyn DeviceBackend>,
     kind: AllocKind,
-    base: DevicePtr,
+    /// The backing, a memory object of `backend`: slot `i` is it at offset
+    /// `i × per_slot_bytes`.
+    memory: MemoryObject,
     bytes: usize,
     readiness: Box<[EventHandle]>,
     /// `release_capacity` events per slot, slot-major.
@@ -222,7 +231,10 @@ impl Drop for DeviceBacking {
         }
         // SAFETY: the pool is dropped only when no handle remains, and the session
         // synchronized every stream at teardown, so no pending operation uses the memory.
-        let _ = unsafe { self.backend.free(self.kind, self.base, self.bytes) };
+        let _ = unsafe {
+            self.backend
+                .free_memory_object(self.kind, self.memory, self.bytes)
+        };
     }
 }
 
@@ -612,14 +624,33 @@ impl Pool {
         Error::new(code, why).at(self.location)
     }
 
-    /// The address of `slot`'s bytes (a host address for host-accessible memory).
+    /// Where `slot`'s bytes are: the backing's memory object and the slot's offset in it
+    /// (a host pool's object is its block's address).
+    #[inline]
+    pub(crate) fn buffer(&self, slot: u32) -> BufferRef {
+        let memory = match &self.backing {
+            Backing::Host { ptr, .. } => {
+                MemoryObject::from_raw(DevicePtr::from_host_ptr(*ptr).raw())
+            }
+            Backing::Device(d) => d.memory,
+        };
+        BufferRef {
+            memory,
+            offset: u64::from(slot) * self.per_slot_bytes as u64,
+            len: self.per_slot_bytes as u64,
+        }
+    }
+
+    /// The address of `slot`'s bytes, on a backend with unified addressing (a host
+    /// address for host-accessible memory). On one without, the memory object plus
+    /// offset ([`buffer`](Self::buffer)) is the bytes' only name.
     #[inline]
     pub(crate) fn slot_addr(&self, slot: u32) -> DevicePtr {
         let offset = slot as usize * self.per_slot_bytes;
         match &self.backing {
             // SAFETY: `slot < slot_count`, so the offset stays inside the allocation.
             Backing::Host { ptr, .. } => DevicePtr::from_host_ptr(unsafe { ptr.add(offset) }),
-            Backing::Device(d) => d.base.checked_add(offset).unwrap_or(d.base),
+            Backing::Device(d) => DevicePtr::from_raw(d.memory.raw().wrapping_add(offset as u64)),
         }
     }
 
@@ -659,14 +690,14 @@ impl Pool {
     /// count goes with it, so `this` may be freed by the time this returns: the caller
     /// must not use the pool afterwards.
     ///
-    /// A fan-out's consumers each record their own stream's release event: a handle
-    /// dropped on a partition thread whose own stream is one of several release streams
-    /// records that stream's event then (the thread's work on the slot is all enqueued by
-    /// then), and the last handle records only the streams not so covered. So no thread
-    /// records on a stream another thread is submitting to (on the H200 such a record
-    /// took 3-5 µs, against 0.2-0.7 µs on the thread's own stream).
+    /// A fan-out's consumers each record their own stream's release event: a handle whose
+    /// `holder` owns one of several release streams records that stream's event then (the
+    /// holder's work on the slot is all enqueued by then), and the last handle records
+    /// only the streams not so covered. So no thread records on a stream another thread
+    /// is submitting to (on the H200 such a record took 3-5 µs, against 0.2-0.7 µs on the
+    /// thread's own stream).
     #[inline]
-    pub(crate) fn release(this: &Arc<Pool>, slot: u32) {
+    pub(crate) fn release(this: &Arc<Pool>, slot: u32, holder: Holder) {
         let pool: &Pool = this;
         let s = &pool.slots[slot as usize];
         // Whether this call just recorded its own stream's release event.
@@ -681,7 +712,7 @@ impl Pool {
                 && s.release_count.load(Ordering::Acquire) > 1
             {
                 // Before the decrement: the last handle must see the record.
-                recorded_own = pool.record_own_release(d, slot);
+                recorded_own = pool.record_own_release(d, slot, holder);
             }
             if s.refs.fetch_sub(1, Ordering::Release) != 1 {
                 return;
@@ -691,7 +722,7 @@ impl Pool {
         if let Backing::Device(d) = &pool.backing
             && s.release_count.load(Ordering::Relaxed) > 0
         {
-            Self::retire(this, d, slot, recorded_own);
+            Self::retire(this, d, slot, holder, recorded_own);
             return;
         }
         // The owner thread parks the slot privately (the in-partition hop); after `close`
@@ -706,74 +737,80 @@ impl Pool {
         unsafe { Self::park(Arc::as_ptr(this), slot) };
     }
 
-    /// A handle of `slot` other than the last is dropped: if the calling thread's own
-    /// stream is one of the slot's release streams, records its release event now (on the
-    /// thread that submits to that stream) and marks it clean.
-    /// Returns whether it recorded. Not `#[cold]`: it is every fan-out consumer's
-    /// release path but the last one's.
-    fn record_own_release(&self, d: &DeviceBacking, slot: u32) -> bool {
-        let own = own_stream();
-        if own == 0 {
+    /// A handle of `slot` other than the last is dropped by `holder`: if it owns one of
+    /// the slot's release positions (its partition's own stream), records that stream's
+    /// release event now — the holder submits to that stream alone, and its work on the
+    /// slot is enqueued by then — and marks it clean. Returns whether it recorded. Not
+    /// `#[cold]`: it is every fan-out consumer's release path but the last one's.
+    fn record_own_release(&self, d: &DeviceBacking, slot: u32, holder: Holder) -> bool {
+        let Some(i) = holder.position() else {
+            return false;
+        };
+        let s = &self.slots[slot as usize];
+        if i >= (s.release_count.load(Ordering::Acquire) as usize).min(CLEAN_BITS) {
             return false;
         }
-        let s = &self.slots[slot as usize];
         let base = slot as usize * d.release_capacity as usize;
-        let n = (s.release_count.load(Ordering::Acquire) as usize).min(CLEAN_BITS);
-        if let Some(i) =
-            (0..n).find(|&i| d.release_streams[base + i].load(Ordering::Relaxed) == own)
+        let stream = StreamHandle::from_raw(d.release_streams[base + i].load(Ordering::Relaxed));
+        if d.backend
+            .record_event(d.release_events[base + i], stream)
+            .is_ok()
         {
-            if d.backend
-                .record_event(d.release_events[base + i], StreamHandle::from_raw(own))
-                .is_ok()
-            {
-                s.release_clean.fetch_or(1 << i, Ordering::Release);
-                return true;
-            }
-            // Left unclean: the last handle records it (or notes the failure).
-            s.release_clean.fetch_and(!(1 << i), Ordering::Release);
+            s.release_clean.fetch_or(1 << i, Ordering::Release);
+            return true;
         }
+        // Left unclean: the last handle records it (or notes the failure).
+        s.release_clean.fetch_and(!(1 << i), Ordering::Release);
         false
     }
 
-    /// The calling thread, whose own stream `stream` is, received `slot` again: the
-    /// release event it may have recorded no longer covers its work.
+    /// A holder received `slot` into its stream `stream` (registered as a release stream
+    /// when the slot was published to it): the release event it may have recorded on that
+    /// stream no longer covers its work, so the clean mark is cleared. Returns the
+    /// stream's release position, which a holder owning the stream alone keeps in its
+    /// handle ([`Holder`]); [`Holder::NONE`] if the stream is not one of the slot's
+    /// first 64 release streams.
     #[inline]
-    pub(crate) fn note_stream_use(&self, slot: u32, stream: StreamHandle) {
+    pub(crate) fn enter_domain(&self, slot: u32, stream: StreamHandle) -> Holder {
         let Some(d) = self.device() else {
-            return;
+            return Holder::NONE;
         };
         let s = &self.slots[slot as usize];
-        if s.release_clean.load(Ordering::Relaxed) == 0 {
-            return;
-        }
         let base = slot as usize * d.release_capacity as usize;
         let n = (s.release_count.load(Ordering::Acquire) as usize).min(CLEAN_BITS);
-        if let Some(i) =
+        let Some(i) =
             (0..n).find(|&i| d.release_streams[base + i].load(Ordering::Relaxed) == stream.raw())
-        {
+        else {
+            return Holder::NONE;
+        };
+        if s.release_clean.load(Ordering::Relaxed) & (1 << i) != 0 {
             s.release_clean.fetch_and(!(1 << i), Ordering::Relaxed);
         }
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "i < CLEAN_BITS = 64 fits in u8"
+        )]
+        Holder(i as u8)
     }
 
-    /// Records the release events of `slot` not already recorded by their own thread,
-    /// and hands the slot, with its count, to the retirement worker. The calling thread's
-    /// own stream is recorded again (it may have used the slot through another handle
-    /// since an earlier record) unless `recorded_own`: it was recorded in this same
-    /// release.
+    /// Records the release events of `slot` not already recorded by their holders, and
+    /// hands the slot, with its count, to the retirement worker. The last holder's own
+    /// position is recorded again (it may have used the slot through another handle since
+    /// an earlier record) unless `recorded_own`: it was recorded in this same release.
     #[cold]
-    fn retire(this: &Arc<Pool>, d: &DeviceBacking, slot: u32, recorded_own: bool) {
+    fn retire(this: &Arc<Pool>, d: &DeviceBacking, slot: u32, holder: Holder, recorded_own: bool) {
         if !d.retirer.enter() {
             Self::release_after_teardown(this, d, slot);
             return;
         }
         let s = &this.slots[slot as usize];
         let base = slot as usize * d.release_capacity as usize;
-        let own = own_stream();
+        let own = holder.position();
         let clean =
             s.release_clean.load(Ordering::Acquire) & !s.release_sticky.load(Ordering::Acquire);
         for i in 0..s.release_count.load(Ordering::Relaxed) as usize {
             let raw = d.release_streams[base + i].load(Ordering::Relaxed);
-            if i < CLEAN_BITS && clean & (1 << i) != 0 && (raw != own || recorded_own) {
+            if i < CLEAN_BITS && clean & (1 << i) != 0 && (own != Some(i) || recorded_own) {
                 continue;
             }
             let stream = StreamHandle::from_raw(raw);
@@ -912,25 +949,28 @@ impl Pool {
 
     // ---- the stream contract on one slot ---------------------------------------------
 
-    pub(crate) fn set_writer(&self, slot: u32, stream: StreamHandle) {
-        self.slots[slot as usize]
-            .writer
-            .store(stream.raw(), Ordering::Relaxed);
+    /// The loan of `slot` is written in `writer`'s domain (its readiness will be recorded
+    /// there).
+    pub(crate) fn set_writer(&self, slot: u32, writer: OrderingDomain) {
+        self.slots[slot as usize].writer.store(
+            writer.stream().map_or(0, StreamHandle::raw),
+            Ordering::Relaxed,
+        );
     }
 
     pub(crate) fn readiness_state(&self, slot: u32) -> u8 {
         self.slots[slot as usize].state.load(Ordering::Acquire)
     }
 
-    /// Commit on a stream: records the readiness event on `stream`, or (fused) records
-    /// nothing and marks the readiness as elided.
-    pub(crate) fn commit_on_stream(
-        &self,
-        slot: u32,
-        stream: StreamHandle,
-        elide: bool,
-    ) -> Result<()> {
+    /// Commits `slot` in the writer's domain: on the host nothing is recorded (the bytes
+    /// are complete); on a stream the readiness event is recorded there, or (`elide`: a
+    /// fused edge) nothing is recorded and the readiness is marked elided.
+    pub(crate) fn commit(&self, slot: u32, writer: OrderingDomain, elide: bool) -> Result<()> {
         let s = &self.slots[slot as usize];
+        let Some(stream) = writer.stream() else {
+            s.state.store(readiness::HOST, Ordering::Release);
+            return Ok(());
+        };
         if elide {
             s.state.store(readiness::ELIDED, Ordering::Release);
             return Ok(());
@@ -987,18 +1027,15 @@ impl Pool {
         }
     }
 
-    /// Registers `stream` as a release stream of `slot`: deduplicated, capped, into
-    /// preallocated positions. The stream past the cap is rejected. `by_user`: a user
-    /// call, from any thread, registered it: the last handle always records its event.
-    pub(crate) fn register_release(
-        &self,
-        slot: u32,
-        stream: StreamHandle,
-        by_user: bool,
-    ) -> Result<()> {
-        let Some(d) = self.device() else {
+    /// Registers `reader`'s stream as a release stream of `slot`: deduplicated, capped,
+    /// into preallocated positions. The stream past the cap is rejected. A caller's
+    /// stream ([`DomainOwner::Caller`]), which work may reach from any thread, is marked
+    /// so that the last handle always records its event. A host reader registers nothing.
+    pub(crate) fn register_release(&self, slot: u32, reader: OrderingDomain) -> Result<()> {
+        let (Some(d), OrderingDomain::Stream { stream, owner }) = (self.device(), reader) else {
             return Ok(());
         };
+        let by_user = owner == DomainOwner::Caller;
         let s = &self.slots[slot as usize];
         while s
             .release_lock
@@ -1051,14 +1088,14 @@ fn device_backing(
     bytes: usize,
 ) -> Result<DeviceBacking> {
     let kind = AllocKind::try_from(spec.kind)?;
-    let base = backend.alloc(kind, bytes).map_err(|e| {
+    let memory = backend.alloc_memory_object(kind, bytes).map_err(|e| {
         Error::new(e.code(), format!("pool {}: {}", spec.name, e.message())).at(spec.location)
     })?;
     // From here on, `DeviceBacking`'s Drop releases whatever was created if a later step fails.
     let mut out = DeviceBacking {
         backend: Arc::clone(backend),
         kind,
-        base,
+        memory,
         bytes,
         readiness: Box::new([]),
         release_events: Box::new([]),
@@ -1126,7 +1163,7 @@ mod tests {
         let old = pool.slot_ref(first);
         assert_eq!(old.generation, 1);
         assert!(pool.check_slot_ref(old).is_ok());
-        Pool::release(&pool, first);
+        Pool::release(&pool, first, Holder::NONE);
         let e = pool.check_slot_ref(old).unwrap_err();
         assert_eq!(e.code(), ErrorCode::InvalidArgument);
         assert!(e.to_string().contains("was released"), "{e}");
@@ -1147,7 +1184,76 @@ mod tests {
             pool.check_slot_ref(missing).unwrap_err().code(),
             ErrorCode::InvalidArgument
         );
-        Pool::release(&pool, again);
+        Pool::release(&pool, again, Holder::NONE);
+    }
+
+    /// The channel layer alone — no session: a device pool, the retirement worker and
+    /// two ordering domains carry one slot from a producer's stream to a consumer's and
+    /// back to the free list, with every actor named on every call.
+    #[test]
+    fn a_channel_carries_a_slot_between_two_domains_without_a_session() {
+        let backend: Arc<dyn DeviceBackend> = crate::device::SoftwareDevice::new();
+        let retirer = Retirer::new();
+        let worker = retirer
+            .start(2, std::time::Duration::ZERO)
+            .expect("retirement worker");
+        let p =
+            Pool::materialize(spec(MemoryKind::CudaDevice, 2), Some((&backend, &retirer))).unwrap();
+        let (producer, consumer) = (
+            backend.create_stream().unwrap(),
+            backend.create_stream().unwrap(),
+        );
+        let slot = p.loan(&[16], DType::U8).unwrap();
+        let name = p.slot_ref(slot);
+        // Memory object plus offset: both slots share the object, 16 bytes apart.
+        let b = p.buffer(slot);
+        assert_eq!((b.offset, b.len), (u64::from(slot) * 16, 16));
+        assert_eq!(p.buffer(1 - slot).memory, b.memory);
+        assert_eq!(b.unified_address(), Some(p.slot_addr(slot)));
+        // The writer's domain records readiness; the reader's is registered for release.
+        let writer = OrderingDomain::partition(producer);
+        p.set_writer(slot, writer);
+        backend
+            .enqueue_delay(producer, std::time::Duration::from_millis(2))
+            .unwrap();
+        p.commit(slot, writer, false).unwrap();
+        assert_eq!(p.readiness_state(slot), readiness::RECORDED);
+        p.register_release(slot, OrderingDomain::partition(consumer))
+            .unwrap();
+        let (event, _) = p.readiness_event(slot).unwrap().expect("recorded");
+        backend.wait_event(consumer, event).unwrap();
+        let holder = p.enter_domain(slot, consumer);
+        assert_eq!(
+            holder,
+            Holder(0),
+            "the consumer's stream is release position 0"
+        );
+        assert_eq!(p.enter_domain(slot, producer), Holder::NONE);
+        // The consumer's stream is busy after the slot is released: the slot waits.
+        backend
+            .enqueue_delay(consumer, std::time::Duration::from_millis(20))
+            .unwrap();
+        Pool::release(&p, slot, holder);
+        assert_eq!(p.free_slots(), 1, "retiring, not free");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while p.free_slots() < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(
+            p.free_slots(),
+            2,
+            "returned once the consumer's stream passed it"
+        );
+        assert_eq!(
+            p.check_slot_ref(name).unwrap_err().code(),
+            ErrorCode::InvalidArgument
+        );
+        retirer.close();
+        retirer.shutdown();
+        worker.join().unwrap();
+        drop(p);
+        backend.destroy_stream(producer).unwrap();
+        backend.destroy_stream(consumer).unwrap();
     }
 
     #[test]
@@ -1160,12 +1266,12 @@ mod tests {
         assert_eq!(err.code(), ErrorCode::ResourceExhausted);
         assert_eq!(err.location(), Some("op.out"));
         p.retain(a);
-        Pool::release(&p, a);
+        Pool::release(&p, a, Holder::NONE);
         assert_eq!(p.free_slots(), 0, "one reference is still live");
-        Pool::release(&p, a);
+        Pool::release(&p, a, Holder::NONE);
         assert_eq!(p.free_slots(), 1);
         assert_eq!(p.counters.exhausted.load(Ordering::Relaxed), 1);
-        Pool::release(&p, b);
+        Pool::release(&p, b, Holder::NONE);
     }
 
     #[test]
@@ -1195,15 +1301,16 @@ mod tests {
             backend.create_stream().unwrap(),
             backend.create_stream().unwrap(),
         );
-        p.register_release(slot, s1, true).unwrap();
-        p.register_release(slot, s1, true).unwrap();
+        let caller = OrderingDomain::caller;
+        p.register_release(slot, caller(s1)).unwrap();
+        p.register_release(slot, caller(s1)).unwrap();
         assert_eq!(
             p.release_stream_count(slot),
             1,
             "a duplicate takes no capacity"
         );
-        p.register_release(slot, s2, true).unwrap();
-        let err = p.register_release(slot, s3, true).unwrap_err();
+        p.register_release(slot, caller(s2)).unwrap();
+        let err = p.register_release(slot, caller(s3)).unwrap_err();
         assert_eq!(err.code(), ErrorCode::ResourceExhausted);
         assert_eq!(p.release_stream_count(slot), 2);
     }
