@@ -46,11 +46,11 @@
 use std::process::ExitCode;
 
 use holo_runtime::app::{App, AppArgs, HumanOutput};
+use holo_runtime::plan::{ExecutionPlan, RateQueueInspectionFormat, render_rate_queue_inspection};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EdgeId, EmitOptions, Error, ErrorCode,
-    ExecutionContext, ExecutionPlan, Graph, Input, Operator, Output, ParamEnum, ParamSchema,
-    RateQueueInspectionFormat, RateRatio, Result, RunSession, Tensor, TensorLoanRequest,
-    byte_span_projector, operator, render_rate_queue_inspection,
+    ExecutionContext, Graph, Input, Operator, Output, ParamEnum, ParamSchema, RateRatio, Result,
+    RunSession, Tensor, TensorLoanRequest, byte_span_projector, operator,
 };
 
 /// The lifecycle sensor: its rate and its slot shape.
@@ -594,7 +594,7 @@ fn inspect_lifecycle(plan: &ExecutionPlan, session: &RunSession, edge: EdgeId, o
 
 /// Prints every derivation: the expression, what it read, per-slot bytes (from the
 /// derivation), slot count and aggregate bytes (from the allocation, authoritative there).
-fn print_derivations(plan: &holo_runtime::ExecutionPlan, out: HumanOutput) {
+fn print_derivations(plan: &holo_runtime::plan::ExecutionPlan, out: HumanOutput) {
     out.println("byte-span derivations:");
     for d in plan.tensor_byte_span_derivations() {
         let kind = plan.tensor_allocation(&d.pool).map_or("?".to_owned(), |a| {

@@ -15,10 +15,11 @@
 use std::process::ExitCode;
 
 use holo_runtime::app::{App, AppArgs, HumanOutput};
+use holo_runtime::plan::{CudaComputeStreamPolicy, ExecutionPlan};
 use holo_runtime::{
-    CompileOptions, ConnectionOptions, CudaComputeStreamPolicy, CudaExecutionOptions, DType,
-    EmitOptions, Error, ErrorCode, ExecutionContext, ExecutionPlan, Graph, Input, Operator, Output,
-    ParamSchema, ParamSet, Result, Tensor, TensorLoanRequest, compile, operator,
+    CompileOptions, ConnectionOptions, CudaExecutionOptions, DType, EmitOptions, Error, ErrorCode,
+    ExecutionContext, Graph, Input, Operator, Output, ParamSchema, ParamSet, Result, Tensor,
+    TensorLoanRequest, compile, operator,
 };
 
 /// Placement and stream policy.

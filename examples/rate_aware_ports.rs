@@ -23,11 +23,10 @@
 use std::process::ExitCode;
 
 use holo_runtime::app::{App, AppArgs, HumanOutput};
+use holo_runtime::plan::{ExecutionPlan, RateQueueInspectionFormat, render_rate_queue_inspection};
 use holo_runtime::{
-    CompileOptions, ConnectionOptions, EdgeId, EmitOptions, ErrorCode, ExecutionContext,
-    ExecutionPlan, Graph, Input, Operator, Output, ParamSchema, ParamSet,
-    RateQueueInspectionFormat, RateRatio, Result, RunSession, operator,
-    render_rate_queue_inspection,
+    CompileOptions, ConnectionOptions, EdgeId, EmitOptions, ErrorCode, ExecutionContext, Graph,
+    Input, Operator, Output, ParamSchema, ParamSet, RateRatio, Result, RunSession, operator,
 };
 
 /// The compile-wide headroom ratio.

@@ -15,7 +15,8 @@
 //! # Example
 //!
 //! ```
-//! use holo_runtime::params::{ParamErrorKind, ParamSet, schema_json};
+//! use holo_runtime::params::schema_json;
+//! use holo_runtime::{ParamErrorKind, ParamSet};
 //! use holo_runtime::{BoundedVec, ErrorCode, MemoryKind, ParamSchema, param_ref};
 //!
 //! #[derive(Clone, Debug, PartialEq, ParamSchema)]

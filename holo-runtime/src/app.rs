@@ -44,9 +44,9 @@ use std::time::{Duration, Instant};
 
 use holo_params::{FieldPath, ParamSchema, ParamSet};
 
+use crate::plan::ExecutionPlan;
 use crate::{
-    CompileOptions, Error, ErrorCode, ExecutionPlan, Graph, Result, RunReport, RunSession,
-    SessionOptions,
+    CompileOptions, Error, ErrorCode, Graph, Result, RunReport, RunSession, SessionOptions,
 };
 
 /// The standard flags (derive `clap::Parser`; embed with `#[command(flatten)]`).

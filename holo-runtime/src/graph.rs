@@ -111,7 +111,7 @@ pub(crate) struct EdgeNode {
 }
 
 /// A graph of operators and flows. Build it, [`compile`](fn@crate::compile) it into an
-/// [`ExecutionPlan`](crate::ExecutionPlan), then run it with a
+/// [`ExecutionPlan`](crate::plan::ExecutionPlan), then run it with a
 /// [`RunSession`](crate::RunSession).
 pub struct Graph {
     pub(crate) operators: Vec<OperatorNode>,

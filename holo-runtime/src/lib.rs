@@ -7,17 +7,41 @@
 //!    and deployment parameters are a `#[derive(ParamSchema)]` struct.
 //! 2. Build a [`Graph`] with [`Graph::add_operator`] and [`Graph::add_flow`] (typed: a
 //!    payload mismatch does not compile), then [`compile`](fn@compile) it into an immutable,
-//!    inspectable [`ExecutionPlan`] — or get every [`Diagnostic`] at once.
+//!    inspectable [`ExecutionPlan`](plan::ExecutionPlan) — or get every [`Diagnostic`] at
+//!    once.
 //! 3. Start a [`RunSession`]: every pool is materialized before the first `compute`,
 //!    each partition runs on its own thread, and tensors move through preallocated
 //!    queues with no allocation on the hot path.
+//!
+//! # Where things are
+//!
+//! Every item has one path. The crate root holds what an operator, a graph or a session
+//! is written with: ports, contexts, tensors, options, `compile`, errors, the rate and
+//! tensor-spec vocabulary of `#[operator]` attributes. The modules hold the rest:
+//! - [`plan`]: the [`ExecutionPlan`](plan::ExecutionPlan) and its records;
+//! - [`spec`]: the operator spec records `#[operator]` generates (what `compile` reads);
+//! - [`channel`]: the channel layer — slots, buffers, ordering domains;
+//! - [`device`]: device backends (CUDA, software) and their handles;
+//! - [`app`]: the standard command line of a holo application;
+//! - [`params`]: parameter-schema introspection;
+//! - [`codes`] and [`generation_codes`]: the stable names of diagnostic codes.
 #![warn(missing_docs)]
 
-pub use holo_params as params;
 pub use holo_params::{
     BoundedVec, Error, ErrorCode, MemoryKind, ParamEnum, ParamErrorKind, ParamRef, ParamSchema,
     ParamSet, ParamValue, Result,
 };
+
+/// Parameter-schema introspection: the descriptors `#[derive(ParamSchema)]` generates,
+/// parameter values and paths, and the redaction of sensitive fields. (The everyday
+/// parameter items — [`ParamSet`], [`ParamSchema`], [`ParamRef`], [`Error`] — are at the
+/// crate root.)
+pub mod params {
+    pub use holo_params::{
+        EnumDescriptor, FieldDescriptor, FieldPath, REDACTED, Redacted, SchemaDescriptor,
+        SchemaEntry, TypeDescriptor, Value, schema_json,
+    };
+}
 
 pub mod channel;
 mod cold;
@@ -28,40 +52,59 @@ pub use operator_macros::*;
 pub use params_macros::*;
 
 pub mod app;
-pub mod compile;
+mod compile;
 pub mod device;
-pub mod graph;
-pub mod operator;
+mod graph;
+mod operator;
 pub mod plan;
-pub mod session;
+mod session;
 pub mod spec;
-pub mod tensor;
+mod tensor;
 
 pub use compile::{
     ArrivalEvidence, AutomaticQueueSizing, CompileOptions, CudaExecutionOptions, DeploymentBinding,
-    Diagnostic, DiagnosticCode, Diagnostics, PartitionSpec, Partitioning, Severity, codes, compile,
+    Diagnostic, DiagnosticCode, Diagnostics, MAX_FANOUT_RELEASE_STREAMS, MAX_QUEUE_DEPTH,
+    PartitionSpec, Partitioning, Severity, codes, compile,
 };
 pub use graph::{ConnectionOptions, EdgeId, Graph, QueuePolicy};
 pub use operator::{InPort, Operator, OperatorId, OperatorPorts, OutPort};
-pub use plan::{
-    CudaComputeStreamPolicy, ExecutionPlan, RateQueueInspectionFormat, render_rate_queue_inspection,
-};
 pub use session::{
-    EmitOptions, ExecutionContext, Input, LifecycleContext, Output, PoolReport, PortRateView,
-    RateCandidate, RateGeneration, RateGenerationSnapshot, RejectedRateGeneration, RunReport,
-    RunSession, SessionOptions,
+    DeviceAccess, EmitOptions, ExecutionContext, FrameInfo, GenerationPortRate, Input,
+    LifecycleContext, Output, PoolReport, PortRateView, RateCandidate, RateGeneration,
+    RateGenerationCode, RateGenerationSnapshot, RatePort, Refused, RejectedRateGeneration,
+    RunReport, RunSession, SessionOptions, generation_codes,
 };
-pub use spec::{
-    ByteSpanExpr, ByteSpanProjector, DType, InputMode, MissingPolicy, Rate, RateExpr, RateRatio,
-    TensorBounds, TensorInputSpec, TensorOutputSpec, TensorOutputStorage, TensorRepresentation,
-    Trigger, automatic_queue_depth, input_max_byte_span, parameter_contiguous_byte_span,
-    parameter_count, parameter_memory_kind, parameter_memory_kind_exact,
-    parameter_projected_byte_span, parameter_rate, tensor_bounds, tensor_byte_span,
+pub use spec::bytespan::{
+    ByteSpanExpr, ByteSpanProjector, input_max_byte_span, parameter_contiguous_byte_span,
+    parameter_projected_byte_span, tensor_byte_span,
+};
+pub use spec::dtype::{DType, MAX_TENSOR_RANK, TensorBounds, TensorRepresentation, tensor_bounds};
+pub use spec::memkind::{parameter_memory_kind, parameter_memory_kind_exact};
+pub use spec::ports::{TensorInputSpec, TensorOutputSpec, TensorOutputStorage};
+pub use spec::rates::{
+    InputMode, MissingPolicy, Rate, RateExpr, RateRatio, Trigger, automatic_queue_depth,
+    parameter_count, parameter_rate,
 };
 pub use tensor::{
     CommittedTensor, CudaStream, DeviceWriteGuard, HostWriteGuard, Tensor, TensorLoanRequest,
     TensorOutputLoan, TensorReadLease, TensorReadiness,
 };
+
+/// Test support for holo's own test suites: fault injection and the list of device
+/// backends to run device tests on. Not a public API: it changes without notice.
+#[doc(hidden)]
+pub mod __test_support {
+    /// The backends the device-contract suites run on: always a software device, plus
+    /// CUDA device 0 when it opens.
+    ///
+    /// # Panics
+    /// With `HOLO_REQUIRE_DEVICE=cuda` set, panics (failing the test rather than skipping
+    /// the CUDA run) when CUDA device 0 does not open, or when the variable is malformed.
+    pub fn test_backends() -> Vec<std::sync::Arc<dyn crate::device::DeviceBackend>> {
+        crate::device::backends_for_tests()
+    }
+    pub use crate::session::fault::fail_partition_spawn;
+}
 
 /// The parameter schema of an operator that has no deployment parameters (the default
 /// of `#[operator]` without `params = ...`).
@@ -77,13 +120,15 @@ pub mod __private {
     pub use crate::operator::{InPort, OperatorId, OperatorPorts, OutPort};
     pub use crate::session::{Input, Output, PortBinder};
     pub use crate::spec::{
-        ByteSpanExpr, ByteSpanProjector, DType, InputMode, InputName, MAX_TENSOR_RANK,
-        MemoryKindDerivation, MissingPolicy, OperatorSpec, ParamDependency, ParameterCount,
-        PortDirection, PortPayload, PortSpec, PortTemporalSpec, Rate, RateExpr, RateRatio,
-        TensorBounds, TensorInputSpec, TensorOutputSpec, TensorOutputStorage, TensorRepresentation,
-        Trigger,
+        InputName, MemoryKindDerivation, OperatorSpec, ParamDependency, ParameterCount,
+        PortDirection, PortPayload, PortSpec, PortTemporalSpec,
     };
     pub use crate::tensor::{IsTensor, Tensor};
+    pub use crate::{
+        ByteSpanExpr, ByteSpanProjector, DType, InputMode, MAX_TENSOR_RANK, MissingPolicy, Rate,
+        RateExpr, RateRatio, TensorBounds, TensorInputSpec, TensorOutputSpec, TensorOutputStorage,
+        TensorRepresentation, Trigger,
+    };
     pub use holo_macros::{__OperatorPorts, param_ref};
     pub use holo_params::__private::*;
 
@@ -102,8 +147,8 @@ pub mod __private {
     pub mod bytespan_prelude {
         pub use crate::MemoryKind;
         pub use crate::MemoryKind::{CudaDevice, CudaManaged, Host, PinnedHost};
-        pub use crate::spec::{Rate, RateRatio};
-        pub use crate::spec::{
+        pub use crate::{Rate, RateRatio};
+        pub use crate::{
             input_max_byte_span, parameter_contiguous_byte_span, parameter_count,
             parameter_memory_kind, parameter_memory_kind_exact, parameter_projected_byte_span,
             parameter_rate, tensor_byte_span,

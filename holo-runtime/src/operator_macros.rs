@@ -92,7 +92,7 @@
 /// Rate keys (`nominal_rate`, `follows`, `burst`, `expected_rate`, and the temporal keys
 /// on inputs) apply to message ports too. Automatic queue depths, hard floors and the
 /// admitted ceilings come from them when the plan is compiled: see
-/// [`spec::rates`](crate::spec::rates) and `CompileOptions::automatic_queue_sizing`.
+/// [`Rate`](crate::Rate) and `CompileOptions::automatic_queue_sizing`.
 ///
 /// Message ports take `name` (and `optional` on inputs) plus the rate and temporal keys.
 ///

@@ -1,7 +1,7 @@
 //! The parameter macros, re-exported with their documentation.
 
-/// Derives [`ParamSchema`](crate::params::ParamSchema) and
-/// [`ParamValue`](crate::params::ParamValue) for a struct with named fields: a deployment
+/// Derives [`ParamSchema`](crate::ParamSchema) and
+/// [`ParamValue`](crate::ParamValue) for a struct with named fields: a deployment
 /// parameter schema whose values a [`ParamSet`](crate::ParamSet) reads from TOML or JSON.
 ///
 /// The struct must also be `Clone` (and `Send + Sync + 'static`). Every field's type is
@@ -70,8 +70,8 @@
 /// ```
 pub use holo_macros::ParamSchema;
 
-/// Derives [`ParamEnum`](crate::params::ParamEnum) and
-/// [`ParamValue`](crate::params::ParamValue) for a fieldless enum, written in TOML and
+/// Derives [`ParamEnum`](crate::ParamEnum) and
+/// [`ParamValue`](crate::ParamValue) for a fieldless enum, written in TOML and
 /// JSON by wire name.
 ///
 /// The enum must also be `Copy + Eq` (and `Send + Sync + 'static`).

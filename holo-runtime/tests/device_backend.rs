@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use holo_runtime::__test_support::test_backends;
 use holo_runtime::ErrorCode;
 use holo_runtime::device::{
-    AllocKind, CounterSnapshot, DeviceBackend, DevicePtr, EventHandle, StreamHandle, test_backends,
+    AllocKind, CounterSnapshot, DeviceBackend, DevicePtr, EventHandle, StreamHandle,
 };
 
 /// Long enough that a missing wait would be seen, short enough to keep the suite quick.

@@ -5,7 +5,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::Duration;
 
-use holo_runtime::device::{AllocKind, DeviceBackend, test_backends};
+use holo_runtime::__test_support::test_backends;
+use holo_runtime::device::{AllocKind, DeviceBackend};
 
 thread_local! {
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };

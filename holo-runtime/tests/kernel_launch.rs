@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cudarc::driver::sys;
-use holo_runtime::device::{BackendKind, test_backends};
+use holo_runtime::__test_support::test_backends;
+use holo_runtime::device::BackendKind;
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, Error, ErrorCode, ExecutionContext,
     Graph, Input, LifecycleContext, Operator, Output, ParamSet, Result, RunSession, SessionOptions,

@@ -8,7 +8,8 @@ use holo_runtime::__private::{
     OperatorId, OperatorSpec, PortBinder, PortDirection, PortPayload, PortSpec, TensorInputSpec,
     TensorOutputSpec, TensorOutputStorage, TensorRepresentation,
 };
-use holo_runtime::spec::rates::{PortTemporalSpec, Trigger};
+use holo_runtime::Trigger;
+use holo_runtime::spec::PortTemporalSpec;
 use holo_runtime::{
     CompileOptions, ConnectionOptions, ExecutionContext, Graph, InPort, MemoryKind, NoParams,
     Operator, OperatorPorts, OutPort, ParamSchema, ParamSet, Result, Tensor, codes, compile,
@@ -247,7 +248,7 @@ impl ParamSchema for OpenKindParams {
 #[holo_runtime::operator(params = OpenKindParams)]
 struct OpenKind {
     #[output(storage = runtime_pool, dtype = u8, rank = 1, bounds = 64,
-             memory_kind = parameter_memory_kind_exact(holo_runtime::params::ParamRef::__new(&["kind"], |p: &OpenKindParams| &p.kind)))]
+             memory_kind = parameter_memory_kind_exact(holo_runtime::ParamRef::__new(&["kind"], |p: &OpenKindParams| &p.kind)))]
     out: holo_runtime::Output<Tensor>,
 }
 

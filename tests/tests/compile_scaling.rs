@@ -11,9 +11,10 @@
 mod common;
 
 use common::{ByteSink, ByteSource, Forward};
+use holo_runtime::plan::ExecutionPlan;
 use holo_runtime::{
-    CompileOptions, ConnectionOptions, ExecutionContext, ExecutionPlan, Graph, Input, Operator,
-    Output, Result, compile, operator,
+    CompileOptions, ConnectionOptions, ExecutionContext, Graph, Input, Operator, Output, Result,
+    compile, operator,
 };
 
 const N: usize = 2_000;

@@ -286,7 +286,7 @@ fn unreservable_queue() {
             s.out,
             k.input,
             ConnectionOptions {
-                queue_depth: Some(holo_runtime::compile::MAX_QUEUE_DEPTH),
+                queue_depth: Some(holo_runtime::MAX_QUEUE_DEPTH),
                 ..ConnectionOptions::default()
             },
         );

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use holo_runtime::device::{DeviceBackend, test_backends};
+use holo_runtime::__test_support::test_backends;
+use holo_runtime::device::DeviceBackend;
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
     Input, Operator, Output, ParamSet, Result, RunSession, SessionOptions, Tensor,

@@ -8,11 +8,11 @@ use std::str::FromStr;
 
 use common::{ByteSink, ByteSource, Forward};
 use holo_runtime::app::{App, AppArgs};
-use holo_runtime::session::{RateGenerationCode, generation_codes};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DiagnosticCode, Diagnostics, Error, ErrorCode,
     ExecutionContext, Graph, Operator, Output, ParamSet, Result, Tensor, codes, compile, operator,
 };
+use holo_runtime::{RateGenerationCode, generation_codes};
 
 fn is_screaming_snake_case(name: &str) -> bool {
     !name.is_empty()

@@ -12,7 +12,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use holo_runtime::session::FrameInfo;
+use holo_runtime::FrameInfo;
 use holo_runtime::{
     ConnectionOptions, EmitOptions, ExecutionContext, Graph, Input, Operator, Output, ParamSet,
     Result, RunSession, SessionOptions, compile, operator,

@@ -5,9 +5,10 @@
 //! plan records the resolved clock period and per-slot bytes, and the parameter a clock
 //! reads.
 
+use holo_runtime::plan::ExecutionPlan;
 use holo_runtime::{
-    CompileOptions, Diagnostics, ExecutionContext, ExecutionPlan, Graph, NoParams, Operator,
-    OperatorPorts, Output, ParamSchema, ParamSet, Result, Tensor, codes, compile, operator,
+    CompileOptions, Diagnostics, ExecutionContext, Graph, NoParams, Operator, OperatorPorts,
+    Output, ParamSchema, ParamSet, Result, Tensor, codes, compile, operator,
 };
 
 /// Bytes of one 640 × 480 grayscale frame.
@@ -300,10 +301,10 @@ fn the_spec_holds_the_const_values() {
         })
         .collect();
     assert_eq!(bounds, [65_536, 4096, 256]);
-    let holo_runtime::spec::Trigger::Clock(rate) = ConstTick::operator_spec().trigger else {
+    let holo_runtime::Trigger::Clock(rate) = ConstTick::operator_spec().trigger else {
         panic!("`ConstTick` has a clock trigger");
     };
     assert!(
-        matches!(rate, holo_runtime::spec::RateExpr::Fixed(r) if r == holo_runtime::Rate::hz(TICK_HZ))
+        matches!(rate, holo_runtime::RateExpr::Fixed(r) if r == holo_runtime::Rate::hz(TICK_HZ))
     );
 }

@@ -8,10 +8,10 @@
 mod common;
 
 use common::{ByteSink, ByteSource, Forward};
+use holo_runtime::plan::CudaComputeStreamPolicy;
 use holo_runtime::plan::PLAN_JSON_SCHEMA;
 use holo_runtime::{
-    CompileOptions, ConnectionOptions, CudaComputeStreamPolicy, CudaExecutionOptions, Graph,
-    ParamSet, compile,
+    CompileOptions, ConnectionOptions, CudaExecutionOptions, Graph, ParamSet, compile,
 };
 
 fn chain_and_fork() -> Graph {

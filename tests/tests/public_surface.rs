@@ -10,8 +10,8 @@ fn sync<T: Sync>() {}
 fn sessions_plans_graphs_and_tensors_cross_threads() {
     send::<holo_runtime::RunSession>();
     sync::<holo_runtime::RunSession>();
-    send::<holo_runtime::ExecutionPlan>();
-    sync::<holo_runtime::ExecutionPlan>();
+    send::<holo_runtime::plan::ExecutionPlan>();
+    sync::<holo_runtime::plan::ExecutionPlan>();
     send::<holo_runtime::Graph>();
     send::<holo_runtime::Tensor>();
     sync::<holo_runtime::Tensor>();

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use holo_runtime::generation_codes;
 use holo_runtime::plan::RATE_QUEUE_INSPECTION_SCHEMA;
-use holo_runtime::session::generation_codes;
+use holo_runtime::plan::{RateQueueInspectionFormat, render_rate_queue_inspection};
 use holo_runtime::{
     ArrivalEvidence, CompileOptions, ConnectionOptions, EdgeId, EmitOptions, ExecutionContext,
-    Graph, Input, Operator, Output, ParamSchema, ParamSet, Rate, RateCandidate,
-    RateQueueInspectionFormat, RateRatio, Result, RunSession, SessionOptions, codes, compile,
-    operator, render_rate_queue_inspection,
+    Graph, Input, Operator, Output, ParamSchema, ParamSet, Rate, RateCandidate, RateRatio, Result,
+    RunSession, SessionOptions, codes, compile, operator,
 };
 use proptest::prelude::*;
 
@@ -214,7 +214,7 @@ fn imu_graph(camera_hz: i64, depth: Option<u32>) -> (Graph, EdgeId) {
 }
 
 fn recipe(
-    plan: &holo_runtime::ExecutionPlan,
+    plan: &holo_runtime::plan::ExecutionPlan,
     e: EdgeId,
 ) -> &holo_runtime::plan::QueueSizingRecipeRecord {
     plan.queue_sizing_recipe(u32::try_from(e.index()).unwrap())

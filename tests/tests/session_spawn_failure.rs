@@ -134,14 +134,14 @@ fn a_partition_thread_that_cannot_spawn_stops_everything_started() {
             .bind_tensor_output_device("src", "frames", device.ordinal());
         let plan = compile(&g, options).unwrap();
         let threads_before = holo_threads();
-        holo_runtime::session::__fault::fail_partition_spawn(Some(failing));
+        holo_runtime::__test_support::fail_partition_spawn(Some(failing));
         let e = RunSession::start(
             g,
             &plan,
             SessionOptions::frames(10).on_device(Arc::clone(&device)),
         )
         .unwrap_err();
-        holo_runtime::session::__fault::fail_partition_spawn(None);
+        holo_runtime::__test_support::fail_partition_spawn(None);
         assert_eq!(e.code(), ErrorCode::ResourceExhausted, "{e}");
         assert!(
             e.to_string()

@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use holo_runtime::device::{CounterSnapshot, DeviceBackend, DeviceCall, Observed, test_backends};
+use holo_runtime::__test_support::test_backends;
+use holo_runtime::device::{CounterSnapshot, DeviceBackend, DeviceCall, Observed};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
     Input, Operator, Output, ParamSet, QueuePolicy, Result, RunSession, SessionOptions, Tensor,
@@ -187,7 +188,7 @@ fn checker(
 }
 
 struct Run {
-    plan: holo_runtime::ExecutionPlan,
+    plan: holo_runtime::plan::ExecutionPlan,
     stats: Arc<Stats>,
     counts: Arc<Mutex<Vec<(u32, TensorReadiness)>>>,
     calls: CounterSnapshot,

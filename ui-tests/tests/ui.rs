@@ -8,8 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-/// The directories of `tests/ui`, one per macro (and `graph` for typed flows).
-const DIRS: [&str; 7] = [
+/// The directories of `tests/ui`, one per macro (and `graph` for typed flows, `surface`
+/// for the crate's one path per item).
+const DIRS: [&str; 8] = [
     "param_schema",
     "param_enum",
     "param_ref",
@@ -17,6 +18,7 @@ const DIRS: [&str; 7] = [
     "byte_span_projector",
     "memory_kind_map",
     "graph",
+    "surface",
 ];
 
 const PASS_PREFIX: &str = "pass_";

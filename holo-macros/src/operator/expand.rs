@@ -425,7 +425,7 @@ fn rank_checks(p: &TokenStream, op: &Operator<'_>) -> TokenStream {
             let rank = rank.as_ref()?;
             let value = Literal::u64_suffixed(rank.value);
             let message = format!(
-                "`#[{word}({key} = {})]` is out of range; a rank is 1 to `holo_runtime::spec::MAX_TENSOR_RANK`",
+                "`#[{word}({key} = {})]` is out of range; a rank is 1 to `holo_runtime::MAX_TENSOR_RANK`",
                 rank.value
             );
             Some(quote_spanned! {rank.value_span=>

@@ -366,13 +366,8 @@ pub fn open_backend_from_env() -> Result<Arc<dyn DeviceBackend>> {
     }
 }
 
-/// The backends the device-contract suite runs on: always a [`SoftwareDevice`], plus
-/// CUDA device 0 when it opens.
-///
-/// # Panics
-/// With `HOLO_REQUIRE_DEVICE=cuda` set, panics (failing the test rather than skipping the
-/// CUDA run) when CUDA device 0 does not open, or when the variable is malformed.
-pub fn test_backends() -> Vec<Arc<dyn DeviceBackend>> {
+/// The backends the device-contract suite runs on (`__test_support::test_backends`).
+pub(crate) fn backends_for_tests() -> Vec<Arc<dyn DeviceBackend>> {
     let require_cuda = match cuda_required(env_var("HOLO_REQUIRE_DEVICE").as_deref()) {
         Ok(required) => required,
         Err(error) => panic!("{error}"),

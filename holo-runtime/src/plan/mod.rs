@@ -6,8 +6,8 @@
 //! Renderings: [`ExecutionPlan::render_human`], [`ExecutionPlan::json`] (canonical,
 //! deterministic) and [`ExecutionPlan::dot`] (Graphviz).
 
-pub mod inspect;
-pub mod rates;
+mod inspect;
+pub(crate) mod rates;
 mod render;
 
 pub use inspect::{

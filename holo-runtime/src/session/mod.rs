@@ -14,8 +14,7 @@ pub(crate) mod ports;
 pub(crate) mod rates;
 mod run;
 mod signal;
-#[doc(hidden)]
-pub use run::fault as __fault;
+pub(crate) use run::fault;
 mod stats;
 mod streams;
 

@@ -115,7 +115,7 @@ crate::compile::stable_codes! {
     /// [`name`](RateGenerationCode::name), which never changes.
     ///
     /// ```
-    /// use holo_runtime::session::{RateGenerationCode, generation_codes};
+    /// use holo_runtime::{RateGenerationCode, generation_codes};
     ///
     /// let code = generation_codes::RATE_GENERATION_EXCEEDS_PLAN;
     /// assert_eq!(code, RateGenerationCode::ExceedsPlan);

@@ -1179,8 +1179,7 @@ impl Handoff {
 }
 
 /// Fault injection for the session's own tests: which partition's thread spawn fails.
-#[doc(hidden)]
-pub mod fault {
+pub(crate) mod fault {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     static FAIL_SPAWN: AtomicUsize = AtomicUsize::new(usize::MAX);
