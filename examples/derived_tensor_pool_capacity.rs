@@ -107,10 +107,7 @@ impl Operator for Sensor {
         let committed = loan.write_host_and_commit(|px| px[0] = 1)?;
         ignore_backpressure(self.frames.emit(
             committed,
-            EmitOptions {
-                capture_time: Some(ctx.activation_time()),
-                ..EmitOptions::default()
-            },
+            EmitOptions::default().with_capture_time(ctx.activation_time()),
         ))
     }
 }
@@ -225,10 +222,7 @@ impl Operator for Camera {
         })?;
         ignore_backpressure(self.frames.emit(
             committed,
-            EmitOptions {
-                capture_time: Some(ctx.activation_time()),
-                ..EmitOptions::default()
-            },
+            EmitOptions::default().with_capture_time(ctx.activation_time()),
         ))
     }
 }
@@ -453,10 +447,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
     g.add_flow(
         gr.output,
         batcher.input,
-        ConnectionOptions {
-            queue_depth: Some(u32::try_from(max_batch).unwrap_or(1)),
-            ..Default::default()
-        },
+        ConnectionOptions::default().with_queue_depth(u32::try_from(max_batch).unwrap_or(1)),
     );
     // The finite-maximum lifecycle graph.
     let sensor_params = app.params::<SensorParams>("sensor")?;

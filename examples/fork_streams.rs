@@ -124,12 +124,8 @@ fn graph(fill: u8, a_params: ParamSet<AParams>) -> Result<Graph> {
 }
 
 fn options(device: u32, policy: CudaComputeStreamPolicy) -> CompileOptions {
-    let mut o = CompileOptions {
-        cuda_execution: CudaExecutionOptions {
-            compute_stream_policy: policy,
-        },
-        ..CompileOptions::default()
-    };
+    let mut o = CompileOptions::default()
+        .with_cuda_execution(CudaExecutionOptions::default().with_compute_stream_policy(policy));
     o.deployment.bind_tensor_output_device("A", "frame", device);
     o
 }

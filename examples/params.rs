@@ -102,10 +102,7 @@ impl Operator for Resize {
         let frame = loan.write_host_and_commit(|bytes| bytes.fill(fill))?;
         match self.output.emit(
             frame,
-            EmitOptions {
-                capture_time: Some(ctx.activation_time()),
-                ..EmitOptions::default()
-            },
+            EmitOptions::default().with_capture_time(ctx.activation_time()),
         ) {
             Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
             other => other,

@@ -313,10 +313,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
     let explicit_edge = g.add_flow(
         imu.samples,
         fus_x.imu,
-        ConnectionOptions {
-            queue_depth: Some(explicit.values().queue_depth),
-            ..ConnectionOptions::default()
-        },
+        ConnectionOptions::default().with_queue_depth(explicit.values().queue_depth),
     );
     let fallback_edge = g.add_flow(legacy.out, logger.values, auto);
     app.on_plan(move |plan, out| print_rates(plan, imu_edge, explicit_edge, fallback_edge, out));

@@ -68,10 +68,7 @@ impl Operator for CameraSource {
         let committed = loan.write_host_and_commit(|bytes| bytes.fill(fill))?;
         match self.frame.emit(
             committed,
-            EmitOptions {
-                capture_time: Some(ctx.activation_time()),
-                ..EmitOptions::default()
-            },
+            EmitOptions::default().with_capture_time(ctx.activation_time()),
         ) {
             Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
             other => other,

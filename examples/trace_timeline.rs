@@ -88,18 +88,12 @@ fn run(frames: u64) -> Result<holo_runtime::RunReport> {
     let partitioning = Partitioning::Authored(
         ["source", "forward", "sink"]
             .iter()
-            .map(|&o| PartitionSpec {
-                name: o.to_owned(),
-                operators: vec![o.to_owned()],
-            })
+            .map(|&o| PartitionSpec::new(o.to_owned(), vec![o.to_owned()]))
             .collect(),
     );
     let plan = compile(
         &g,
-        CompileOptions {
-            partitioning,
-            ..CompileOptions::default()
-        },
+        CompileOptions::default().with_partitioning(partitioning),
     )?;
     let session = RunSession::start(g, &plan, SessionOptions::frames(frames))?;
     let _ = session.wait_idle(Duration::from_mins(1));

@@ -194,10 +194,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
     let done = Arc::new(Progress::default());
     let done2 = Arc::new(Progress::default());
     let mut bound = vec!["head"];
-    let c = ConnectionOptions {
-        queue_depth: Some(4),
-        ..Default::default()
-    };
+    let c = ConnectionOptions::default().with_queue_depth(4);
     match shape {
         Shape::FencedHop | Shape::FusedHop => {
             let t = g
@@ -243,14 +240,8 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
     }
     if matches!(shape, Shape::FencedHop) {
         options.partitioning = Partitioning::Authored(vec![
-            PartitionSpec {
-                name: "producer".into(),
-                operators: vec!["head".into()],
-            },
-            PartitionSpec {
-                name: "consumer".into(),
-                operators: vec!["tail".into()],
-            },
+            PartitionSpec::new("producer", vec!["head"]),
+            PartitionSpec::new("consumer", vec!["tail"]),
         ]);
     }
     let plan = compile(&g, options).unwrap();
@@ -263,11 +254,9 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
     let session = RunSession::start(
         g,
         &plan,
-        SessionOptions {
-            idle_spin: idle_spin(),
-            ..SessionOptions::default()
-        }
-        .on_device(Arc::clone(device)),
+        SessionOptions::default()
+            .with_idle_spin(idle_spin())
+            .on_device(Arc::clone(device)),
     )
     .unwrap();
     let sinks: &[&Arc<Progress>] = if matches!(shape, Shape::Fork) {

@@ -125,13 +125,9 @@ impl Operator for PacedSource {
         }
         let t = next_frame(&mut self.out, &mut self.n)?;
         // The capture time: now, after the pacing wait.
-        let r = self.out.emit(
-            t,
-            EmitOptions {
-                capture_time: Some(Instant::now()),
-                ..EmitOptions::default()
-            },
-        );
+        let r = self
+            .out
+            .emit(t, EmitOptions::default().with_capture_time(Instant::now()));
         self.last = Some(Instant::now());
         r
     }
@@ -237,10 +233,7 @@ fn holo_in_partition() -> f64 {
     g.add_flow(
         s.out,
         k.input,
-        ConnectionOptions {
-            queue_depth: Some(4),
-            ..Default::default()
-        },
+        ConnectionOptions::default().with_queue_depth(4),
     );
     let plan = compile(&g, CompileOptions::default()).unwrap();
     assert_eq!(plan.partitions().len(), 1);
@@ -315,24 +308,12 @@ fn holo_cross_partition(pace: std::time::Duration) -> (u64, u64) {
     g.add_flow(
         s.out,
         k.input,
-        ConnectionOptions {
-            queue_depth: Some(1),
-            ..Default::default()
-        },
+        ConnectionOptions::default().with_queue_depth(1),
     );
-    let options = CompileOptions {
-        partitioning: Partitioning::Authored(vec![
-            PartitionSpec {
-                name: "producer".into(),
-                operators: vec!["src".into()],
-            },
-            PartitionSpec {
-                name: "consumer".into(),
-                operators: vec!["sink".into()],
-            },
-        ]),
-        ..CompileOptions::default()
-    };
+    let options = CompileOptions::default().with_partitioning(Partitioning::Authored(vec![
+        PartitionSpec::new("producer", vec!["src"]),
+        PartitionSpec::new("consumer", vec!["sink"]),
+    ]));
     let plan = compile(&g, options).unwrap();
     let session = RunSession::start(g, &plan, session_options(FRAMES)).unwrap();
     wait(&received, FRAMES);

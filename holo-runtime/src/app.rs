@@ -409,11 +409,9 @@ fn run_plan_with(
     let session = RunSession::start(
         graph,
         plan,
-        SessionOptions {
-            max_source_activations: frames,
-            device,
-            ..SessionOptions::default()
-        },
+        SessionOptions::default()
+            .with_max_source_activations(frames)
+            .with_device(device),
     )?;
     if let Some(f) = on_session {
         f(plan, &session, human);

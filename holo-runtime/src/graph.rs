@@ -39,12 +39,29 @@ impl QueuePolicy {
 
 /// Options of one flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub struct ConnectionOptions {
     /// Exact queue depth. `None` lets the compiler choose (the compile options' default
     /// depth, or a rate-derived depth where the contract proves a finite horizon).
     pub queue_depth: Option<u32>,
     /// What a full queue does.
     pub policy: QueuePolicy,
+}
+
+impl ConnectionOptions {
+    /// These options with an exact queue depth.
+    #[must_use]
+    pub const fn with_queue_depth(mut self, depth: u32) -> Self {
+        self.queue_depth = Some(depth);
+        self
+    }
+
+    /// These options with `policy` for a full queue.
+    #[must_use]
+    pub const fn with_policy(mut self, policy: QueuePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
 }
 
 /// Identifies a flow inside one graph.

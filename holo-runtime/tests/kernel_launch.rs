@@ -216,26 +216,15 @@ fn an_operator_launches_its_own_ptx_kernel_on_its_stream() {
     g.add_flow(
         k.out,
         v.input,
-        ConnectionOptions {
-            queue_depth: Some(4),
-            ..ConnectionOptions::default()
-        },
+        ConnectionOptions::default().with_queue_depth(4),
     );
     // Two partitions: the kernel's thread and the verifier's are not the thread that
     // started the session, so neither has the context current unless the session made it.
-    let mut options = CompileOptions {
-        partitioning: holo_runtime::Partitioning::Authored(vec![
-            holo_runtime::PartitionSpec {
-                name: "launch".into(),
-                operators: vec!["kernel".into()],
-            },
-            holo_runtime::PartitionSpec {
-                name: "check".into(),
-                operators: vec!["verify".into()],
-            },
-        ]),
-        ..CompileOptions::default()
-    };
+    let mut options =
+        CompileOptions::default().with_partitioning(holo_runtime::Partitioning::Authored(vec![
+            holo_runtime::PartitionSpec::new("launch", vec!["kernel"]),
+            holo_runtime::PartitionSpec::new("check", vec!["verify"]),
+        ]));
     options
         .deployment
         .bind_tensor_output_device("kernel", "out", device.ordinal());

@@ -103,13 +103,9 @@ fn an_invalid_authored_partitioning() {
     let a = g.add_operator("src", src, no_params()).unwrap();
     let k = g.add_operator("sink", sink, no_params()).unwrap();
     g.add_flow(a.frames, k.frames, ConnectionOptions::default());
-    let options = CompileOptions {
-        partitioning: Partitioning::Authored(vec![PartitionSpec {
-            name: "main".into(),
-            operators: vec!["src".into(), "ghost".into()],
-        }]),
-        ..CompileOptions::default()
-    };
+    let options = CompileOptions::default().with_partitioning(Partitioning::Authored(vec![
+        PartitionSpec::new("main", vec!["src", "ghost"]),
+    ]));
     let d = compile(&g, options).unwrap_err();
     assert_eq!(
         d.codes(),
@@ -130,10 +126,7 @@ fn a_zero_queue_depth() {
     g.add_flow(
         a.frames,
         k.frames,
-        ConnectionOptions {
-            queue_depth: Some(0),
-            ..Default::default()
-        },
+        ConnectionOptions::default().with_queue_depth(0),
     );
     let d = only(&rejected(&g), codes::QUEUE_DEPTH_ZERO);
     assert_eq!(d.port.as_deref(), Some("frames"));

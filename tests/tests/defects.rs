@@ -94,10 +94,7 @@ fn slow_chain(sleep: Duration, frames: u64, split: bool) -> (Vec<u64>, holo_runt
             d(),
         )
         .unwrap();
-    let c = ConnectionOptions {
-        queue_depth: Some(8),
-        ..ConnectionOptions::default()
-    };
+    let c = ConnectionOptions::default().with_queue_depth(8);
     g.add_flow(s.out, m1.input, c);
     g.add_flow(m1.out, m2.input, c);
     g.add_flow(m2.out, k.input, c);
@@ -194,10 +191,7 @@ fn an_absurd_queue_depth_is_a_compile_diagnostic() {
     g.add_flow(
         s.out,
         k.input,
-        ConnectionOptions {
-            queue_depth: Some(u32::MAX),
-            ..ConnectionOptions::default()
-        },
+        ConnectionOptions::default().with_queue_depth(u32::MAX),
     );
     let e = compile(&g, CompileOptions::default()).unwrap_err();
     assert_eq!(e.codes(), vec![codes::QUEUE_DEPTH_LIMIT], "{e}");
@@ -205,10 +199,7 @@ fn an_absurd_queue_depth_is_a_compile_diagnostic() {
 
     let e = compile(
         &g,
-        CompileOptions {
-            max_fanout_release_streams: u32::MAX,
-            ..CompileOptions::default()
-        },
+        CompileOptions::default().with_max_fanout_release_streams(u32::MAX),
     )
     .unwrap_err();
     assert!(
@@ -285,10 +276,7 @@ fn unreservable_queue() {
         g.add_flow(
             s.out,
             k.input,
-            ConnectionOptions {
-                queue_depth: Some(holo_runtime::MAX_QUEUE_DEPTH),
-                ..ConnectionOptions::default()
-            },
+            ConnectionOptions::default().with_queue_depth(holo_runtime::MAX_QUEUE_DEPTH),
         );
         let groups: &[&[&str]] = if split { &[&["huge"], &["sink"]] } else { &[] };
         let plan = compile(&g, common::partitioned(groups)).unwrap();

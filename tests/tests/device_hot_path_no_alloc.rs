@@ -128,10 +128,7 @@ fn allocations_per_2000_frames(device: &Arc<dyn DeviceBackend>, consumers: usize
         g.add_flow(
             f.out,
             t.input,
-            ConnectionOptions {
-                queue_depth: Some(2),
-                ..Default::default()
-            },
+            ConnectionOptions::default().with_queue_depth(2),
         );
     }
     let mut options = CompileOptions::default();

@@ -33,13 +33,9 @@ impl Operator for Source {
         self.captures.lock().unwrap().push(capture);
         let frame = self.explicit.map(|base| base + self.n);
         self.n += 1;
-        self.out.emit(
-            self.n,
-            EmitOptions {
-                capture_time: Some(capture),
-                frame,
-            },
-        )
+        let mut options = EmitOptions::default().with_capture_time(capture);
+        options.frame = frame;
+        self.out.emit(self.n, options)
     }
 }
 
@@ -118,10 +114,7 @@ fn chain(explicit: Option<u64>, split: bool) -> (Got, Vec<Instant>, Vec<Option<u
             d(),
         )
         .unwrap();
-    let c = ConnectionOptions {
-        queue_depth: Some(16),
-        ..ConnectionOptions::default()
-    };
+    let c = ConnectionOptions::default().with_queue_depth(16);
     g.add_flow(s.out, f.input, c);
     g.add_flow(f.out, k.input, c);
     let groups: &[&[&str]] = if split {

@@ -169,18 +169,14 @@ fn steady_state_frames_allocate_nothing() {
     g.add_flow(
         a.frames,
         l.frames,
-        ConnectionOptions {
-            queue_depth: Some(4),
-            ..Default::default()
-        },
+        ConnectionOptions::default().with_queue_depth(4),
     );
     g.add_flow(
         a.frames,
         r.frames,
-        ConnectionOptions {
-            queue_depth: Some(2),
-            policy: holo_runtime::QueuePolicy::DropOldest,
-        },
+        ConnectionOptions::default()
+            .with_queue_depth(2)
+            .with_policy(holo_runtime::QueuePolicy::DropOldest),
     );
     let fork = allocations_per_5000_frames(g, &[&l_stats.received, &r_stats.received]);
     assert_eq!(fork, 0, "allocations over 5,000 cross-partition frames");

@@ -175,10 +175,7 @@ fn device_access_room_refusal_and_prefix_copies() {
         g.add_flow(
             w.out,
             k.input,
-            ConnectionOptions {
-                queue_depth: Some(1),
-                ..ConnectionOptions::default()
-            },
+            ConnectionOptions::default().with_queue_depth(1),
         );
     }
     let mut options = CompileOptions::default();

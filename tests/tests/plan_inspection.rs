@@ -35,10 +35,7 @@ fn chain_and_fork() -> Graph {
     g.add_flow(
         a.frames,
         f.input,
-        ConnectionOptions {
-            queue_depth: Some(3),
-            ..Default::default()
-        },
+        ConnectionOptions::default().with_queue_depth(3),
     );
     g.add_flow(f.output, l.frames, ConnectionOptions::default());
     g.add_flow(f.output, r.frames, ConnectionOptions::default());
@@ -158,12 +155,10 @@ fn the_dot_picture_shows_partitions_edges_and_pools() {
 
 #[test]
 fn the_stream_policy_is_frozen_into_the_plan() {
-    let options = CompileOptions {
-        cuda_execution: CudaExecutionOptions {
-            compute_stream_policy: CudaComputeStreamPolicy::SharedProcessDevice,
-        },
-        ..CompileOptions::default()
-    };
+    let options = CompileOptions::default().with_cuda_execution(
+        CudaExecutionOptions::default()
+            .with_compute_stream_policy(CudaComputeStreamPolicy::SharedProcessDevice),
+    );
     let plan = compile(&chain_and_fork(), options).unwrap();
     assert_eq!(
         plan.cuda_compute_stream_policy(),

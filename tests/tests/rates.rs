@@ -202,14 +202,9 @@ fn imu_graph(camera_hz: i64, depth: Option<u32>) -> (Graph, EdgeId) {
     );
     let f = add(&mut g, "fusion", fusion());
     g.add_flow(cam.out, f.frames, ConnectionOptions::default());
-    let e = g.add_flow(
-        imu.out,
-        f.imu,
-        ConnectionOptions {
-            queue_depth: depth,
-            ..Default::default()
-        },
-    );
+    let mut options = ConnectionOptions::default();
+    options.queue_depth = depth;
+    let e = g.add_flow(imu.out, f.imu, options);
     (g, e)
 }
 
@@ -709,10 +704,7 @@ fn a_clock_driven_source_runs_at_its_rate() {
     let s = RunSession::start(
         g,
         &plan,
-        SessionOptions {
-            max_source_activations: Some(11),
-            ..SessionOptions::default()
-        },
+        SessionOptions::default().with_max_source_activations(Some(11)),
     )
     .unwrap();
     assert!(s.wait_idle(Duration::from_secs(10)));
@@ -783,10 +775,7 @@ fn on_arrival_skips_when_a_skip_input_is_missing_and_reuses_the_last_sample() {
     let s = RunSession::start(
         g,
         &plan,
-        SessionOptions {
-            max_source_activations: Some(10),
-            ..SessionOptions::default()
-        },
+        SessionOptions::default().with_max_source_activations(Some(10)),
     )
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -873,10 +862,7 @@ fn rate_generations_are_owning_and_independently_absent() {
     let s = RunSession::start(
         g,
         &plan,
-        SessionOptions {
-            max_source_activations: Some(0),
-            ..SessionOptions::default()
-        },
+        SessionOptions::default().with_max_source_activations(Some(0)),
     )
     .unwrap();
     let snap = s.capture_rate_generations();
@@ -932,10 +918,7 @@ fn rate_generations_are_owning_and_independently_absent() {
     let s = RunSession::start_with_rates(
         g,
         &plan,
-        SessionOptions {
-            max_source_activations: Some(0),
-            ..SessionOptions::default()
-        },
+        SessionOptions::default().with_max_source_activations(Some(0)),
         RateCandidate::new().set("camera", "out", Rate::hz(0)),
     )
     .unwrap();
@@ -969,19 +952,13 @@ fn inspection_pins_only_automatic_depths() {
     let s = RunSession::start(
         g,
         &plan,
-        SessionOptions {
-            max_source_activations: Some(0),
-            ..SessionOptions::default()
-        },
+        SessionOptions::default().with_max_source_activations(Some(0)),
     )
     .unwrap();
     let sx = RunSession::start(
         gx,
         &planx,
-        SessionOptions {
-            max_source_activations: Some(0),
-            ..SessionOptions::default()
-        },
+        SessionOptions::default().with_max_source_activations(Some(0)),
     )
     .unwrap();
     let snap = s.capture_rate_generations();
@@ -990,9 +967,7 @@ fn inspection_pins_only_automatic_depths() {
         render_rate_queue_inspection(&plan, &snap, 1, e, RateQueueInspectionFormat::HumanText)
             .unwrap();
     assert!(
-        human.contains(
-            "ConnectionOptions { queue_depth: Some(34), ..ConnectionOptions::default() }"
-        ),
+        human.contains("ConnectionOptions::default().with_queue_depth(34)"),
         "{human}"
     );
     assert!(
@@ -1002,7 +977,7 @@ fn inspection_pins_only_automatic_depths() {
     let humanx =
         render_rate_queue_inspection(&planx, &snapx, 1, ex, RateQueueInspectionFormat::HumanText)
             .unwrap();
-    assert!(!humanx.contains("ConnectionOptions {"), "{humanx}");
+    assert!(!humanx.contains("ConnectionOptions::"), "{humanx}");
     let j1 =
         render_rate_queue_inspection(&plan, &snap, 1, e, RateQueueInspectionFormat::CanonicalJson)
             .unwrap();
@@ -1075,10 +1050,7 @@ fn reuse_last_returns_the_last_sample_once_per_activation() {
     let s = RunSession::start(
         g,
         &plan,
-        SessionOptions {
-            max_source_activations: Some(3),
-            ..SessionOptions::default()
-        },
+        SessionOptions::default().with_max_source_activations(Some(3)),
     )
     .unwrap();
     std::thread::sleep(Duration::from_millis(100));

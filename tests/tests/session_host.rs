@@ -148,10 +148,9 @@ fn stall_graph(
     g.add_flow(
         a.frames,
         b.frames,
-        ConnectionOptions {
-            queue_depth: Some(depth),
-            policy,
-        },
+        ConnectionOptions::default()
+            .with_queue_depth(depth)
+            .with_policy(policy),
     );
     (g, results)
 }
@@ -222,10 +221,9 @@ fn emit_into_a_full_blocking_queue_returns_backpressured() {
     g.add_flow(
         a.frames,
         b.frames,
-        ConnectionOptions {
-            queue_depth: Some(1),
-            policy: QueuePolicy::Block,
-        },
+        ConnectionOptions::default()
+            .with_queue_depth(1)
+            .with_policy(QueuePolicy::Block),
     );
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let session = RunSession::start(g, &plan, frames(1)).unwrap();
@@ -767,10 +765,7 @@ fn sessions_run_to_completion_with_any_idle_spin() {
             .unwrap();
         g.add_flow(a.frames, b.frames, ConnectionOptions::default());
         let plan = compile(&g, CompileOptions::default()).unwrap();
-        let options = SessionOptions {
-            idle_spin: spin,
-            ..frames(300)
-        };
+        let options = frames(300).with_idle_spin(spin);
         let session = RunSession::start(g, &plan, options).unwrap();
         assert!(
             session.wait_idle(Duration::from_secs(20)),

@@ -300,10 +300,9 @@ fn assert_no_reuse_while_a_consumer_stream_reads(check: Check) {
             check,
             2_000,
             Duration::ZERO,
-            ConnectionOptions {
-                queue_depth: Some(1),
-                policy: QueuePolicy::DropOldest,
-            },
+            ConnectionOptions::default()
+                .with_queue_depth(1)
+                .with_policy(QueuePolicy::DropOldest),
             CompileOptions::default(),
         );
         let report = r
@@ -457,10 +456,7 @@ fn fan_out_to_three_has_one_readiness_event_and_three_release_streams() {
 #[test]
 fn the_release_stream_past_the_cap_is_rejected() {
     for device in test_backends() {
-        let options = CompileOptions {
-            max_fanout_release_streams: 2,
-            ..CompileOptions::default()
-        };
+        let options = CompileOptions::default().with_max_fanout_release_streams(2);
         let r = run(
             &device,
             3,

@@ -143,10 +143,7 @@ fn spans_and_events_report_compile_start_activations_refusals_and_errors() {
     g.add_flow(
         s.out,
         k.input,
-        ConnectionOptions {
-            queue_depth: Some(4),
-            ..ConnectionOptions::default()
-        },
+        ConnectionOptions::default().with_queue_depth(4),
     );
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let session = RunSession::start(g, &plan, SessionOptions::frames(10)).unwrap();

@@ -19,6 +19,7 @@ pub enum Severity {
 
 /// One finding of `compile`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Diagnostic {
     /// The stable code ([`codes::PHYSICAL_TENSOR_LAYOUT_MISMATCH`], [`codes::GRAPH_CYCLE`],
     /// …), serialized as its name.

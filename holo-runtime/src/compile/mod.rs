@@ -26,11 +26,25 @@ use crate::plan::{CudaComputeStreamPolicy, EdgeRecord, ExecutionPlan, OperatorRe
 
 /// An authored partition: a name and the operators it runs, by name.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PartitionSpec {
     /// The partition's name.
     pub name: String,
     /// Operator names.
     pub operators: Vec<String>,
+}
+
+impl PartitionSpec {
+    /// A partition named `name` running `operators` (by name).
+    pub fn new<S: Into<String>>(
+        name: impl Into<String>,
+        operators: impl IntoIterator<Item = S>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            operators: operators.into_iter().map(Into::into).collect(),
+        }
+    }
 }
 
 /// How operators are grouped into execution partitions.
@@ -46,9 +60,19 @@ pub enum Partitioning {
 
 /// CUDA execution options, frozen into the plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct CudaExecutionOptions {
     /// The compute-stream policy.
     pub compute_stream_policy: CudaComputeStreamPolicy,
+}
+
+impl CudaExecutionOptions {
+    /// These options with `policy`.
+    #[must_use]
+    pub const fn with_compute_stream_policy(mut self, policy: CudaComputeStreamPolicy) -> Self {
+        self.compute_stream_policy = policy;
+        self
+    }
 }
 
 /// Explicit placement decisions. The compiler never guesses device zero.
@@ -86,12 +110,29 @@ pub enum ArrivalEvidence {
 
 /// The compile-wide automatic queue-sizing policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AutomaticQueueSizing {
     /// The headroom over nominal arrivals (default 2/1). It changes only the soft
     /// recommendation: it is not a jitter envelope, a burst bound or a safety guarantee.
     pub headroom_ratio: crate::spec::RateRatio,
     /// The arrival evidence the profile requires.
     pub arrival_evidence: ArrivalEvidence,
+}
+
+impl AutomaticQueueSizing {
+    /// This policy with `ratio` of headroom.
+    #[must_use]
+    pub const fn with_headroom_ratio(mut self, ratio: crate::spec::RateRatio) -> Self {
+        self.headroom_ratio = ratio;
+        self
+    }
+
+    /// This policy requiring `evidence`.
+    #[must_use]
+    pub const fn with_arrival_evidence(mut self, evidence: ArrivalEvidence) -> Self {
+        self.arrival_evidence = evidence;
+        self
+    }
 }
 
 impl Default for AutomaticQueueSizing {
@@ -114,6 +155,7 @@ pub const MAX_FANOUT_RELEASE_STREAMS: u32 = 64;
 
 /// Options of one compile.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CompileOptions {
     /// Partitioning.
     pub partitioning: Partitioning,
@@ -142,6 +184,57 @@ impl Default for CompileOptions {
             automatic_queue_sizing: AutomaticQueueSizing::default(),
             max_fanout_release_streams: 8,
         }
+    }
+}
+
+impl CompileOptions {
+    /// These options with `partitioning`.
+    #[must_use]
+    pub fn with_partitioning(mut self, partitioning: Partitioning) -> Self {
+        self.partitioning = partitioning;
+        self
+    }
+
+    /// These options with `cuda_execution`.
+    #[must_use]
+    pub fn with_cuda_execution(mut self, cuda_execution: CudaExecutionOptions) -> Self {
+        self.cuda_execution = cuda_execution;
+        self
+    }
+
+    /// These options with the compute-stream policy `policy`.
+    #[must_use]
+    pub fn with_compute_stream_policy(mut self, policy: CudaComputeStreamPolicy) -> Self {
+        self.cuda_execution.compute_stream_policy = policy;
+        self
+    }
+
+    /// These options with `deployment`.
+    #[must_use]
+    pub fn with_deployment(mut self, deployment: DeploymentBinding) -> Self {
+        self.deployment = deployment;
+        self
+    }
+
+    /// These options with `depth` for edges with no explicit or proven depth.
+    #[must_use]
+    pub fn with_default_queue_depth(mut self, depth: u32) -> Self {
+        self.default_queue_depth = depth;
+        self
+    }
+
+    /// These options with the automatic queue-sizing policy `sizing`.
+    #[must_use]
+    pub fn with_automatic_queue_sizing(mut self, sizing: AutomaticQueueSizing) -> Self {
+        self.automatic_queue_sizing = sizing;
+        self
+    }
+
+    /// These options with `n` release streams per CUDA pool slot.
+    #[must_use]
+    pub fn with_max_fanout_release_streams(mut self, n: u32) -> Self {
+        self.max_fanout_release_streams = n;
+        self
     }
 }
 

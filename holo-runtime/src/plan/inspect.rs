@@ -51,7 +51,7 @@ struct Joined<'a> {
 /// `InvalidArgument` when the edge is not in the plan or the generation is not in the
 /// snapshot.
 ///
-/// A paste-ready `ConnectionOptions { queue_depth: Some(N), .. }` is printed only when
+/// A paste-ready `ConnectionOptions::default().with_queue_depth(N)` is printed only when
 /// automatic rate-and-contract sizing chose the depth; an explicit depth is authoritative
 /// and gets no replacement pin. Logical payload capacity is reported separately from the
 /// provider's physical reservation, which stays `null` / "unavailable" where not known.
@@ -114,7 +114,7 @@ pub fn render_rate_queue_inspection(
             .find(|p| p.pool == pool),
         paste_ready_connection_options: (recipe.depth_source == "automatic").then(|| {
             format!(
-                "ConnectionOptions {{ queue_depth: Some({}), ..ConnectionOptions::default() }}",
+                "ConnectionOptions::default().with_queue_depth({})",
                 recipe.queue_depth
             )
         }),

@@ -50,6 +50,7 @@ pub enum CudaComputeStreamPolicy {
 
 /// One operator of the plan.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct OperatorRecord {
     /// The operator's index.
     pub id: u32,
@@ -73,6 +74,7 @@ pub struct OperatorRecord {
 
 /// An execution partition: operators with one serial callback owner (a thread).
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct ExecutionPartition {
     /// The partition's index.
     pub id: u32,
@@ -88,6 +90,7 @@ pub struct ExecutionPartition {
 
 /// A planned CUDA compute stream.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct CudaComputeStreamRecord {
     /// The stream's index.
     pub id: u32,
@@ -99,6 +102,7 @@ pub struct CudaComputeStreamRecord {
 
 /// Evidence that an edge is a proven linear same-stream device edge.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FusionEvidence {
     /// The one stream both endpoints are bound to.
     pub stream: u32,
@@ -110,6 +114,7 @@ pub struct FusionEvidence {
 
 /// One flow of the plan.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct EdgeRecord {
     /// The edge's index.
     pub id: u32,
@@ -150,6 +155,7 @@ pub struct EdgeRecord {
 /// With one consumer of history 4, an 8-deep edge, one loan and one retirement entry:
 /// 8 + 4 + 1 + 1 = 14.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SlotCountTerms {
     /// Sum of queue depths of the output's edges.
     pub queue_entries: u32,
@@ -176,6 +182,7 @@ impl SlotCountTerms {
 
 /// The allocation of one runtime pool (the seed's `TensorAllocationPlanRecord`).
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct TensorAllocationPlanRecord {
     /// The pool's stable id (`<operator>.<port>`).
     pub pool: String,
@@ -211,6 +218,7 @@ pub struct TensorAllocationPlanRecord {
 
 /// How one pool's per-slot bytes were derived.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct TensorByteSpanDerivationRecord {
     /// The pool id.
     pub pool: String,

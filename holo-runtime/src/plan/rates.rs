@@ -8,6 +8,7 @@ use serde::Serialize;
 
 /// The declared and resolved rate of one port.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PortRateRecord {
     /// The operator's index.
     pub operator: u32,
@@ -78,6 +79,7 @@ impl std::fmt::Display for TriggerKind {
 
 /// An operator's temporal-contract trigger as the session schedules it.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TriggerRecord {
     /// The operator.
     pub operator: u32,
@@ -97,6 +99,7 @@ pub struct TriggerRecord {
 
 /// How long an input may accumulate entries between two activations of its consumer.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AccumulationHorizonRecord {
     /// The edge.
     pub edge: u32,
@@ -119,6 +122,7 @@ pub struct AccumulationHorizonRecord {
 /// group, distinct simultaneously live storage is in distinct groups, and mutually
 /// exclusive scenarios are compared, never added.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HardFloorContributorRecord {
     /// `edge` (a queue's floor) or `pool` (a provider's logical entries).
     pub scope: String,
@@ -140,6 +144,7 @@ pub struct HardFloorContributorRecord {
 
 /// How one edge's depth was chosen.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QueueSizingRecipeRecord {
     /// The edge.
     pub edge: u32,
@@ -174,6 +179,7 @@ pub struct QueueSizingRecipeRecord {
 /// How a pool's logical entries depend on its edges' depths, for the active rate and
 /// for the admitted domain: logical payload capacity = per-slot bytes × entries.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolCapacityDependencyRecord {
     /// The pool.
     pub pool: String,
@@ -204,6 +210,7 @@ pub struct PoolCapacityDependencyRecord {
 
 /// What a pool's provider is asked for.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProviderAllocationPlanRecord {
     /// The pool.
     pub pool: String,
@@ -222,6 +229,7 @@ pub struct ProviderAllocationPlanRecord {
 /// The plan's rate section (flattened into [`ExecutionPlan`](super::ExecutionPlan)'s
 /// JSON).
 #[derive(Clone, Debug, Serialize, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RatePlan {
     /// The compile-wide automatic sizing headroom.
     pub automatic_queue_sizing_headroom_ratio: String,

@@ -40,6 +40,7 @@ use stats::LatencyHistogram;
 
 /// Options of one session.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct SessionOptions {
     /// Each source operator (one with no connected input) runs at most this many
     /// activations; once every source is done and the graph has drained, the session is
@@ -102,10 +103,36 @@ impl SessionOptions {
         self.device = Some(device);
         self
     }
+
+    /// These options with each source running at most `n` activations (`None`: no
+    /// limit).
+    #[must_use]
+    pub fn with_max_source_activations(mut self, n: Option<u64>) -> Self {
+        self.max_source_activations = n;
+        self
+    }
+
+    /// These options with `device` (`None`: no device).
+    #[must_use]
+    pub fn with_device(
+        mut self,
+        device: Option<std::sync::Arc<dyn crate::device::DeviceBackend>>,
+    ) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// These options with `idle_spin`.
+    #[must_use]
+    pub fn with_idle_spin(mut self, idle_spin: std::time::Duration) -> Self {
+        self.idle_spin = idle_spin;
+        self
+    }
 }
 
 /// What one pool looked like when the session ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolReport {
     /// The pool id (`<operator>.<port>`).
     pub pool: String,
@@ -122,6 +149,7 @@ pub struct PoolReport {
 
 /// The summary of a session.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct RunReport {
     /// Frames each source operator (one with no connected input) produced: the entries
     /// it pushed on its busiest output edge (a fan-out counts a frame once), by name.

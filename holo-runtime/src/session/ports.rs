@@ -18,6 +18,7 @@ use crate::{Error, ErrorCode, Result};
 
 /// Options of one emit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EmitOptions {
     /// When the data was captured, for end-to-end latency. `None` carries the capture
     /// time of the inputs this activation received; a source's is the moment its
@@ -29,6 +30,22 @@ pub struct EmitOptions {
     /// for an activation that received nothing the output's own count of frames (0, 1,
     /// 2, …).
     pub frame: Option<u64>,
+}
+
+impl EmitOptions {
+    /// These options with the capture time `t`.
+    #[must_use]
+    pub const fn with_capture_time(mut self, t: Instant) -> Self {
+        self.capture_time = Some(t);
+        self
+    }
+
+    /// These options with the frame id `frame`.
+    #[must_use]
+    pub const fn with_frame(mut self, frame: u64) -> Self {
+        self.frame = Some(frame);
+        self
+    }
 }
 
 /// An emit that published nothing ([`Output::try_emit`]): the value, handed back, and
@@ -113,6 +130,7 @@ impl<T> InputBinding<T> {
 
 /// What travels with every value on a flow ([`Input::receive_with_info`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FrameInfo {
     /// The frame id: a source's emits number their frames 0, 1, 2, … per output; a value
     /// emitted by an activation that received something carries the id of the input it

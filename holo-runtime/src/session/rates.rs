@@ -19,6 +19,7 @@ type Q = Ratio<i128>;
 
 /// A port's rate as `compute()` sees it: a copy, read in O(1) without allocating.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PortRateView {
     /// The published rate generation this view belongs to (`None`: nothing is
     /// published, and `rate` is the plan's compiled nominal rate).
@@ -31,6 +32,7 @@ pub struct PortRateView {
 
 /// One port's rate in a generation.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GenerationPortRate {
     /// The operator's name.
     pub operator: String,
@@ -42,6 +44,7 @@ pub struct GenerationPortRate {
 
 /// A published rate generation (owning evidence: it outlives the session).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RateGeneration {
     /// The generation number (1 is the plan's compiled rates).
     pub rate_generation: u64,
@@ -51,6 +54,7 @@ pub struct RateGeneration {
 
 /// The latest rejected candidate.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RejectedRateGeneration {
     /// The number the candidate would have had.
     pub rate_generation: u64,
@@ -65,6 +69,7 @@ pub struct RejectedRateGeneration {
 /// Owning evidence of a session's rate generations. The two are independently absent:
 /// the first candidate can be rejected before anything is published.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct RateGenerationSnapshot {
     pub(crate) published: Option<RateGeneration>,
     pub(crate) last_rejected: Option<RejectedRateGeneration>,
@@ -93,6 +98,7 @@ impl RateGenerationSnapshot {
 
 /// A candidate: new active nominal rates for outputs that declare `nominal_rate`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RateCandidate {
     overrides: Vec<(String, String, Rate)>,
 }

@@ -158,17 +158,16 @@ pub fn partitioned(groups: &[&[&str]]) -> CompileOptions {
         Partitioning::Authored(
             groups
                 .iter()
-                .map(|ops| PartitionSpec {
-                    name: ops.first().map_or("empty", |o| *o).to_owned(),
-                    operators: ops.iter().map(|&o| o.to_owned()).collect(),
+                .map(|ops| {
+                    PartitionSpec::new(
+                        ops.first().map_or("empty", |o| *o).to_owned(),
+                        ops.iter().copied(),
+                    )
                 })
                 .collect(),
         )
     };
-    CompileOptions {
-        partitioning,
-        ..CompileOptions::default()
-    }
+    CompileOptions::default().with_partitioning(partitioning)
 }
 
 /// Emits its activation number (1, 2, 3, …) as a message.

@@ -35,3 +35,30 @@ fn main() {
         Option<Tensor>,
     )>();
 }
+
+/// The builders that replace struct literals.
+#[allow(dead_code)]
+fn options() {
+    use holo_runtime::{
+        AutomaticQueueSizing, ConnectionOptions, CudaExecutionOptions, EmitOptions, PartitionSpec,
+        Partitioning, QueuePolicy, RateRatio, SessionOptions,
+    };
+    let _ = ConnectionOptions::default()
+        .with_queue_depth(4)
+        .with_policy(QueuePolicy::DropOldest);
+    let _ = EmitOptions::default()
+        .with_capture_time(std::time::Instant::now())
+        .with_frame(7);
+    let _ = SessionOptions::frames(3).with_idle_spin(std::time::Duration::ZERO);
+    let _ = CompileOptions::default()
+        .with_partitioning(Partitioning::Authored(vec![PartitionSpec::new("p", ["a"])]))
+        .with_cuda_execution(
+            CudaExecutionOptions::default()
+                .with_compute_stream_policy(CudaComputeStreamPolicy::default()),
+        )
+        .with_default_queue_depth(2)
+        .with_automatic_queue_sizing(
+            AutomaticQueueSizing::default().with_headroom_ratio(RateRatio::new(3, 2)),
+        )
+        .with_max_fanout_release_streams(4);
+}
