@@ -2,7 +2,9 @@
 //!
 //! Everything that can be decided before running is decided in `compile` and recorded
 //! here: partitions, streams, placements, tensor allocations with every term of their
-//! slot counts, byte-span derivations, queue depths, fusion evidence and warnings.
+//! slot counts, byte-span derivations, queue depths, fusion evidence, every port's
+//! binding and every edge's contract, and warnings. A session runs from these records and
+//! the graph's operator instances, and re-derives none of them.
 //! Renderings: [`ExecutionPlan::render_human`], [`ExecutionPlan::json`] (canonical,
 //! deterministic) and [`ExecutionPlan::dot`] (Graphviz).
 
