@@ -49,6 +49,13 @@ pub struct ConnectionOptions {
 }
 
 impl ConnectionOptions {
+    /// The default options (`Default::default()`, usable in a `const`): the compiler
+    /// chooses the depth, and a full queue blocks.
+    pub const DEFAULT: Self = Self {
+        queue_depth: None,
+        policy: QueuePolicy::Block,
+    };
+
     /// These options with an exact queue depth.
     #[must_use]
     pub const fn with_queue_depth(mut self, depth: u32) -> Self {

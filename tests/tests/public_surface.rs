@@ -21,6 +21,14 @@ fn sessions_plans_graphs_and_tensors_cross_threads() {
 }
 
 #[test]
+fn the_const_default_connection_options_are_the_default() {
+    assert_eq!(
+        holo_runtime::ConnectionOptions::DEFAULT,
+        holo_runtime::ConnectionOptions::default()
+    );
+}
+
+#[test]
 fn a_session_is_stopped_from_another_thread() {
     use holo_runtime::{
         CompileOptions, EmitOptions, ExecutionContext, Graph, Operator, Output, Result, RunSession,

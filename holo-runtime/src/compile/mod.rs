@@ -5,6 +5,7 @@
 //! checks → queue depths → pools → streams and fusion. Every pass reports all it finds;
 //! one compile returns every diagnostic together.
 
+mod binding;
 mod diagnostics;
 mod fingerprint;
 mod index;
@@ -381,6 +382,8 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
     let (allocations, derivations, dependencies, providers, pool_floors) = pass("pools", || {
         pools::allocations(&mut work, &resolved, &placed, &edges, &sized)
     });
+    let mut edges = edges;
+    binding::host_waits(&mut edges, &allocations, &placed);
     if !work.diagnostics.is_empty() {
         return Err(Diagnostics {
             items: work.diagnostics,
@@ -406,6 +409,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
                 order: rank[i as usize],
                 params_schema: op.schema.id.to_owned(),
                 params: op.params_json.clone(),
+                ports: binding::port_records(op),
             }
         })
         .collect();
@@ -421,6 +425,16 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
                 trigger: op.trigger.kind(),
                 input: match &op.trigger {
                     crate::spec::Trigger::OnArrival(x) => Some((*x).to_owned()),
+                    _ => None,
+                },
+                input_port: match &op.trigger {
+                    crate::spec::Trigger::OnArrival(x) => op
+                        .ports
+                        .iter()
+                        .position(|p| {
+                            p.name == *x && p.direction == crate::spec::PortDirection::Input
+                        })
+                        .and_then(|p| u32::try_from(p).ok()),
                     _ => None,
                 },
                 clock_hz: clock.map(crate::spec::rates::exact_ratio),
@@ -494,14 +508,17 @@ fn edge_records(
             id,
             from_operator: fo,
             from_port: work.port_name(fo, fp).to_owned(),
+            from_port_index: fp,
             to_operator: to,
             to_port: work.port_name(to, tp).to_owned(),
+            to_port_index: tp,
             queue_depth: depth,
             depth_source: source.to_owned(),
-            policy: e.options.policy.name().to_owned(),
+            policy: e.options.policy,
             tensor: work.port(fo, fp).tensor,
             cross_partition: work.partition_of[fo as usize] != work.partition_of[to as usize],
             fusion: placed.fusion[i].clone(),
+            contract: binding::edge_contract(work, placed, i, (fo, fp), (to, tp)),
         });
     }
     out

@@ -699,6 +699,7 @@ pub(crate) fn allocations(
             pool: pool.clone(),
             operator: o,
             port: port.to_owned(),
+            port_index: p,
             memory_kind: kind,
             memory_kind_source: out.memory_kind_source.clone(),
             device: placed.output_device.get(&(o, p)).copied(),

@@ -2,13 +2,18 @@
 //!
 //! Everything that can be decided before running is decided in `compile` and recorded
 //! here: partitions, streams, placements, tensor allocations with every term of their
-//! slot counts, byte-span derivations, queue depths, fusion evidence and warnings.
+//! slot counts, byte-span derivations, queue depths, fusion evidence, every port's
+//! binding and every edge's contract, and warnings. A session runs from these records and
+//! the graph's operator instances, and re-derives none of them.
 //! Renderings: [`ExecutionPlan::render_human`], [`ExecutionPlan::json`] (canonical,
 //! deterministic) and [`ExecutionPlan::dot`] (Graphviz).
 
+mod binding;
 mod inspect;
 pub(crate) mod rates;
 mod render;
+
+pub use binding::{EdgeContractRecord, InputBindingRecord, PortRecord, TensorRequirementRecord};
 
 pub use inspect::{
     RATE_QUEUE_INSPECTION_SCHEMA, RateQueueInspectionFormat, render_rate_queue_inspection,
@@ -24,6 +29,7 @@ use serde::Serialize;
 
 use crate::MemoryKind;
 use crate::compile::Diagnostic;
+use crate::graph::QueuePolicy;
 
 #[allow(
     clippy::trivially_copy_pass_by_ref,
@@ -70,6 +76,8 @@ pub struct OperatorRecord {
     pub params_schema: String,
     /// Its accepted parameters (generation zero), sensitive values redacted.
     pub params: serde_json::Value,
+    /// Its ports in declaration order (`ports[i].index == i`), as the session binds them.
+    pub ports: Vec<PortRecord>,
 }
 
 /// An execution partition: operators with one serial callback owner (a thread).
@@ -122,22 +130,29 @@ pub struct EdgeRecord {
     pub from_operator: u32,
     /// The producer port name.
     pub from_port: String,
+    /// The producer port's index in its operator.
+    pub from_port_index: u32,
     /// The consumer operator.
     pub to_operator: u32,
     /// The consumer port name.
     pub to_port: String,
+    /// The consumer port's index in its operator.
+    pub to_port_index: u32,
     /// The final queue depth.
     pub queue_depth: u32,
     /// `explicit`, `default` or `automatic`.
     pub depth_source: String,
-    /// The queue policy.
-    pub policy: String,
+    /// The queue policy (its stable name in JSON).
+    #[serde(serialize_with = "serialize_queue_policy")]
+    pub policy: QueuePolicy,
     /// Whether it carries tensors.
     pub tensor: bool,
     /// Whether it crosses partitions.
     pub cross_partition: bool,
     /// Fusion evidence, where the compiler proved the edge.
     pub fusion: Option<FusionEvidence>,
+    /// The edge's stream contract, as the session binds it.
+    pub contract: EdgeContractRecord,
 }
 
 /// Every term of a pool's slot count.
@@ -190,6 +205,8 @@ pub struct TensorAllocationPlanRecord {
     pub operator: u32,
     /// The output port.
     pub port: String,
+    /// The output port's index in its operator.
+    pub port_index: u32,
     /// The concrete, frozen memory kind.
     #[serde(serialize_with = "serialize_memory_kind")]
     pub memory_kind: MemoryKind,
@@ -351,6 +368,17 @@ impl ExecutionPlan {
     pub fn fingerprint(&self) -> &str {
         &self.fingerprint
     }
+}
+
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's `serialize_with` passes a reference"
+)]
+fn serialize_queue_policy<S: serde::Serializer>(
+    policy: &QueuePolicy,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(policy.name())
 }
 
 /// A dtype as its stable name (`"u8"`), as plans have always shown it.

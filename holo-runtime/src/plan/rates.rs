@@ -87,6 +87,8 @@ pub struct TriggerRecord {
     pub trigger: TriggerKind,
     /// The input of an `on_arrival` trigger.
     pub input: Option<String>,
+    /// That input's port index in its operator.
+    pub input_port: Option<u32>,
     /// The clock rate in hertz (exact).
     pub clock_hz: Option<String>,
     /// The clock period in nanoseconds (rounded up).

@@ -70,7 +70,7 @@ impl ExecutionPlan {
                 e.to_port,
                 e.queue_depth,
                 e.depth_source,
-                e.policy,
+                e.policy.name(),
                 if e.cross_partition {
                     ", cross-partition"
                 } else {

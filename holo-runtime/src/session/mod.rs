@@ -12,6 +12,7 @@
 pub(crate) mod context;
 pub(crate) mod ports;
 pub(crate) mod rates;
+mod records;
 mod run;
 mod signal;
 pub(crate) use run::fault;

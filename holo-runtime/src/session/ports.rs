@@ -532,8 +532,8 @@ pub struct PortBinder<'a> {
     pub(crate) locations: &'a [&'static str],
     pub(crate) pools: &'a [Option<Arc<Pool>>],
     pub(crate) requirements: &'a [Vec<(TensorInputSpec, &'static str)>],
-    /// The operator's declared ports (their temporal contracts).
-    pub(crate) ports: &'a [crate::graph::NodePort],
+    /// The operator's port records (their input bindings), from the plan.
+    pub(crate) ports: &'a [crate::plan::PortRecord],
     /// Per port, the contract of each of its edges (same order as `edges`).
     pub(crate) contracts: &'a [Vec<EdgeContract>],
     /// The operator's planned stream.
@@ -568,12 +568,20 @@ impl PortBinder<'_> {
         input: &mut Input<T>,
     ) -> Result<()> {
         let queue = self.typed::<T>(port)?.into_iter().next();
-        let (mode, missing, history) = self
-            .ports
-            .get(port as usize)
-            .map_or((InputMode::Queue, MissingPolicy::Skip, 0), |p| {
-                (p.temporal.mode, p.temporal.missing, p.temporal.history)
-            });
+        let Some(crate::plan::InputBindingRecord {
+            mode,
+            missing,
+            history,
+        }) = self.ports.get(port as usize).and_then(|p| p.input)
+        else {
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "the operator binds port {port} as an input, and the plan has no input record for it: start a plan that `compile` made from this graph"
+                ),
+            )
+            .at(format!("operator {:?}", self.operator)));
+        };
         let history_cap = history as usize;
         let contract = self
             .contracts

@@ -17,10 +17,10 @@ use crate::channel::pool::{Pool, PoolOwner, PoolSpec};
 use crate::channel::queue::{EdgeProbe, ErasedEdge};
 use crate::channel::retire::Retirer;
 use crate::device::{DeviceBackend, StreamHandle};
-use crate::graph::{Graph, PortDecl};
+use crate::graph::Graph;
 use crate::operator::OperatorBox;
 use crate::plan::{ExecutionPlan, TriggerKind};
-use crate::spec::{PortDirection, TensorInputSpec, TensorOutputStorage};
+use crate::spec::{PortDirection, TensorInputSpec};
 use crate::{Error, ErrorCode, Result};
 use crossbeam_utils::CachePadded;
 
@@ -622,8 +622,11 @@ pub(crate) fn start(
             "the graph's operators were already taken by a session",
         ));
     }
+    // From here on the session reads the plan's records, the graph's operator instances
+    // and its flows' queue factories: nothing else of the graph.
+    let factories = super::records::check(&graph, plan)?;
     let clock = super::context::SessionClock::new();
-    let n_ops = graph.operators.len();
+    let n_ops = plan.operators().len();
 
     // 0. The device the plan needs, and its streams.
     let needs_device = !plan.cuda_compute_streams().is_empty()
@@ -660,7 +663,7 @@ pub(crate) fn start(
             }
         }
     }
-    let _start = crate::trace::span!("session.start", operators = graph.operators.len());
+    let _start = crate::trace::span!("session.start", operators = n_ops);
     #[cfg(feature = "tracing")]
     let mut phase = None::<tracing::span::EnteredSpan>;
     crate::trace::phase!(phase, "session.create_streams");
@@ -672,7 +675,7 @@ pub(crate) fn start(
     let mut pools: Vec<PoolOwner> = Vec::with_capacity(plan.tensor_allocations().len());
     let mut pool_of = std::collections::HashMap::new();
     for a in plan.tensor_allocations() {
-        let op = &graph.operators[a.operator as usize];
+        let op = &plan.operators()[a.operator as usize];
         let location = intern(format!("operator {:?}, port {:?}", op.name, a.port));
         let pool = Pool::materialize(
             PoolSpec {
@@ -688,12 +691,7 @@ pub(crate) fn start(
             },
             device.as_ref().map(|d| (d, &retirer)),
         )?;
-        let port = op
-            .ports
-            .iter()
-            .position(|p| p.name == a.port)
-            .unwrap_or(usize::MAX);
-        pool_of.insert((a.operator as usize, port), pools.len());
+        pool_of.insert((a.operator as usize, a.port_index as usize), pools.len());
         pools.push(pool);
     }
 
@@ -709,36 +707,36 @@ pub(crate) fn start(
         .iter()
         .map(|o| o.partition as usize)
         .collect();
-    let mut typed: Vec<Vec<Vec<Arc<dyn Any + Send + Sync>>>> = graph
-        .operators
+    let mut typed: Vec<Vec<Vec<Arc<dyn Any + Send + Sync>>>> = plan
+        .operators()
         .iter()
         .map(|o| vec![Vec::new(); o.ports.len()])
         .collect();
     let mut erased_in: Vec<Vec<(usize, Arc<dyn ErasedEdge>)>> = vec![Vec::new(); n_ops];
     let mut erased_out: Vec<Vec<Arc<dyn ErasedEdge>>> = vec![Vec::new(); n_ops];
-    let mut edges = Vec::with_capacity(graph.edges.len());
-    let mut edge_ends = Vec::with_capacity(graph.edges.len());
-    for (e, rec) in graph.edges.iter().zip(plan.edges()) {
-        let (fo, fp) = (e.from.0.index(), e.from.1 as usize);
-        let (to, tp) = (e.to.0.index(), e.to.1 as usize);
-        let new = (e.factory)(
+    let mut edges = Vec::with_capacity(plan.edges().len());
+    let mut edge_ends = Vec::with_capacity(plan.edges().len());
+    for (rec, factory) in plan.edges().iter().zip(factories) {
+        let (fo, fp) = (rec.from_operator as usize, rec.from_port_index as usize);
+        let (to, tp) = (rec.to_operator as usize, rec.to_port_index as usize);
+        let new = factory(
             rec.queue_depth as usize,
-            e.options.policy,
+            rec.policy,
             Arc::clone(&signals[partition_of[to]].endpoint),
             Arc::clone(&signals[partition_of[fo]].endpoint),
         )
         .map_err(|err| {
-            let (from, to) = (&graph.operators[fo], &graph.operators[to]);
+            let (from, to) = (&plan.operators()[fo].name, &plan.operators()[to].name);
             Error::new(
                 ErrorCode::ResourceExhausted,
                 format!(
-                    "the queue of depth {} of the flow {}.{} -> {}.{}: {err}",
-                    rec.queue_depth, from.name, from.ports[fp].name, to.name, to.ports[tp].name
+                    "the queue of depth {} of the flow {from}.{} -> {to}.{}: {err}",
+                    rec.queue_depth, rec.from_port, rec.to_port
                 ),
             )
             .at(format!(
-                "flow {}.{} -> {}.{}",
-                from.name, from.ports[fp].name, to.name, to.ports[tp].name
+                "flow {from}.{} -> {to}.{}",
+                rec.from_port, rec.to_port
             ))
         })?;
         typed[fo][fp].push(Arc::clone(&new.typed));
@@ -749,59 +747,60 @@ pub(crate) fn start(
         edge_ends.push((fo, to));
     }
 
-    // The consumers' exact requirements, checked on emit by pass-through tensor outputs
-    // (pool outputs were checked against them when the plan was compiled).
-    let mut requirements_of: Vec<Vec<Vec<(TensorInputSpec, &'static str)>>> = graph
-        .operators
-        .iter()
-        .map(|o| vec![Vec::new(); o.ports.len()])
-        .collect();
-    for e in &graph.edges {
-        let (fo, fp) = (e.from.0.index(), e.from.1 as usize);
-        let (to, tp) = (e.to.0.index(), e.to.1 as usize);
-        let producer = &graph.operators[fo].ports[fp];
-        let consumer = &graph.operators[to];
-        if let (PortDecl::TensorOutput(d), PortDecl::TensorInput(req)) =
-            (&producer.decl, &consumer.ports[tp].decl)
-            && d.storage == TensorOutputStorage::PassThrough
-            && *req != TensorInputSpec::default()
-        {
-            let at = intern(format!(
-                "operator {:?}, port {:?}",
-                consumer.name, consumer.ports[tp].name
-            ));
-            requirements_of[fo][fp].push((*req, at));
-        }
-    }
-
-    let ports_per_op: Vec<usize> = graph.operators.iter().map(|o| o.ports.len()).collect();
+    let ports_per_op: Vec<usize> = plan.operators().iter().map(|o| o.ports.len()).collect();
     let rates = RateTable::new(plan, &ports_per_op);
     let rate_offsets = rates.offsets.clone();
-    // The stream contract of every edge: the consumer's planned stream, and fusion where
-    // the plan proved it and both ends really got the same stream here.
-    let mut contracts_of: Vec<Vec<Vec<EdgeContract>>> = graph
-        .operators
+    // Every edge's stream contract as the plan decided it, and the consumers' exact
+    // requirements that pass-through outputs check on emit (pool outputs were checked
+    // against them by `compile`). Fusion is re-validated against the streams this session
+    // really created.
+    let mut requirements_of: Vec<Vec<Vec<(TensorInputSpec, &'static str)>>> = plan
+        .operators()
         .iter()
         .map(|o| vec![Vec::new(); o.ports.len()])
         .collect();
-    for (e, rec) in graph.edges.iter().zip(plan.edges()) {
-        let (fo, fp) = (e.from.0.index(), e.from.1 as usize);
-        let (to, tp) = (e.to.0.index(), e.to.1 as usize);
-        let producer = streams.of_operator(plan, fo);
-        let consumer = streams.of_operator(plan, to);
-        let fused = rec.fusion.as_ref().is_some_and(|f| {
-            producer.is_some() && producer == consumer && streams.handle(f.stream) == producer
-        });
-        // A host-memory pool is never stream-written: its consumers need no host wait.
-        let host_pool = matches!(&graph.operators[fo].ports[fp].decl,
-            PortDecl::TensorOutput(d) if d.storage == TensorOutputStorage::RuntimePool)
-            && pool_of
-                .get(&(fo, fp))
-                .is_some_and(|&k| pools[k].device().is_none());
+    let mut contracts_of: Vec<Vec<Vec<EdgeContract>>> = plan
+        .operators()
+        .iter()
+        .map(|o| vec![Vec::new(); o.ports.len()])
+        .collect();
+    for rec in plan.edges() {
+        let (fo, fp) = (rec.from_operator as usize, rec.from_port_index as usize);
+        let (to, tp) = (rec.to_operator as usize, rec.to_port_index as usize);
+        let contract = &rec.contract;
+        if let Some(req) = contract.emit_check {
+            let at = intern(format!(
+                "operator {:?}, port {:?}",
+                plan.operators()[to].name,
+                rec.to_port
+            ));
+            requirements_of[fo][fp].push((req.spec(), at));
+        }
+        let consumer = match contract.consumer_stream {
+            None => None,
+            Some(id) => Some(streams.handle(id).ok_or_else(|| {
+                Error::new(
+                    ErrorCode::Internal,
+                    format!("compute stream S{id} of the plan was not created"),
+                )
+                .at(format!("plan edge record e{}", rec.id))
+            })?),
+        };
+        if contract.fused && (consumer.is_none() || streams.of_operator(plan, fo) != consumer) {
+            return Err(Error::new(
+                ErrorCode::Internal,
+                "the plan's fused edge does not have both ends on one created stream",
+            )
+            .at(format!("plan edge record e{}", rec.id)));
+        }
         let c = EdgeContract {
-            consumer: streams.domain_of_operator(plan, to),
-            fused,
-            host_wait: consumer.is_none() && device.is_some() && !host_pool,
+            consumer: contract
+                .consumer_stream
+                .map_or(crate::channel::OrderingDomain::Host, |id| {
+                    streams.domain(id)
+                }),
+            fused: contract.fused,
+            host_wait: contract.host_wait,
         };
         contracts_of[fo][fp].push(c);
         contracts_of[to][tp].push(c);
@@ -810,63 +809,50 @@ pub(crate) fn start(
     crate::trace::phase!(phase, "session.bind_ports");
     // 3. Bind every port.
     let mut runtimes = Vec::with_capacity(n_ops);
-    for (i, node) in graph.operators.iter_mut().enumerate() {
+    // The graph's operator instances, by the index of their plan record (the record check
+    // matched the counts).
+    let instances = graph.operators.iter_mut().map(|node| node.instance.take());
+    for (i, (rec, instance)) in plan.operators().iter().zip(instances).enumerate() {
         let activation = Arc::new(ActivationState::new(clock.clone()));
-        let locations: Vec<&'static str> = node
+        let locations: Vec<&'static str> = rec
             .ports
             .iter()
-            .map(|p| intern(format!("operator {:?}, port {:?}", node.name, p.name)))
+            .map(|p| intern(format!("operator {:?}, port {:?}", rec.name, p.name)))
             .collect();
-        let port_pools: Vec<Option<Arc<Pool>>> = (0..node.ports.len())
+        let port_pools: Vec<Option<Arc<Pool>>> = (0..rec.ports.len())
             .map(|p| pool_of.get(&(i, p)).map(|&k| Arc::clone(&*pools[k])))
             .collect();
         let requirements = std::mem::take(&mut requirements_of[i]);
-        let mut op = node
-            .instance
-            .take()
-            .ok_or_else(|| Error::new(ErrorCode::Internal, "operator instance missing"))?;
+        let mut op =
+            instance.ok_or_else(|| Error::new(ErrorCode::Internal, "operator instance missing"))?;
         let mut binder = PortBinder {
-            operator: &node.name,
+            operator: &rec.name,
             activation: &activation,
             edges: &typed[i],
             locations: &locations,
             pools: &port_pools,
             requirements: &requirements,
-            ports: &node.ports,
+            ports: &rec.ports,
             contracts: &contracts_of[i],
             stream: streams.of_operator(plan, i),
         };
-        op.bind(&mut binder).map_err(|e| locate(e, &node.name))?;
+        op.bind(&mut binder).map_err(|e| locate(e, &rec.name))?;
         let connected_inputs = &erased_in[i];
         let required_inputs = connected_inputs
             .iter()
-            .filter(|(p, _)| !node.ports[*p].optional)
+            .filter(|(p, _)| !rec.ports[*p].optional)
             .map(|(_, e)| EdgeProbe::new(Arc::clone(e)))
             .collect();
         let optional_inputs = connected_inputs
             .iter()
-            .filter(|(p, _)| node.ports[*p].optional)
+            .filter(|(p, _)| rec.ports[*p].optional)
             .map(|(_, e)| EdgeProbe::new(Arc::clone(e)))
             .collect();
         let is_source = connected_inputs.is_empty();
-        let trigger = plan.operator_triggers().get(i);
-        let edge_of = |name: &str| {
-            connected_inputs
-                .iter()
-                .find(|(p, _)| node.ports[*p].name == name)
-                .map(|(_, e)| EdgeProbe::new(Arc::clone(e)))
-        };
-        let Some(trigger) = trigger else {
-            return Err(Error::new(
-                ErrorCode::Internal,
-                format!(
-                    "the plan has no trigger record for operator {:?}",
-                    node.name
-                ),
-            ));
-        };
+        // The record check matched the trigger list to the operators.
+        let trigger = &plan.operator_triggers()[i];
         let unusable = |why: String| {
-            Error::new(ErrorCode::InvalidArgument, why).at(format!("operator {:?}", node.name))
+            Error::new(ErrorCode::InvalidArgument, why).at(format!("operator {:?}", rec.name))
         };
         let (schedule, trigger_input) = match trigger.trigger {
             TriggerKind::Clock => {
@@ -885,14 +871,16 @@ pub(crate) fn start(
                 )
             }
             TriggerKind::OnArrival => {
-                let name = trigger.input.clone().unwrap_or_default();
-                match edge_of(&name) {
-                    Some(e) => (Schedule::OnArrival(e), Some(name)),
-                    // An optional input with no flow: nothing ever arrives.
-                    None if node.ports.iter().any(|p| p.name == name && p.optional) => {
-                        (Schedule::Never, None)
+                let port = trigger.input_port.map(|p| p as usize);
+                let edge = port.and_then(|p| connected_inputs.iter().find(|(q, _)| *q == p));
+                match (edge, port) {
+                    (Some((p, e)), _) => {
+                        (Schedule::OnArrival(EdgeProbe::new(Arc::clone(e))), Some(*p))
                     }
-                    None => {
+                    // An optional input with no flow: nothing ever arrives.
+                    (None, Some(p)) if rec.ports[p].optional => (Schedule::Never, None),
+                    (None, _) => {
+                        let name = trigger.input.as_deref().unwrap_or_default();
                         return Err(unusable(format!(
                             "the plan's trigger is on_arrival({name}), but the operator has no connected input {name:?}"
                         )));
@@ -906,25 +894,27 @@ pub(crate) fn start(
             connected_inputs
                 .iter()
                 .filter(|(p, _)| {
-                    let port = &node.ports[*p];
+                    let port = &rec.ports[*p];
                     !port.optional
-                        && port.temporal.missing == crate::spec::MissingPolicy::Skip
-                        && trigger_input.as_deref() != Some(port.name)
+                        && port
+                            .input
+                            .is_some_and(|b| b.missing == crate::spec::MissingPolicy::Skip)
+                        && trigger_input != Some(*p)
                 })
                 .map(|(_, e)| EdgeProbe::new(Arc::clone(e)))
                 .collect()
         } else {
             Vec::new()
         };
-        let has_inputs = node
+        let has_inputs = rec
             .ports
             .iter()
             .any(|p| p.direction == PortDirection::Input);
         let stream = streams.of_operator(plan, i);
         runtimes.push(OpRuntime {
             index: i,
-            partition: plan.operators()[i].partition,
-            name: node.name.clone(),
+            partition: rec.partition,
+            name: rec.name.clone(),
             op,
             activation,
             stream,

@@ -72,12 +72,9 @@ impl Streams {
             .and_then(|id| self.handle(id))
     }
 
-    /// Operator `op`'s ordering domain: its planned stream — owned by its partition alone
-    /// or shared with others — or the host.
-    pub(crate) fn domain_of_operator(&self, plan: &ExecutionPlan, op: usize) -> OrderingDomain {
-        let Some(id) = plan.operators().get(op).and_then(|o| o.cuda_stream) else {
-            return OrderingDomain::Host;
-        };
+    /// The ordering domain of the stream with plan id `id`: owned by one partition alone
+    /// or shared with others (the host if the stream was not created).
+    pub(crate) fn domain(&self, id: u32) -> OrderingDomain {
         match self.handle(id) {
             Some(stream) => OrderingDomain::runtime(
                 stream,

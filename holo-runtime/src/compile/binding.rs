@@ -1,0 +1,88 @@
+//! What a session binds from: every operator's port records and every edge's contract,
+//! decided here once so that `RunSession::start` reads them instead of the graph's port
+//! declarations (issue 12: the plan drives the run).
+
+use super::Work;
+use super::placement::Placed;
+use crate::MemoryKind;
+use crate::graph::{OperatorNode, PortDecl};
+use crate::plan::{
+    EdgeContractRecord, EdgeRecord, InputBindingRecord, PortRecord, TensorAllocationPlanRecord,
+};
+use crate::spec::{PortDirection, TensorInputSpec, TensorOutputStorage};
+
+/// Operator `op`'s ports in declaration order, with each input's binding.
+pub(crate) fn port_records(op: &OperatorNode) -> Vec<PortRecord> {
+    op.ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| PortRecord {
+            index: u32::try_from(i).unwrap_or(u32::MAX),
+            name: p.name.to_owned(),
+            direction: p.direction,
+            optional: p.optional,
+            input: (p.direction == PortDirection::Input).then_some(InputBindingRecord {
+                mode: p.temporal.mode,
+                missing: p.temporal.missing,
+                history: p.temporal.history,
+            }),
+        })
+        .collect()
+}
+
+/// Flow `i`'s contract, but for its host wait (which needs every pool: see
+/// [`host_waits`]). `to` is the consumer, `fp` / `tp` the ports.
+pub(crate) fn edge_contract(
+    work: &Work<'_>,
+    placed: &Placed,
+    i: usize,
+    (fo, fp): (u32, u32),
+    (to, tp): (u32, u32),
+) -> EdgeContractRecord {
+    let ops = &work.graph.operators;
+    let producer = &ops[fo as usize].ports[fp as usize].decl;
+    let consumer = &ops[to as usize].ports[tp as usize].decl;
+    // A pool output was checked against its consumers' requirements here; a pass-through
+    // output's values are checked on emit.
+    let emit_check = match (producer, consumer) {
+        (PortDecl::TensorOutput(d), PortDecl::TensorInput(req))
+            if d.storage == TensorOutputStorage::PassThrough
+                && *req != TensorInputSpec::default() =>
+        {
+            Some((*req).into())
+        }
+        _ => None,
+    };
+    EdgeContractRecord {
+        consumer_stream: placed.stream_of[to as usize],
+        fused: placed.fusion[i].is_some(),
+        host_wait: false,
+        emit_check,
+    }
+}
+
+/// Sets every edge's host wait: its consumer has no stream, the plan needs a device (it
+/// has compute streams or a pool that is not host memory), and its producer's output is
+/// not a host-memory pool (never stream-written).
+pub(crate) fn host_waits(
+    edges: &mut [EdgeRecord],
+    allocations: &[TensorAllocationPlanRecord],
+    placed: &Placed,
+) {
+    let needs_device = !placed.streams.is_empty()
+        || allocations
+            .iter()
+            .any(|a| a.memory_kind != MemoryKind::Host);
+    if !needs_device {
+        return;
+    }
+    let host_pools: std::collections::HashSet<(u32, u32)> = allocations
+        .iter()
+        .filter(|a| a.memory_kind == MemoryKind::Host)
+        .map(|a| (a.operator, a.port_index))
+        .collect();
+    for e in edges {
+        e.contract.host_wait = e.contract.consumer_stream.is_none()
+            && !host_pools.contains(&(e.from_operator, e.from_port_index));
+    }
+}

@@ -1,0 +1,388 @@
+//! The plan's records checked before a session materializes them: the session runs from
+//! these records alone (plus the graph's operator instances and queue factories), so a
+//! record that names something the plan does not have, or contradicts another record, is
+//! refused here with `InvalidArgument` naming the record — never read past, never
+//! replaced by a default.
+
+use crate::channel::queue::EdgeFactory;
+use crate::graph::Graph;
+use crate::plan::{ExecutionPlan, PortRecord, TriggerKind};
+use crate::spec::PortDirection;
+use crate::{Error, ErrorCode, Result};
+
+/// A record that the rest of the plan, or the graph, contradicts.
+#[cold]
+fn inconsistent(record: &str, why: &str) -> Error {
+    Error::new(
+        ErrorCode::InvalidArgument,
+        format!(
+            "the plan's {record} is inconsistent: {why}; start a plan that `compile` made from this graph"
+        ),
+    )
+    .at(format!("plan {record}"))
+}
+
+/// Checks every record the session binds from against the others, and the graph's shape
+/// (its operators and flows, by index) against the plan's, and returns the queue factory
+/// of every plan edge.
+///
+/// A queue's payload type is a Rust type: the factory that makes it is the one thing about
+/// a flow a plan cannot record, so it comes from the graph's flow of the same index —
+/// whose ends must be the plan edge's (the fingerprint check covers them too; this one
+/// does not rest on a hash).
+pub(super) fn check(graph: &Graph, plan: &ExecutionPlan) -> Result<Vec<EdgeFactory>> {
+    let ops = plan.operators();
+    if ops.len() != graph.operators.len() {
+        return Err(inconsistent(
+            "operator list",
+            &format!(
+                "it has {} operators and the graph {}",
+                ops.len(),
+                graph.operators.len()
+            ),
+        ));
+    }
+    if plan.edges().len() != graph.edges.len() {
+        return Err(inconsistent(
+            "edge list",
+            &format!(
+                "it has {} edges and the graph {} flows",
+                plan.edges().len(),
+                graph.edges.len()
+            ),
+        ));
+    }
+    let streams = plan.cuda_compute_streams().len();
+    let stream_ok = |s: Option<u32>| s.is_none_or(|s| (s as usize) < streams);
+    for (i, o) in ops.iter().enumerate() {
+        let record = || format!("operator record {i} ({:?})", o.name);
+        if o.id as usize != i {
+            return Err(inconsistent(&record(), &format!("its id is {}", o.id)));
+        }
+        if o.partition as usize >= plan.partitions().len() {
+            return Err(inconsistent(
+                &record(),
+                &format!("partition {} is not in the plan", o.partition),
+            ));
+        }
+        if !stream_ok(o.cuda_stream) {
+            return Err(inconsistent(
+                &record(),
+                &format!("compute stream {:?} is not in the plan", o.cuda_stream),
+            ));
+        }
+        for (k, p) in o.ports.iter().enumerate() {
+            if p.index as usize != k || p.input.is_some() != (p.direction == PortDirection::Input) {
+                return Err(inconsistent(
+                    &record(),
+                    &format!(
+                        "port record {k} ({:?}) has index {} and {} input binding as an {}",
+                        p.name,
+                        p.index,
+                        if p.input.is_some() { "an" } else { "no" },
+                        match p.direction {
+                            PortDirection::Input => "input",
+                            PortDirection::Output => "output",
+                        }
+                    ),
+                ));
+            }
+        }
+    }
+    // The port record `port` of operator `op`, with the direction `direction`.
+    let port = |op: u32, port: u32, direction: PortDirection| -> Option<&PortRecord> {
+        ops.get(op as usize)?
+            .ports
+            .get(port as usize)
+            .filter(|p| p.direction == direction)
+    };
+    let mut factories = Vec::with_capacity(graph.edges.len());
+    for (i, (e, flow)) in plan.edges().iter().zip(&graph.edges).enumerate() {
+        let record = || format!("edge record e{i}");
+        if e.id as usize != i {
+            return Err(inconsistent(&record(), &format!("its id is {}", e.id)));
+        }
+        let (Some(from), Some(to)) = (
+            port(e.from_operator, e.from_port_index, PortDirection::Output),
+            port(e.to_operator, e.to_port_index, PortDirection::Input),
+        ) else {
+            return Err(inconsistent(
+                &record(),
+                &format!(
+                    "its ends (operator {} output {}, operator {} input {}) are not ports of the plan's operators",
+                    e.from_operator, e.from_port_index, e.to_operator, e.to_port_index
+                ),
+            ));
+        };
+        if (flow.from.0.0, flow.from.1, flow.to.0.0, flow.to.1)
+            != (
+                e.from_operator,
+                e.from_port_index,
+                e.to_operator,
+                e.to_port_index,
+            )
+        {
+            return Err(inconsistent(
+                &record(),
+                &format!(
+                    "it connects {}.{} to {}.{}, but the graph's flow #{i} connects other ports",
+                    ops[e.from_operator as usize].name,
+                    from.name,
+                    ops[e.to_operator as usize].name,
+                    to.name
+                ),
+            ));
+        }
+        let c = &e.contract;
+        if c.consumer_stream != ops[e.to_operator as usize].cuda_stream {
+            return Err(inconsistent(
+                &record(),
+                &format!(
+                    "its consumer stream {:?} is not its consumer's stream {:?}",
+                    c.consumer_stream, ops[e.to_operator as usize].cuda_stream
+                ),
+            ));
+        }
+        if c.fused {
+            let producer = ops[e.from_operator as usize].cuda_stream;
+            let proven = e
+                .fusion
+                .as_ref()
+                .is_some_and(|f| producer == Some(f.stream) && c.consumer_stream == producer);
+            if !proven {
+                return Err(inconsistent(
+                    &record(),
+                    "it is fused, but its fusion evidence does not put both ends on one stream",
+                ));
+            }
+        }
+        factories.push(flow.factory);
+    }
+    if plan.operator_triggers().len() != ops.len() {
+        return Err(inconsistent(
+            "trigger list",
+            &format!(
+                "it has {} triggers for {} operators",
+                plan.operator_triggers().len(),
+                ops.len()
+            ),
+        ));
+    }
+    for (i, t) in plan.operator_triggers().iter().enumerate() {
+        let record = || format!("trigger record {i} ({:?})", ops[i].name);
+        if t.operator as usize != i {
+            return Err(inconsistent(
+                &record(),
+                &format!("it is operator {}'s", t.operator),
+            ));
+        }
+        if t.trigger == TriggerKind::OnArrival
+            && let Some(p) = t.input_port
+            && port(t.operator, p, PortDirection::Input).is_none()
+        {
+            return Err(inconsistent(
+                &record(),
+                &format!("its on_arrival input {p} is not an input of the operator"),
+            ));
+        }
+    }
+    for a in plan.tensor_allocations() {
+        if port(a.operator, a.port_index, PortDirection::Output).is_none() {
+            return Err(inconsistent(
+                &format!("tensor allocation {:?}", a.pool),
+                &format!("operator {} has no output {}", a.operator, a.port_index),
+            ));
+        }
+    }
+    Ok(factories)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use crate::plan::ExecutionPlan;
+    use crate::spec::InputMode;
+    use crate::{
+        CompileOptions, ConnectionOptions, EmitOptions, Error, ErrorCode, ExecutionContext, Graph,
+        Input, Operator, Output, Result, RunSession, SessionOptions, compile,
+    };
+
+    /// Emits 1, 2 and 3 in one activation.
+    #[crate::operator(crate = crate)]
+    struct Three {
+        out: Output<u64>,
+    }
+    impl Operator for Three {
+        fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+            for v in 1..=3u64 {
+                self.out.emit(v, EmitOptions::default())?;
+            }
+            Ok(())
+        }
+    }
+
+    /// Receives once per activation.
+    #[crate::operator(crate = crate, trigger = on_arrival(input))]
+    struct Once {
+        input: Input<u64>,
+        got: Arc<Mutex<Vec<u64>>>,
+    }
+    impl Operator for Once {
+        fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+            if let Some(v) = self.input.receive() {
+                self.got.lock().unwrap().push(v);
+            }
+            Ok(())
+        }
+    }
+
+    fn graph(got: &Arc<Mutex<Vec<u64>>>) -> Graph {
+        let mut g = Graph::new();
+        let a = g
+            .add_operator_with_defaults(
+                "three",
+                Three {
+                    out: Output::default(),
+                },
+            )
+            .unwrap();
+        let b = g
+            .add_operator_with_defaults(
+                "once",
+                Once {
+                    input: Input::default(),
+                    got: Arc::clone(got),
+                },
+            )
+            .unwrap();
+        g.add_flow(
+            a.out,
+            b.input,
+            ConnectionOptions {
+                queue_depth: Some(3),
+                ..ConnectionOptions::default()
+            },
+        );
+        g
+    }
+
+    /// Starts the graph with its own plan changed by `tamper`.
+    fn start(tamper: impl FnOnce(&mut ExecutionPlan)) -> Result<(RunSession, Vec<u64>)> {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let g = graph(&got);
+        let mut plan = compile(&g, CompileOptions::default()).unwrap();
+        tamper(&mut plan);
+        let mut session = RunSession::start_stepped(g, &plan, SessionOptions::frames(1))?;
+        session.step()?;
+        let got = got.lock().unwrap().clone();
+        Ok((session, got))
+    }
+
+    fn refused(tamper: impl FnOnce(&mut ExecutionPlan)) -> Error {
+        match start(tamper) {
+            Ok(_) => panic!("the tampered plan started"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn the_input_binding_is_the_plans() {
+        // The port declares a queue: one entry per receive, the oldest first.
+        let (s, got) = start(|_| {}).unwrap();
+        s.join().unwrap();
+        assert_eq!(got, [1]);
+        // A plan that records `latest` for it is bound as latest: the newest entry.
+        let (s, got) = start(|p| {
+            p.operators[1].ports[0].input.as_mut().unwrap().mode = InputMode::Latest;
+        })
+        .unwrap();
+        s.join().unwrap();
+        assert_eq!(got, [3]);
+    }
+
+    #[test]
+    fn an_edge_whose_ends_are_not_ports_is_refused() {
+        let e = refused(|p| p.edges[0].to_port_index = 1);
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert_eq!(
+            e.message(),
+            "the plan's edge record e0 is inconsistent: its ends (operator 0 output 0, operator 1 input 1) are not ports of the plan's operators; start a plan that `compile` made from this graph"
+        );
+        assert_eq!(e.location(), Some("plan edge record e0"));
+    }
+
+    #[test]
+    fn an_edge_that_is_not_the_graphs_flow_is_refused() {
+        // Operator 1's port 0 is an input; claim the flow enters operator 0 instead.
+        let e = refused(|p| {
+            let input = p.operators[1].ports[0].clone();
+            p.operators[0].ports.push(input);
+            p.edges[0].to_operator = 0;
+            p.edges[0].to_port_index = 1;
+            p.operators[0].ports[1].index = 1;
+        });
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert_eq!(
+            e.message(),
+            "the plan's edge record e0 is inconsistent: it connects three.out to three.input, but the graph's flow #0 connects other ports; start a plan that `compile` made from this graph"
+        );
+    }
+
+    #[test]
+    fn a_missing_edge_record_is_refused() {
+        let e = refused(|p| {
+            p.edges.clear();
+        });
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert_eq!(
+            e.message(),
+            "the plan's edge list is inconsistent: it has 0 edges and the graph 1 flows; start a plan that `compile` made from this graph"
+        );
+    }
+
+    #[test]
+    fn an_input_without_its_binding_is_refused() {
+        let e = refused(|p| p.operators[1].ports[0].input = None);
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert_eq!(
+            e.message(),
+            "the plan's operator record 1 (\"once\") is inconsistent: port record 0 (\"input\") has index 0 and no input binding as an input; start a plan that `compile` made from this graph"
+        );
+    }
+
+    #[test]
+    fn a_contract_that_contradicts_the_operators_stream_is_refused() {
+        let e = refused(|p| p.edges[0].contract.consumer_stream = Some(0));
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert_eq!(
+            e.message(),
+            "the plan's edge record e0 is inconsistent: its consumer stream Some(0) is not its consumer's stream None; start a plan that `compile` made from this graph"
+        );
+        let e = refused(|p| p.edges[0].contract.fused = true);
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert_eq!(
+            e.message(),
+            "the plan's edge record e0 is inconsistent: it is fused, but its fusion evidence does not put both ends on one stream; start a plan that `compile` made from this graph"
+        );
+    }
+
+    #[test]
+    fn a_trigger_on_an_output_is_refused() {
+        let e = refused(|p| {
+            p.rates.operator_triggers[1].input_port = Some(1);
+        });
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert_eq!(
+            e.message(),
+            "the plan's trigger record 1 (\"once\") is inconsistent: its on_arrival input 1 is not an input of the operator; start a plan that `compile` made from this graph"
+        );
+        // A trigger with no input at all names the input it has.
+        let e = refused(|p| p.rates.operator_triggers[1].input_port = None);
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert_eq!(
+            e.message(),
+            "the plan's trigger is on_arrival(input), but the operator has no connected input \"input\""
+        );
+    }
+}
