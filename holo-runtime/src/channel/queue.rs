@@ -632,4 +632,31 @@ mod tests {
             "dropping the ring drops its entries"
         );
     }
+
+    #[test]
+    fn front_lends_the_oldest_in_place_and_drop_front_drops_it_once() {
+        let live = Arc::new(0u32);
+        // One endpoint at both ends: a same-partition ring.
+        let end: Arc<CachePadded<Endpoint>> = Arc::default();
+        let edge = make_edge::<Arc<u32>>(2, QueuePolicy::Block, Arc::clone(&end), end).unwrap();
+        let q = Arc::clone(&edge.typed)
+            .downcast::<EdgeQueue<Arc<u32>>>()
+            .unwrap();
+        assert!(q.is_local() && q.front().is_none());
+        let stamp = |frame| Stamp {
+            frame,
+            ..Stamp::default()
+        };
+        q.push(Arc::clone(&live), stamp(1));
+        q.push(Arc::new(5), stamp(2));
+        let (v, s) = q.front().unwrap();
+        assert!(Arc::ptr_eq(v, &live) && s.frame == 1);
+        // Lent, not popped: still queued, not dropped.
+        assert_eq!((q.len(), Arc::strong_count(&live)), (2, 2));
+        // SAFETY: `front` lent a value and `v` is not used after this.
+        unsafe { q.drop_front() };
+        assert_eq!((q.len(), Arc::strong_count(&live)), (1, 1));
+        assert_eq!(q.counters.delivered.load(Ordering::Relaxed), 1);
+        assert_eq!(q.front().map(|(v, s)| (**v, s.frame)), Some((5, 2)));
+    }
 }

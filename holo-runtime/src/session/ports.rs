@@ -196,7 +196,9 @@ impl<T: Clone + Send + 'static> Input<T> {
     /// carries them), and a port on another thread takes nothing and stops the session
     /// with `NotSupported`. Where a rule needs the value itself — a cross-partition flow,
     /// history, `reuse_last`, `latest`, a wait — it is received as `receive` does and `f`
-    /// reads it from there. If `f` panics, the value stays queued.
+    /// reads it from there. If `f` panics, the value stays queued. Otherwise the value is
+    /// consumed whatever `f` did with it: a forwarder that must not lose one to
+    /// `Backpressured` looks at [`Output::has_room`] first.
     ///
     /// ```
     /// use holo_runtime::{EmitOptions, ExecutionContext, Input, Operator, Output, Result, operator};
