@@ -233,8 +233,13 @@ macro_rules! chain {
 
             impl Operator for HoloForward {
                 fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
-                    while let Some(v) = self.input.receive() {
-                        self.out.emit(v, EmitOptions::default())?;
+                    // Read in place and cloned into the output, as copper's forwarder
+                    // clones its input into its output message.
+                    while let Some(sent) = self
+                        .input
+                        .receive_with(|v| self.out.emit(v.clone(), EmitOptions::default()))
+                    {
+                        sent?;
                     }
                     Ok(())
                 }
@@ -254,8 +259,9 @@ macro_rules! chain {
 
             impl Operator for HoloSink {
                 fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
-                    while let Some(v) = self.input.receive() {
-                        self.sum = self.sum.wrapping_add(v.probe());
+                    // Read in place, as copper's sink reads its input message.
+                    while let Some(probe) = self.input.receive_with(Payload::probe) {
+                        self.sum = self.sum.wrapping_add(probe);
                         self.count += 1;
                         if self.count >= WARMUP && (self.count - WARMUP) % CHUNK == 0 {
                             self.marks.push(Instant::now());

@@ -3,7 +3,10 @@
 //! fork, each moving host tensors from a runtime pool through `allocate_tensor` →
 //! `write_host_and_commit` → `emit` → `receive` → drop; and a clock-driven window
 //! pipeline (a clock source with a nominal rate → a clock-triggered window consumer with
-//! retained history and `reuse_last`, reading `ctx.rate` on every activation).
+//! retained history and `reuse_last`, reading `ctx.rate` on every activation); and the
+//! same chain and fork read in place (`Input::receive_with`: a forwarder that clones the
+//! tensor into its output, sinks that read its bytes where it lies), with a 256-byte
+//! value by value beside it.
 //!
 //! One test function per binary: the allocator counts process-wide, so nothing else may
 //! run while it measures.
@@ -71,6 +74,104 @@ impl Operator for WindowSink {
         let (a, b) = self.frames.history();
         assert!(a.len() + b.len() <= 3);
         self.received.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Forwards each tensor it reads in place: a clone (a reference count) into its output.
+#[operator]
+struct InPlaceForward {
+    input: Input<Tensor>,
+    #[output(storage = pass_through)]
+    output: Output<Tensor>,
+}
+
+impl Operator for InPlaceForward {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(sent) = self
+            .input
+            .receive_with(|t| self.output.emit(t.clone(), EmitOptions::default()))
+        {
+            sent?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks every byte of each tensor where it lies in the queue, and counts them.
+#[operator]
+struct InPlaceSink {
+    #[input(memory = host, dtype = u8, rank = 1)]
+    frames: Input<Tensor>,
+    expect: u8,
+    received: Arc<AtomicU64>,
+}
+
+impl Operator for InPlaceSink {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let expect = self.expect;
+        while let Some(good) = self
+            .frames
+            .receive_with(|t| t.data().map(|b| b.iter().all(|&x| x == expect)))
+        {
+            assert!(good?, "a byte differs");
+            self.received.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+/// 256 bytes by value.
+#[derive(Clone)]
+struct Bytes256([u8; 256]);
+
+/// Emits `Bytes256` values.
+#[operator]
+struct ValueSource {
+    out: Output<Bytes256>,
+    n: u8,
+}
+
+impl Operator for ValueSource {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        self.n = self.n.wrapping_add(1);
+        self.out
+            .emit(Bytes256([self.n; 256]), EmitOptions::default())
+    }
+}
+
+/// Forwards a clone of each value it reads in place.
+#[operator]
+struct ValueForward {
+    input: Input<Bytes256>,
+    out: Output<Bytes256>,
+}
+
+impl Operator for ValueForward {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(sent) = self
+            .input
+            .receive_with(|v| self.out.emit(v.clone(), EmitOptions::default()))
+        {
+            sent?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads two bytes of each value in place.
+#[operator]
+struct ValueSink {
+    input: Input<Bytes256>,
+    received: Arc<AtomicU64>,
+}
+
+impl Operator for ValueSink {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(same) = self.input.receive_with(|v| v.0[0] == v.0[255]) {
+            assert!(same);
+            self.received.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(())
     }
 }
@@ -210,4 +311,104 @@ fn steady_state_frames_allocate_nothing() {
     );
     let clocked = allocations_per_5000_frames(g, &[&received]);
     assert_eq!(clocked, 0, "allocations over 5,000 clock/window frames");
+
+    // Read in place: src → forward → sink in one partition, and a fork whose legs cross
+    // partitions (there `receive_with` receives the value, then lends it).
+    let in_place_sink = |g: &mut Graph, name: &str, received: &Arc<AtomicU64>| {
+        g.add_operator(
+            name,
+            InPlaceSink {
+                frames: Input::default(),
+                expect: 9,
+                received: Arc::clone(received),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap()
+    };
+    let mut g = Graph::new();
+    let received = Arc::new(AtomicU64::new(0));
+    let (src, _) = ByteSource::new(256, 9);
+    let a = g
+        .add_operator("src", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    let f = g
+        .add_operator(
+            "fwd",
+            InPlaceForward {
+                input: Input::default(),
+                output: Output::default(),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    let k = in_place_sink(&mut g, "sink", &received);
+    g.add_flow(a.frames, f.input, ConnectionOptions::default());
+    g.add_flow(f.output, k.frames, ConnectionOptions::default());
+    let chain = allocations_per_5000_frames(g, &[&received]);
+    assert_eq!(
+        chain, 0,
+        "allocations over 5,000 in-place in-partition frames"
+    );
+
+    let mut g = Graph::new();
+    let (left_received, right_received) =
+        (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (src, _) = ByteSource::new(256, 9);
+    let a = g
+        .add_operator("src", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    let l = in_place_sink(&mut g, "left", &left_received);
+    let r = in_place_sink(&mut g, "right", &right_received);
+    g.add_flow(a.frames, l.frames, ConnectionOptions::default());
+    g.add_flow(
+        a.frames,
+        r.frames,
+        ConnectionOptions::default()
+            .with_queue_depth(2)
+            .with_policy(holo_runtime::QueuePolicy::DropOldest),
+    );
+    let fork = allocations_per_5000_frames(g, &[&left_received, &right_received]);
+    assert_eq!(
+        fork, 0,
+        "allocations over 5,000 in-place cross-partition frames"
+    );
+
+    // 256 bytes by value, read in place.
+    let mut g = Graph::new();
+    let received = Arc::new(AtomicU64::new(0));
+    let s = g
+        .add_operator(
+            "src",
+            ValueSource {
+                out: Output::default(),
+                n: 0,
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    let f = g
+        .add_operator(
+            "fwd",
+            ValueForward {
+                input: Input::default(),
+                out: Output::default(),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    let k = g
+        .add_operator(
+            "sink",
+            ValueSink {
+                input: Input::default(),
+                received: Arc::clone(&received),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    g.add_flow(s.out, f.input, ConnectionOptions::default());
+    g.add_flow(f.out, k.input, ConnectionOptions::default());
+    let values = allocations_per_5000_frames(g, &[&received]);
+    assert_eq!(values, 0, "allocations over 5,000 in-place 256-byte frames");
 }

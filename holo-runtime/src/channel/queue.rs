@@ -229,12 +229,12 @@ impl<T> LocalRing<T> {
             return Err(value);
         }
         let i = tail & self.mask;
-        // SAFETY: the slot at `tail` is vacant (fewer than `cap` <= `buf.len()` entries are
-        // queued, in distinct slots) and no other thread touches the slots now (the type's
-        // single-thread contract).
+        // SAFETY: `i <= mask < buf.len() == stamps.len()`; the slot at `tail` is vacant
+        // (fewer than `cap` <= `buf.len()` entries are queued, in distinct slots) and no
+        // other thread touches the slots now (the type's single-thread contract).
         unsafe {
-            (*self.buf[i].get()).write(value);
-            *self.stamps[i].get() = stamp;
+            (*self.buf.get_unchecked(i).get()).write(value);
+            *self.stamps.get_unchecked(i).get() = stamp;
         }
         self.index.tail.store(tail + 1, Ordering::Release);
         Ok(())
@@ -255,14 +255,54 @@ impl<T> LocalRing<T> {
             return None;
         }
         let i = head & self.mask;
-        // SAFETY: the slot at `head` holds an initialized entry (head < tail), moved out
-        // exactly once as `head` advances past it; single-thread contract as in `push`.
+        // SAFETY: `i < buf.len() == stamps.len()`; the slot at `head` holds an initialized
+        // entry (head < tail), moved out exactly once as `head` advances past it;
+        // single-thread contract as in `push`.
         let value = unsafe {
-            *stamp = *self.stamps[i].get();
-            (*self.buf[i].get()).assume_init_read()
+            *stamp = *self.stamps.get_unchecked(i).get();
+            (*self.buf.get_unchecked(i).get()).assume_init_read()
         };
         self.index.head.store(head + 1, Ordering::Release);
         Some(value)
+    }
+
+    /// The oldest value where it lies in its slot, and its stamp, without popping it.
+    /// The reference stays valid until the next pop of this ring (`drop_front`, `pop`,
+    /// `pop_parts`): the slot at `head` is not written by a push while the ring is not
+    /// full, and a full ring refuses one.
+    #[inline]
+    fn front(&self) -> Option<(&T, Stamp)> {
+        let head = self.index.head.load(Ordering::Relaxed);
+        if head == self.index.tail.load(Ordering::Relaxed) {
+            return None;
+        }
+        let i = head & self.mask;
+        // SAFETY: `i <= mask < buf.len() == stamps.len()`; the slot at `head` holds an
+        // initialized entry (head < tail), and no other thread touches the slots (the
+        // type's single-thread contract).
+        unsafe {
+            let stamp = *self.stamps.get_unchecked(i).get();
+            Some(((*self.buf.get_unchecked(i).get()).assume_init_ref(), stamp))
+        }
+    }
+
+    /// Pops the oldest value and drops it.
+    ///
+    /// # Safety
+    ///
+    /// The ring holds a value, and no reference from [`front`](Self::front) is used
+    /// after this call.
+    #[inline]
+    unsafe fn drop_front(&self) {
+        let head = self.index.head.load(Ordering::Relaxed);
+        let i = head & self.mask;
+        // SAFETY: `i < buf.len()`; the slot at `head` holds an initialized entry (the
+        // caller's contract), moved out exactly once as `head` advances past it — moved
+        // out before it is dropped, so a drop that unwinds leaves the ring consistent. A
+        // type without drop glue makes this read dead code: no copy.
+        let value = unsafe { (*self.buf.get_unchecked(i).get()).assume_init_read() };
+        self.index.head.store(head + 1, Ordering::Release);
+        drop(value);
     }
 }
 
@@ -362,6 +402,48 @@ impl<T> EdgeQueue<T> {
         };
         bump(&self.counters.delivered);
         Some(value)
+    }
+
+    /// The oldest value where it lies in a same-partition ring, and its stamp, without
+    /// popping it; `None` when the ring is empty or the edge crosses partitions (its
+    /// lock-free slots cannot lend a value). Valid until the next pop of this edge; pop
+    /// it with [`drop_front`](Self::drop_front).
+    #[allow(
+        clippy::inline_always,
+        reason = "on the in-partition hop, as `pop_value`"
+    )]
+    #[inline(always)]
+    pub(crate) fn front(&self) -> Option<(&T, Stamp)> {
+        match &self.queue {
+            Ring::Local(r) => r.front(),
+            Ring::Shared(_) => None,
+        }
+    }
+
+    /// Whether the edge is a same-partition ring (one that can lend its values in place).
+    #[inline]
+    pub(crate) fn is_local(&self) -> bool {
+        matches!(self.queue, Ring::Local(_))
+    }
+
+    /// Pops and drops the value [`front`](Self::front) lent.
+    ///
+    /// # Safety
+    ///
+    /// `front` returned a value since the last pop of this edge, and no reference it
+    /// returned is used after this call.
+    #[allow(
+        clippy::inline_always,
+        reason = "on the in-partition hop, as `pop_value`"
+    )]
+    #[inline(always)]
+    pub(crate) unsafe fn drop_front(&self) {
+        if let Ring::Local(r) = &self.queue {
+            // SAFETY: `front` lent a value, so the ring holds one (the caller's
+            // contract), and the caller no longer uses it.
+            unsafe { r.drop_front() };
+            bump(&self.counters.delivered);
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -549,5 +631,32 @@ mod tests {
             1,
             "dropping the ring drops its entries"
         );
+    }
+
+    #[test]
+    fn front_lends_the_oldest_in_place_and_drop_front_drops_it_once() {
+        let live = Arc::new(0u32);
+        // One endpoint at both ends: a same-partition ring.
+        let end: Arc<CachePadded<Endpoint>> = Arc::default();
+        let edge = make_edge::<Arc<u32>>(2, QueuePolicy::Block, Arc::clone(&end), end).unwrap();
+        let q = Arc::clone(&edge.typed)
+            .downcast::<EdgeQueue<Arc<u32>>>()
+            .unwrap();
+        assert!(q.is_local() && q.front().is_none());
+        let stamp = |frame| Stamp {
+            frame,
+            ..Stamp::default()
+        };
+        q.push(Arc::clone(&live), stamp(1));
+        q.push(Arc::new(5), stamp(2));
+        let (v, s) = q.front().unwrap();
+        assert!(Arc::ptr_eq(v, &live) && s.frame == 1);
+        // Lent, not popped: still queued, not dropped.
+        assert_eq!((q.len(), Arc::strong_count(&live)), (2, 2));
+        // SAFETY: `front` lent a value and `v` is not used after this.
+        unsafe { q.drop_front() };
+        assert_eq!((q.len(), Arc::strong_count(&live)), (1, 1));
+        assert_eq!(q.counters.delivered.load(Ordering::Relaxed), 1);
+        assert_eq!(q.front().map(|(v, s)| (**v, s.frame)), Some((5, 2)));
     }
 }

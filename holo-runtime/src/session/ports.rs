@@ -201,6 +201,88 @@ impl<T: Clone + Send + 'static> Input<T> {
         self.receive_full()
     }
 
+    /// [`receive`](Self::receive), lending the value to `f` instead of moving it out:
+    /// on a flow within one partition `f` reads it where it lies in the queue, and it is
+    /// dropped there when `f` returns — a forwarder that clones it into its output, or a
+    /// sink that reads a few bytes of it, copies nothing else. Returns what `f` returned,
+    /// or `None` (without calling `f`) where `receive` returns `None`.
+    ///
+    /// Every rule of `receive` holds: the oldest entry (the newest for a `latest` input),
+    /// the stream or host wait of a received tensor, `history`, `missing = reuse_last`
+    /// (`f` sees the last sample once per activation), the capture time and frame id the
+    /// activation carries forward (already updated while `f` runs, so an emit inside `f`
+    /// carries them), and a port on another thread takes nothing and stops the session
+    /// with `NotSupported`. Where a rule needs the value itself — a cross-partition flow,
+    /// history, `reuse_last`, `latest`, a wait — it is received as `receive` does and `f`
+    /// reads it from there. If `f` panics, the value stays queued. Otherwise the value is
+    /// consumed whatever `f` did with it: a forwarder that must not lose one to
+    /// `Backpressured` looks at [`Output::has_room`] first.
+    ///
+    /// ```
+    /// use holo_runtime::{EmitOptions, ExecutionContext, Input, Operator, Output, Result, operator};
+    ///
+    /// #[derive(Clone)]
+    /// struct Frame([u8; 256]);
+    ///
+    /// #[operator]
+    /// struct Forward {
+    ///     input: Input<Frame>,
+    ///     out: Output<Frame>,
+    /// }
+    ///
+    /// impl Operator for Forward {
+    ///     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+    ///         // One copy per frame: the clone, from the input's slot to the output's.
+    ///         while let Some(sent) = self
+    ///             .input
+    ///             .receive_with(|f| self.out.emit(f.clone(), EmitOptions::default()))
+    ///         {
+    ///             sent?;
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    #[allow(
+        clippy::inline_always,
+        reason = "the fast path is a read in place; as `receive`"
+    )]
+    #[inline(always)]
+    pub fn receive_with<R>(&mut self, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let received;
+        // `f` is called in one place only, so that it is inlined here.
+        let (value, lent_by) = {
+            let b = self.binding.as_mut()?;
+            let q = b.queue.as_ref()?;
+            if b.plain && q.is_local() {
+                if !b.activation.on_operator_thread() {
+                    b.activation.fail(wrong_thread(b.location));
+                    return None;
+                }
+                let (value, stamp) = q.front()?;
+                b.last_stamp = stamp;
+                b.activation.observe(&stamp);
+                (value, Some(q))
+            } else {
+                received = self.receive_moved()?;
+                (&received, None)
+            }
+        };
+        let out = f(value);
+        if let Some(q) = lent_by {
+            // SAFETY: `front` lent `value` above (nothing popped this edge since: `f`
+            // cannot reach this input), and `value` is not used after this.
+            unsafe { q.drop_front() };
+        }
+        Some(out)
+    }
+
+    /// `receive`, for `receive_with` where the value cannot be lent in place.
+    #[inline(never)]
+    fn receive_moved(&mut self) -> Option<T> {
+        self.receive()
+    }
+
     /// [`receive`](Self::receive), with what travelled with the value: its frame id, its
     /// capture time and when the activation that published it ran. (A value reused by
     /// `missing = reuse_last` comes with the information of its original receipt.)
