@@ -168,3 +168,210 @@ fn a_forwarder_keeps_the_frame_id_and_capture_time_and_the_sink_sees_the_publish
         }
     }
 }
+
+/// Drains every queued value in one activation (after a pause that lets several queue up)
+/// and forwards each with default options as it goes.
+#[operator]
+struct Drain {
+    input: Input<u64>,
+    out: Output<u64>,
+    batches: Arc<Mutex<Vec<usize>>>,
+}
+
+impl Operator for Drain {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        std::thread::sleep(Duration::from_millis(3));
+        let mut n = 0;
+        while let Some(v) = self.input.receive() {
+            self.out.emit(v, EmitOptions::default())?;
+            n += 1;
+        }
+        self.batches.lock().unwrap().push(n);
+        Ok(())
+    }
+}
+
+/// Emits its frame ids in one activation: 3 per activation.
+#[operator]
+struct Burst {
+    out: Output<u64>,
+    n: u64,
+}
+
+impl Operator for Burst {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        for _ in 0..3 {
+            self.out.emit(self.n, EmitOptions::default())?;
+            self.n += 1;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_forwarder_that_drains_several_values_in_one_activation_keeps_each_frame_id() {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let batches = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::new();
+    let s = g
+        .add_operator_with_defaults(
+            "source",
+            Burst {
+                out: Output::default(),
+                n: 0,
+            },
+        )
+        .unwrap();
+    let f = g
+        .add_operator_with_defaults(
+            "drain",
+            Drain {
+                input: Input::default(),
+                out: Output::default(),
+                batches: Arc::clone(&batches),
+            },
+        )
+        .unwrap();
+    let k = g
+        .add_operator_with_defaults(
+            "sink",
+            Sink {
+                input: Input::default(),
+                got: Arc::clone(&got),
+            },
+        )
+        .unwrap();
+    let c = ConnectionOptions::default().with_queue_depth(64);
+    g.add_flow(s.out, f.input, c);
+    g.add_flow(f.out, k.input, c);
+    let plan = compile(
+        &g,
+        common::partitioned(&[&["source"], &["drain"], &["sink"]]),
+    )
+    .unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(8)).unwrap();
+    assert!(session.wait_idle(Duration::from_secs(20)));
+    session.join().unwrap();
+    let got = got.lock().unwrap();
+    // Each value reaches the sink with the frame id its source gave it (the source's
+    // output numbers its emits 0, 1, 2, …), however the drainer batched them.
+    let frames: Vec<(u64, u64)> = got.iter().map(|(v, info, _)| (*v, info.frame)).collect();
+    let want: Vec<(u64, u64)> = (0..24).map(|n| (n, n)).collect();
+    assert_eq!(frames, want);
+    assert!(
+        batches.lock().unwrap().iter().any(|&n| n > 1),
+        "the drainer took several values in one activation: {:?}",
+        batches.lock().unwrap()
+    );
+}
+
+/// Receives one value on each input, then emits their sum once.
+#[operator]
+struct Join {
+    a: Input<u64>,
+    b: Input<u64>,
+    out: Output<u64>,
+}
+
+impl Operator for Join {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        if self.a.pending() == 0 || self.b.pending() == 0 {
+            return Ok(());
+        }
+        let (Some(x), Some(y)) = (self.a.receive(), self.b.receive()) else {
+            return Ok(());
+        };
+        self.out.emit(x + y, EmitOptions::default())
+    }
+}
+
+/// Emits `base + n` with frame id `base + n` and capture time `epoch + delay`.
+#[operator]
+struct Stamped {
+    out: Output<u64>,
+    n: u64,
+    base: u64,
+    epoch: Instant,
+    delay: Duration,
+}
+
+impl Operator for Stamped {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let v = self.base + self.n;
+        self.n += 1;
+        self.out.emit(
+            v,
+            EmitOptions::default()
+                .with_frame(v)
+                .with_capture_time(self.epoch + self.delay),
+        )
+    }
+}
+
+#[test]
+fn a_join_carries_the_frame_id_and_capture_time_of_its_earliest_input() {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    // After the session's start: a capture time before its clock's epoch reads as the
+    // epoch.
+    let epoch = Instant::now() + Duration::from_secs(1);
+    let mut g = Graph::new();
+    let mut stamped = |name: &str, base: u64, delay_ms: u64| {
+        g.add_operator_with_defaults(
+            name,
+            Stamped {
+                out: Output::default(),
+                n: 0,
+                base,
+                epoch,
+                delay: Duration::from_millis(delay_ms),
+            },
+        )
+        .unwrap()
+        .out
+    };
+    // `late`'s values were captured 5 ms after `early`'s.
+    let late = stamped("late", 100, 5);
+    let early = stamped("early", 200, 0);
+    let j = g
+        .add_operator_with_defaults(
+            "join",
+            Join {
+                a: Input::default(),
+                b: Input::default(),
+                out: Output::default(),
+            },
+        )
+        .unwrap();
+    let k = g
+        .add_operator_with_defaults(
+            "sink",
+            Sink {
+                input: Input::default(),
+                got: Arc::clone(&got),
+            },
+        )
+        .unwrap();
+    let c = ConnectionOptions::default().with_queue_depth(8);
+    g.add_flow(late, j.a, c);
+    g.add_flow(early, j.b, c);
+    g.add_flow(j.out, k.input, c);
+    let plan = compile(&g, common::partitioned(&[])).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(4)).unwrap();
+    assert!(session.wait_idle(Duration::from_secs(20)));
+    session.join().unwrap();
+    let got = got.lock().unwrap();
+    assert_eq!(got.len(), 4);
+    for (n, (v, info, _)) in got.iter().enumerate() {
+        let n = n as u64;
+        assert_eq!(*v, 300 + 2 * n);
+        assert_eq!(info.frame, 200 + n, "the earliest input's frame id");
+        // The session's clock carries a capture time to within a microsecond; the late
+        // input's is 5 ms off.
+        let c = info.capture_time.expect("a capture time");
+        let off = if c > epoch { c - epoch } else { epoch - c };
+        assert!(
+            off < Duration::from_micros(100),
+            "the earliest capture time: {off:?} off"
+        );
+    }
+}

@@ -88,6 +88,9 @@ pub(crate) struct ActivationState {
     /// The frame id that goes with `capture_ns`.
     frame: AtomicU64,
     received: AtomicBool,
+    /// An output published since the last value was received: the next received value
+    /// starts a new group (its capture time and frame id replace the group's).
+    emitted: AtomicBool,
     /// Activations begun so far (for once-per-activation input behaviour).
     sequence: AtomicU64,
     /// An error raised inside a port call that cannot return one (a failed host wait in
@@ -113,6 +116,7 @@ impl ActivationState {
             capture_ns: AtomicU64::new(NO_CAPTURE),
             frame: AtomicU64::new(0),
             received: AtomicBool::new(false),
+            emitted: AtomicBool::new(false),
             sequence: AtomicU64::new(0),
             error: std::sync::Mutex::new(None),
             failed: AtomicBool::new(false),
@@ -194,22 +198,32 @@ impl ActivationState {
         self.ready_ns.store(ready, Ordering::Relaxed);
         self.capture_ns.store(NO_CAPTURE, Ordering::Relaxed);
         self.received.store(false, Ordering::Relaxed);
+        self.emitted.store(false, Ordering::Relaxed);
         // Only the operator's partition thread writes it: no read-modify-write needed.
         self.sequence
             .store(self.sequence.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
-    /// An input received a value with this stamp: the activation's capture time is the
-    /// earliest received, and its frame id that value's (the first received's while no
-    /// capture time is known).
+    /// An input received a value with this stamp. The values received since the
+    /// activation's last emit form a group: its capture time is the earliest received,
+    /// and its frame id that value's. So a join's output carries its earliest input, and
+    /// a forwarder that receives and emits value by value keeps each value's own.
     #[inline]
     pub(crate) fn observe(&self, stamp: &crate::channel::queue::Stamp) {
-        let first = !self.received.load(Ordering::Relaxed);
+        let first = !self.received.load(Ordering::Relaxed) || self.emitted.load(Ordering::Relaxed);
         self.received.store(true, Ordering::Relaxed);
+        self.emitted.store(false, Ordering::Relaxed);
         if first || stamp.capture_ns < self.capture_ns.load(Ordering::Relaxed) {
             self.capture_ns.store(stamp.capture_ns, Ordering::Relaxed);
             self.frame.store(stamp.frame, Ordering::Relaxed);
         }
+    }
+
+    /// An output published: a value received next starts a new group (see
+    /// [`observe`](Self::observe)).
+    #[inline]
+    pub(crate) fn note_emit(&self) {
+        self.emitted.store(true, Ordering::Relaxed);
     }
 
     /// The frame id this activation carries forward: that of the value its capture time

@@ -20,8 +20,10 @@ use crate::{Error, ErrorCode, Result};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct EmitOptions {
-    /// When the data was captured, for end-to-end latency. `None` carries the capture
-    /// time of the inputs this activation received; a source's is the moment its
+    /// When the data was captured, for end-to-end latency. `None` carries the earliest
+    /// capture time of the values received since the activation's last emit (all of
+    /// them, for an activation that emits once at the end; each value's own, for one
+    /// that receives and emits value by value); a source's is the moment its
     /// partition was free to begin the activation (the clock reading that ended the
     /// previous activation, when the partition went straight on), else its activation
     /// time.
@@ -133,9 +135,10 @@ impl<T> InputBinding<T> {
 #[non_exhaustive]
 pub struct FrameInfo {
     /// The frame id: a source's emits number their frames 0, 1, 2, … per output; a value
-    /// emitted by an activation that received something carries the id of the input it
-    /// takes its capture time from (so a forwarder keeps it); `EmitOptions::frame` sets
-    /// it.
+    /// emitted by an activation that received something carries the id of the value it
+    /// takes its capture time from — the earliest received since the activation's last
+    /// emit, so a forwarder keeps each value's id even when it drains several values in
+    /// one activation; `EmitOptions::frame` sets it.
     pub frame: u64,
     /// When the data was captured (`EmitOptions::capture_time`, or carried forward).
     pub capture_time: Option<Instant>,
@@ -550,6 +553,7 @@ impl<T: Clone + Send + 'static> Output<T> {
             frame,
             publish_ns: b.activation.publish_ns(),
         };
+        b.activation.note_emit();
         if let Some((last, rest)) = b.edges.split_last() {
             for e in rest {
                 e.push(value.clone(), stamp);
