@@ -2,7 +2,8 @@
 //!
 //! Passes, each from the plan-so-far to the plan: graph checks (fan-in, unconnected
 //! inputs, cycles) → partitioning → memory kinds and byte spans → placement and layout
-//! checks → queue depths → pools → streams and fusion. Every pass reports all it finds;
+//! checks → queue depths → forwarding declarations → pools (each followed through the
+//! outputs that forward its tensors) → streams and fusion. Every pass reports all it finds;
 //! one compile returns every diagnostic together.
 
 mod diagnostics;
@@ -285,8 +286,9 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
     });
     let sized = pass("size_queues", || queues::size_queues(&mut work));
     let edges = pass("edge_records", || edge_records(&mut work, &placed, &sized));
+    let forwards = pass("forwarding", || pools::forwarding(&mut work));
     let (allocations, derivations, dependencies, providers, pool_floors) = pass("pools", || {
-        pools::allocations(&mut work, &resolved, &placed, &edges, &sized)
+        pools::allocations(&mut work, &resolved, &placed, &edges, &sized, &forwards)
     });
     if !work.diagnostics.is_empty() {
         return Err(Diagnostics {
