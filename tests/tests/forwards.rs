@@ -401,12 +401,11 @@ fn an_undeclared_forward_of_a_pool_tensor_is_a_protocol_error() {
     );
     let session = RunSession::start(g, &plan, SessionOptions::frames(1)).unwrap();
     let _ = session.wait_idle(Duration::from_secs(20));
-    let err = session.join().expect_err("the undeclared forward is refused");
+    let err = session
+        .join()
+        .expect_err("the undeclared forward is refused");
     assert_eq!(err.code(), ErrorCode::ProtocolError, "{err}");
-    assert_eq!(
-        err.location(),
-        Some("operator \"leak\", port \"out\"")
-    );
+    assert_eq!(err.location(), Some("operator \"leak\", port \"out\""));
     assert!(
         err.to_string()
             .contains("a tensor of the runtime pool of operator \"src\", port \"frames\""),
@@ -450,7 +449,11 @@ fn forwarded_terms_that_overflow_are_a_diagnostic() {
                 },
             )
             .unwrap();
-        g.add_flow(f.out, r.frames, depth(holo_runtime::compile::MAX_QUEUE_DEPTH));
+        g.add_flow(
+            f.out,
+            r.frames,
+            depth(holo_runtime::compile::MAX_QUEUE_DEPTH),
+        );
     }
     let d = compile(&g, CompileOptions::default()).unwrap_err();
     assert_eq!(d.codes(), vec![codes::POOL_CAPACITY_OVERFLOW], "{d}");
@@ -460,7 +463,8 @@ fn forwarded_terms_that_overflow_are_a_diagnostic() {
         (Some("src"), Some("frames"))
     );
     assert!(
-        item.message.contains(&format!("forwarded over {legs} flows")),
+        item.message
+            .contains(&format!("forwarded over {legs} flows")),
         "{item}"
     );
 }

@@ -30,9 +30,7 @@ pub(crate) fn forwarding(work: &mut Work<'_>) -> Adjacency {
                 .position(|q| q.name == input && q.direction == PortDirection::Input);
             let out = op.ports.iter().position(|q| std::ptr::eq(q, port));
             match (found, out) {
-                (Some(i), Some(out))
-                    if matches!(op.ports[i].decl, PortDecl::TensorInput(_)) =>
-                {
+                (Some(i), Some(out)) if matches!(op.ports[i].decl, PortDecl::TensorInput(_)) => {
                     let i = u32::try_from(i).unwrap_or(u32::MAX);
                     let out = u32::try_from(out).unwrap_or(u32::MAX);
                     pairs.push((
@@ -160,7 +158,12 @@ pub(super) fn forwarded_terms(
             };
             items.push(((*s).to_owned(), g.clone(), current.to_owned(), 1));
             if t.history > 0 {
-                items.push(((*s).to_owned(), g, "forwarded_history".to_owned(), t.history));
+                items.push((
+                    (*s).to_owned(),
+                    g,
+                    "forwarded_history".to_owned(),
+                    t.history,
+                ));
             }
         }
     }

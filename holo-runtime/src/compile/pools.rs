@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 
 use holo_params::TypeDescriptor;
 
+use super::forwards::{forwarded_flows, forwarded_terms};
+use super::index::Adjacency;
 use super::placement::Placed;
 use super::{Diagnostic, DiagnosticCode, Work, codes};
 use crate::graph::{OperatorNode, PortDecl, TensorOutputDecl};
-use super::forwards::{forwarded_flows, forwarded_terms};
-use super::index::Adjacency;
 use crate::plan::{
     EdgeRecord, HardFloorContributorRecord, PoolCapacityDependencyRecord,
     ProviderAllocationPlanRecord, SlotCountTerms, TensorAllocationPlanRecord,
@@ -601,7 +601,8 @@ pub(crate) fn allocations(
                 .missing
                 == MissingPolicy::ReuseLast
         };
-        let any_reuse = out_edges.iter().any(|e| reuses(e.id)) || forwarded.iter().any(|&e| reuses(e));
+        let any_reuse =
+            out_edges.iter().any(|e| reuses(e.id)) || forwarded.iter().any(|&e| reuses(e));
         let scenarios: &[&str] = if any_reuse {
             &["data_present", "data_missing"]
         } else {
