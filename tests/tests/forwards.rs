@@ -185,7 +185,7 @@ fn a_chain_of_forwarders_split_over_partitions_gets_every_frame_through() {
     assert_eq!(plan.partitions().len(), 4);
     assert_eq!(plan.tensor_allocation("src.frames").unwrap().slot_count, 11);
     let session = RunSession::start(g, &plan, SessionOptions::frames(FRAMES)).unwrap();
-    assert!(session.wait_idle(Duration::from_secs(60)));
+    assert!(session.wait_idle(Duration::from_mins(1)));
     let report = session.join().expect("no pool is exhausted");
     assert_eq!(*got.lock().unwrap(), (0..FRAMES).collect::<Vec<_>>());
     assert_eq!(report.pools.len(), 1, "forwarding allocates no pool");
@@ -309,7 +309,7 @@ fn a_fan_out_after_a_forwarder_counts_every_leg_and_its_retention() {
             },
         )
         .unwrap();
-    let h = g
+    let hist = g
         .add_operator_with_defaults(
             "hist",
             HistorySink {
@@ -317,7 +317,7 @@ fn a_fan_out_after_a_forwarder_counts_every_leg_and_its_retention() {
             },
         )
         .unwrap();
-    let r = g
+    let reuse = g
         .add_operator_with_defaults(
             "reuse",
             ReuseSink {
@@ -326,11 +326,11 @@ fn a_fan_out_after_a_forwarder_counts_every_leg_and_its_retention() {
         )
         .unwrap();
     g.add_flow(s.frames, f.input, depth(1));
-    g.add_flow(f.out, h.frames, depth(4));
-    g.add_flow(f.out, r.frames, depth(5));
+    g.add_flow(f.out, hist.frames, depth(4));
+    g.add_flow(f.out, reuse.frames, depth(5));
     let plan = compile(&g, CompileOptions::default()).unwrap();
-    let a = plan.tensor_allocation("src.frames").unwrap();
-    let terms: Vec<(u32, &str, u32)> = a
+    let pool = plan.tensor_allocation("src.frames").unwrap();
+    let terms: Vec<(u32, &str, u32)> = pool
         .slot_terms
         .forwarded_through
         .iter()
@@ -346,7 +346,7 @@ fn a_fan_out_after_a_forwarder_counts_every_leg_and_its_retention() {
         ]
     );
     // 1 queued + 1 held + 1 loan + 1 retirement + (4 + 3) + (5 + 1) forwarded.
-    assert_eq!((a.slot_terms.forwarded, a.slot_count), (13, 17));
+    assert_eq!((pool.slot_terms.forwarded, pool.slot_count), (13, 17));
     // The reused sample is an alternative to the hold in the `data_missing` scenario.
     assert!(plan.hard_floor_contributors().iter().any(|c| {
         c.pool.as_deref() == Some("src.frames")
@@ -441,7 +441,7 @@ fn forwarded_terms_that_overflow_are_a_diagnostic() {
     // 4,096 legs of the deepest queue holo admits: 2^32 forwarded queue entries.
     let legs = 4096;
     for i in 0..legs {
-        let r = g
+        let leg = g
             .add_operator_with_defaults(
                 &format!("leg{i}"),
                 ReuseSink {
@@ -451,13 +451,17 @@ fn forwarded_terms_that_overflow_are_a_diagnostic() {
             .unwrap();
         g.add_flow(
             f.out,
-            r.frames,
+            leg.frames,
             depth(holo_runtime::compile::MAX_QUEUE_DEPTH),
         );
     }
-    let d = compile(&g, CompileOptions::default()).unwrap_err();
-    assert_eq!(d.codes(), vec![codes::POOL_CAPACITY_OVERFLOW], "{d}");
-    let item = &d.items[0];
+    let diags = compile(&g, CompileOptions::default()).unwrap_err();
+    assert_eq!(
+        diags.codes(),
+        vec![codes::POOL_CAPACITY_OVERFLOW],
+        "{diags}"
+    );
+    let item = &diags.items[0];
     assert_eq!(
         (item.operator.as_deref(), item.port.as_deref()),
         (Some("src"), Some("frames"))
