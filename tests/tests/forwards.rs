@@ -33,9 +33,7 @@ struct Source {
 
 impl Operator for Source {
     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        while !self.frames.has_room() {
-            std::thread::sleep(Duration::from_micros(100));
-        }
+        wait_for_room(&self.frames);
         let loan = self.frames.allocate_tensor(TensorLoanRequest {
             shape: &[8],
             dtype: DType::U8,
@@ -45,6 +43,15 @@ impl Operator for Source {
         self.frames.emit(t, EmitOptions::default())?;
         self.k += 1;
         Ok(())
+    }
+}
+
+/// Waits up to 5 s for room on `out` (then the emit that follows is `Backpressured` and
+/// fails the session: a stalled pipeline fails the test rather than hanging it).
+fn wait_for_room(out: &Output<Tensor>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !out.has_room() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_micros(100));
     }
 }
 
@@ -62,9 +69,7 @@ impl Operator for Relay {
         let Some(t) = self.input.receive() else {
             return Ok(());
         };
-        while !self.out.has_room() {
-            std::thread::sleep(Duration::from_micros(100));
-        }
+        wait_for_room(&self.out);
         self.out.emit(t, EmitOptions::default())
     }
 }
@@ -185,8 +190,9 @@ fn a_chain_of_forwarders_split_over_partitions_gets_every_frame_through() {
     assert_eq!(plan.partitions().len(), 4);
     assert_eq!(plan.tensor_allocation("src.frames").unwrap().slot_count, 11);
     let session = RunSession::start(g, &plan, SessionOptions::frames(FRAMES)).unwrap();
-    assert!(session.wait_idle(Duration::from_mins(1)));
+    let idle = session.wait_idle(Duration::from_secs(20));
     let report = session.join().expect("no pool is exhausted");
+    assert!(idle);
     assert_eq!(*got.lock().unwrap(), (0..FRAMES).collect::<Vec<_>>());
     assert_eq!(report.pools.len(), 1, "forwarding allocates no pool");
 }
