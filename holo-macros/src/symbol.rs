@@ -62,6 +62,8 @@ pub(crate) const BYTE_SPAN: Symbol = Symbol("byte_span");
 pub(crate) const MEMORY_KIND: Symbol = Symbol("memory_kind");
 pub(crate) const MAX_LOANS: Symbol = Symbol("max_loans");
 pub(crate) const OPTIONAL: Symbol = Symbol("optional");
+/// `#[output(forwards = input)]`: the output emits tensors received on that input.
+pub(crate) const FORWARDS: Symbol = Symbol("forwards");
 // Temporal contracts and rates.
 pub(crate) const TRIGGER: Symbol = Symbol("trigger");
 pub(crate) const WINDOW: Symbol = Symbol("window");
@@ -103,6 +105,7 @@ pub(crate) const OUTPUT_KEYS: &[Symbol] = &[
     NOMINAL_RATE,
     FOLLOWS,
     BURST,
+    FORWARDS,
 ];
 pub(crate) const INPUT_KEYS: &[Symbol] = &[
     NAME,
@@ -127,6 +130,7 @@ pub(crate) const OUTPUT_ONLY_KEYS: &[Symbol] = &[
     NOMINAL_RATE,
     FOLLOWS,
     BURST,
+    FORWARDS,
 ];
 /// Keys only an input takes.
 pub(crate) const INPUT_ONLY_KEYS: &[Symbol] =

@@ -92,6 +92,8 @@ pub(crate) struct TensorOutputDecl {
     pub(crate) memory_kind: Option<MemoryKindDerivation<()>>,
     pub(crate) max_loans: u32,
     pub(crate) max_rank: Option<u32>,
+    /// The input whose received tensors the output may emit (`forwards = input`).
+    pub(crate) forwards: Option<&'static str>,
 }
 
 #[derive(Clone)]
@@ -246,6 +248,7 @@ impl Graph {
                         memory_kind: t.memory_kind.map(MemoryKindDerivation::erase),
                         max_loans: t.max_loans,
                         max_rank: t.max_rank,
+                        forwards: t.forwards,
                     }),
                     PortPayload::TensorInput(i) => PortDecl::TensorInput(i),
                     PortPayload::Message(_) => PortDecl::Message,

@@ -55,6 +55,7 @@
 /// | `nominal_rate = EXPR` | the output's declared rate (`Rate::hz(60)`, `parameter_rate(…)`) |
 /// | `follows(input, RATIO)` | the output's rate derived from an input of this operator (`RateRatio::new(1, 4)`); never triggers anything |
 /// | `burst = N` | entries one activation may emit at once (a hard-floor contributor) |
+/// | `forwards = input` | the output emits tensors received on `input` (an `Input<Tensor>` field of this operator), unchanged: the pool they come from is sized for this output's queues and holds too (below) |
 ///
 /// A `runtime_pool` needs a finite bound (`bounds` or `byte_span`) and a memory kind
 /// (`memory` or `memory_kind`); `bounds` and `byte_span` exclude each other, as do
@@ -65,6 +66,21 @@
 /// evaluated with a prelude in scope — `Rate`, `RateRatio`, `MemoryKind` and its
 /// variants, `param_ref!`, `memory_kind_map!` and the functions below — so it needs no
 /// `use` of its own (an import used only there would be reported unused).
+///
+/// **Forwarding.** A received tensor keeps its slot in the pool it came from as it travels
+/// on, so an output that emits what an input received declares it:
+/// `#[output(storage = pass_through, forwards = frames)]`. The compiler then follows each
+/// pool's tensors through every output that forwards them — any number of forwarders,
+/// across partitions and fan-outs — and adds to the origin pool's slot count each queue
+/// depth and each consumer's retention (`max(1, history)`, or a reused last sample) they
+/// can occupy, term by term in the plan
+/// ([`SlotCountTerms::forwarded_through`](crate::plan::SlotCountTerms::forwarded_through),
+/// rendered as `forwarded through relay.out → sink.frames: queue depth 4`). `forwards`
+/// naming a field that is not an `Input<Tensor>` of the operator is a compile error on that
+/// name. An output without it that emits a tensor of another operator's pool is refused
+/// on emit with `ProtocolError` naming the port and the pool: that pool was not sized for
+/// it. Tensors a pass-through output makes itself (`Tensor::from_host_vec`) need no
+/// declaration.
 ///
 /// Byte-span expressions see, in scope: `tensor_byte_span(n)`,
 /// `parameter_contiguous_byte_span(param_ref!(P::shape))` (the shape's product times the

@@ -89,14 +89,17 @@ fn a_2000_operator_tensor_chain_is_one_partition_with_one_pool() {
         assert_eq!(e.depth_source, "default");
         assert!(e.tensor && !e.cross_partition && e.fusion.is_none());
     }
-    // Only the source's runtime pool: one queued + one held + one loan + one retirement.
+    // Only the source's runtime pool: one queued + one held + one loan + one retirement,
+    // and each of the 1,998 forwarded flows' queue and hold.
     let pools: Vec<(&str, u32)> = plan
         .tensor_allocations()
         .iter()
         .map(|a| (a.pool.as_str(), a.slot_count))
         .collect();
-    assert_eq!(pools, [("src.frames", 4)]);
-    assert_eq!(plan.pool_capacity_dependencies()[0].edges, [0]);
+    assert_eq!(pools, [("src.frames", 4 + 2 * (N as u32 - 2))]);
+    let dep = &plan.pool_capacity_dependencies()[0];
+    assert_eq!(dep.edges, [0]);
+    assert_eq!(dep.forwarded_edges, (1..N as u32 - 1).collect::<Vec<_>>());
     // Two rate records per forwarding operator, sorted by (operator, port).
     let rates = plan.port_rates();
     assert_eq!(rates.len(), 2 * N - 2);
@@ -105,9 +108,10 @@ fn a_2000_operator_tensor_chain_is_one_partition_with_one_pool() {
             .windows(2)
             .all(|w| (w[0].operator, &w[0].port) < (w[1].operator, &w[1].port))
     );
-    // Every edge: minimum_queue and producer_burst; then the pool's six terms.
+    // Every edge: minimum_queue and producer_burst; then the pool's terms: its own four and
+    // two per forwarded flow.
     let floors = plan.hard_floor_contributors();
-    assert_eq!(floors.len(), 2 * (N - 1) + 4);
+    assert_eq!(floors.len(), 2 * (N - 1) + 4 + 2 * (N - 2));
     assert!(floors[..2 * (N - 1)].iter().all(|c| c.scope == "edge"));
     assert!(
         floors[2 * (N - 1)..]

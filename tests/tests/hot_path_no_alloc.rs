@@ -82,7 +82,7 @@ impl Operator for WindowSink {
 #[operator]
 struct InPlaceForward {
     input: Input<Tensor>,
-    #[output(storage = pass_through)]
+    #[output(storage = pass_through, forwards = input)]
     output: Output<Tensor>,
 }
 

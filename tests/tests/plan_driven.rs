@@ -211,7 +211,8 @@ fn the_plan_records_what_the_session_binds() {
         json["operators"][1]["ports"][0],
         serde_json::json!({
             "index": 0, "name": "input", "direction": "input", "optional": false,
-            "input": { "mode": "queue", "window": null, "missing": "skip", "history": 0 }
+            "input": { "mode": "queue", "window": null, "missing": "skip", "history": 0 },
+            "forwards": null
         })
     );
 }

@@ -81,20 +81,22 @@ fn a_linear_chain_stays_together_and_a_fork_splits_its_legs() {
 fn every_term_of_a_pool_is_in_the_plan() {
     let plan = compile(&chain_and_fork(), CompileOptions::default()).unwrap();
     let a = plan.tensor_allocation("src.frames").unwrap();
-    // 3 queued (the explicit depth) + 1 held by fwd + 1 loan + 1 retirement + 0 history.
+    // 3 queued (the explicit depth) + 1 held by fwd + 1 loan + 1 retirement + 0 history,
+    // + 4 forwarded by fwd (each leg's queue of 1 and its consumer's hold).
     assert_eq!(
         (
             a.slot_terms.queue_entries,
             a.slot_terms.consumer_holds,
             a.slot_terms.producer_loans,
             a.slot_terms.retirement,
-            a.slot_terms.history
+            a.slot_terms.history,
+            a.slot_terms.forwarded
         ),
-        (3, 1, 1, 1, 0)
+        (3, 1, 1, 1, 0, 4)
     );
-    assert_eq!(a.slot_count, 6);
+    assert_eq!(a.slot_count, 10);
     assert_eq!(a.per_slot_bytes, 256);
-    assert_eq!(a.aggregate_bytes, 6 * 256);
+    assert_eq!(a.aggregate_bytes, 10 * 256);
     let d = &plan.tensor_byte_span_derivations()[0];
     assert_eq!(
         (
@@ -103,14 +105,16 @@ fn every_term_of_a_pool_is_in_the_plan() {
             d.slot_count,
             d.aggregate_bytes
         ),
-        ("src.frames", 256, Some(6), Some(1536))
+        ("src.frames", 256, Some(10), Some(2560))
     );
     let human = plan.render_human();
     assert!(
-        human.contains("slots = 3 queued + 1 held + 1 loan + 1 retirement + 0 history = 6"),
+        human.contains(
+            "slots = 3 queued + 1 held + 1 loan + 1 retirement + 0 history + 4 forwarded = 10\n      forwarded through fwd.output → left.frames: queue depth 1\n      forwarded through fwd.output → left.frames: held 1\n      forwarded through fwd.output → right.frames: queue depth 1\n      forwarded through fwd.output → right.frames: held 1\n"
+        ),
         "{human}"
     );
-    assert!(human.contains("bytes = 6 × 256 = 1536"), "{human}");
+    assert!(human.contains("bytes = 10 × 256 = 2560"), "{human}");
 }
 
 #[test]
@@ -125,7 +129,7 @@ fn the_json_is_canonical_deterministic_and_marked() {
     let v: serde_json::Value = serde_json::from_str(&a).unwrap();
     assert_eq!(v["schema"], PLAN_JSON_SCHEMA);
     assert_eq!(v["tensor_allocations"][0]["memory_kind"], "host");
-    assert_eq!(v["tensor_allocations"][0]["slot_count"], 6);
+    assert_eq!(v["tensor_allocations"][0]["slot_count"], 10);
     assert!(v["tensor_byte_span_derivations"][0]["slot_count"].is_number());
     // A changed graph changes the plan.
     let mut g = chain_and_fork();
@@ -147,7 +151,7 @@ fn the_dot_picture_shows_partitions_edges_and_pools() {
         "host-only",
         "op0 -> op1",
         "pool_src.frames",
-        "6 × 256 B",
+        "10 × 256 B",
     ] {
         assert!(dot.contains(needle), "missing {needle:?} in\n{dot}");
     }

@@ -820,7 +820,7 @@ fn pinned_readiness_follows_the_writer_and_a_stream_less_reader_gets_a_host_wait
 struct DevForward {
     #[input(memory = cuda_device)]
     input: Input<Tensor>,
-    #[output(storage = pass_through, memory = cuda_device)]
+    #[output(storage = pass_through, memory = cuda_device, forwards = input)]
     output: Output<Tensor>,
 }
 

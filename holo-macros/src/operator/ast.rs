@@ -218,6 +218,8 @@ pub(crate) struct PortAttr {
     /// `follows(input_field, ratio)`.
     pub(crate) follows: Option<Keyed<(Ident, Expr)>>,
     pub(crate) burst: Option<Keyed<u64>>,
+    /// `forwards = input_field`: the output emits tensors received on that input.
+    pub(crate) forwards: Option<Keyed<Ident>>,
 }
 
 impl PortAttr {
@@ -246,6 +248,7 @@ impl PortAttr {
             nominal_rate: None,
             follows: None,
             burst: None,
+            forwards: None,
         }
     }
 
@@ -777,6 +780,31 @@ fn parse_key(
                 set(cx, slot, Keyed::new(span, value_span, v), word, key, span);
             }
         }
+        "forwards" => {
+            let ident = match &expr {
+                Expr::Path(ExprPath {
+                    qself: None, path, ..
+                }) => path.get_ident().cloned(),
+                _ => None,
+            };
+            match ident {
+                Some(input) => set(
+                    cx,
+                    &mut out.forwards,
+                    Keyed::new(span, value_span, input),
+                    word,
+                    key,
+                    span,
+                ),
+                None => cx.error_spanned_by(
+                    &expr,
+                    format!(
+                        "`#[{word}(forwards)]` names one `Input<Tensor>` field of this operator, like `{}`",
+                        example(key)
+                    ),
+                ),
+            }
+        }
         "bounds" if reads_parameter(&expr) => {
             // A bound is a hard cap fixed when the program is built; one that a
             // parameter sizes is a byte span, resolved when the plan is compiled.
@@ -832,6 +860,7 @@ fn example(key: Symbol) -> &'static str {
         "expected_rate" => "expected_rate = Rate::hz(60)",
         "nominal_rate" => "nominal_rate = Rate::hz(60)",
         "follows" => "follows(frames, RateRatio::new(1, 4))",
+        "forwards" => "forwards = frames",
         _ => "max_loans = 2",
     }
 }

@@ -304,6 +304,13 @@ fn tensor_output_payload(
     );
     let rank = option(rank.map(u32_lit));
     let max_rank = option(max_rank.map(u32_lit));
+    let forwards = option(attr.and_then(|a| a.forwards.as_ref()).map(|f| {
+        let input = &f.value;
+        inputs
+            .iter()
+            .find(|(i, _)| *i == input)
+            .map_or_else(|| input.to_string(), |(_, n)| n.clone())
+    }));
     quote! {
         #p::PortPayload::Tensor(#p::TensorOutputSpec {
             representation: #p::TensorRepresentation {
@@ -317,6 +324,7 @@ fn tensor_output_payload(
             memory_kind: #memory_kind,
             max_loans: #max_loans,
             max_rank: #max_rank,
+            forwards: #forwards,
         })
     }
 }

@@ -23,6 +23,40 @@ pub(crate) fn check(cx: &Ctxt, op: &Operator<'_>) {
     }
     check_port_names(cx, op);
     check_temporal(cx, op);
+    check_forwards(cx, op);
+}
+
+/// `forwards = field` names a `Tensor` input of the same operator.
+fn check_forwards(cx: &Ctxt, op: &Operator<'_>) {
+    for field in &op.fields {
+        let (Some(attr), Some(port)) = (&field.attr, &field.port) else {
+            continue;
+        };
+        let Some(forwards) = &attr.forwards else {
+            continue;
+        };
+        // A message output or an input was told already that the key does not apply.
+        if !port.tensor || port.direction != Direction::Output {
+            continue;
+        }
+        let input = &forwards.value;
+        let target = op.fields.iter().find(|f| f.ident == input);
+        match target.and_then(|f| f.port.as_ref()) {
+            Some(p) if p.direction == Direction::Input && p.tensor => {}
+            Some(p) if p.direction == Direction::Input => cx.error_spanned_by(
+                input,
+                format!(
+                    "`forwards = {input}` names a message input; only a received `Tensor` can be forwarded, so name an `Input<Tensor>` field"
+                ),
+            ),
+            _ => cx.error_spanned_by(
+                input,
+                format!(
+                    "`forwards = {input}` names no input field of this operator; an output forwards what an `Input<Tensor>` field of the same operator received"
+                ),
+            ),
+        }
+    }
 }
 
 /// The field named `ident`, if it is an input port.

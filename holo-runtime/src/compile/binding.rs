@@ -26,6 +26,10 @@ pub(crate) fn port_records(op: &OperatorNode) -> Vec<PortRecord> {
                 missing: p.temporal.missing,
                 history: p.temporal.history,
             }),
+            forwards: match &p.decl {
+                crate::graph::PortDecl::TensorOutput(d) => d.forwards.map(str::to_owned),
+                _ => None,
+            },
         })
         .collect()
 }

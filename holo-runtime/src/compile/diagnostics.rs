@@ -310,8 +310,10 @@ stable_codes! {
     PlacementDeviceConflict = PLACEMENT_DEVICE_CONFLICT,
     /// A binding names an operator or port that does not exist or is not a tensor output.
     PlacementUnknownBinding = PLACEMENT_UNKNOWN_BINDING,
-    /// A slot count or aggregate byte count overflowed.
+    /// A slot count or aggregate byte count overflowed (forwarded terms included).
     PoolCapacityOverflow = POOL_CAPACITY_OVERFLOW,
+    /// An output's `forwards` names no `Tensor` input of its operator.
+    PoolForwardsInvalid = POOL_FORWARDS_INVALID,
     /// An explicit queue depth below the edge's semantic hard floor.
     RateQueueDepthBelowHardFloor = RATE_QUEUE_DEPTH_BELOW_HARD_FLOOR,
     /// (Warning.) An explicit queue depth at or above the hard floor but below the nominal

@@ -2,12 +2,14 @@
 //!
 //! Passes, each from the plan-so-far to the plan: graph checks (fan-in, unconnected
 //! inputs, cycles) → partitioning → memory kinds and byte spans → placement and layout
-//! checks → queue depths → pools → streams and fusion. Every pass reports all it finds;
+//! checks → queue depths → pools (each followed through the outputs that forward its
+//! tensors) → streams and fusion. Every pass reports all it finds;
 //! one compile returns every diagnostic together.
 
 mod binding;
 mod diagnostics;
 mod fingerprint;
+mod forwards;
 mod index;
 mod partition;
 mod placement;
@@ -380,7 +382,8 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
     let sized = pass("size_queues", || queues::size_queues(&mut work));
     let edges = pass("edge_records", || edge_records(&mut work, &placed, &sized));
     let (allocations, derivations, dependencies, providers, pool_floors) = pass("pools", || {
-        pools::allocations(&mut work, &resolved, &placed, &edges, &sized)
+        let forwards = forwards::forwarding(&mut work);
+        pools::allocations(&mut work, &resolved, &placed, &edges, &sized, &forwards)
     });
     let mut edges = edges;
     binding::host_waits(&mut edges, &allocations, &placed);

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use holo_params::TypeDescriptor;
 
+use super::forwards::{forwarded_flows, forwarded_terms};
+use super::index::Adjacency;
 use super::placement::Placed;
 use super::{Diagnostic, DiagnosticCode, Work, codes};
 use crate::graph::{OperatorNode, PortDecl, TensorOutputDecl};
@@ -560,7 +562,10 @@ pub(crate) fn allocations(
     placed: &Placed,
     edges: &[EdgeRecord],
     sized: &super::queues::Sized,
+    forwards: &Adjacency,
 ) -> PoolRecords {
+    let mut marks = vec![0u32; edges.len()];
+    let mut stamp = 0u32;
     let mut allocations = Vec::new();
     let mut derivations = Vec::new();
     let mut dependencies = Vec::new();
@@ -586,14 +591,18 @@ pub(crate) fn allocations(
         let mut holds = 0u32;
         let mut history = 0u32;
         let pool_id = format!("{}.{}", work.op_name(o), work.port_name(o, p));
-        let mut items: Vec<(String, String, String, u32)> = Vec::new();
-        let any_reuse = out_edges.iter().any(|e| {
-            let ge = &work.graph.edges[e.id as usize];
+        let mut items: Vec<super::forwards::FloorItem> = Vec::new();
+        stamp = stamp.wrapping_add(1).max(1);
+        let forwarded = forwarded_flows(work, forwards, (o, p), &mut marks, stamp);
+        let reuses = |e: u32| {
+            let ge = &work.graph.edges[e as usize];
             work.graph.operators[ge.to.0.0 as usize].ports[ge.to.1 as usize]
                 .temporal
                 .missing
                 == MissingPolicy::ReuseLast
-        });
+        };
+        let any_reuse =
+            out_edges.iter().any(|e| reuses(e.id)) || forwarded.iter().any(|&e| reuses(e));
         let scenarios: &[&str] = if any_reuse {
             &["data_present", "data_missing"]
         } else {
@@ -626,6 +635,28 @@ pub(crate) fn allocations(
                 }
             }
         }
+        // After a forwarding output: each flow's queue, and its consumer's retention.
+        let (through, forwarded_retention) =
+            forwarded_terms(work, edges, &forwarded, scenarios, &mut items);
+        let forwarded_sum = through
+            .iter()
+            .try_fold(0u32, |acc, t| acc.checked_add(t.entries));
+        let (Some(forwarded_sum), Some(forwarded_retention)) = (forwarded_sum, forwarded_retention)
+        else {
+            work.diagnostics.push(
+                Diagnostic::error(
+                    codes::POOL_CAPACITY_OVERFLOW,
+                    format!(
+                        "the slot count overflows: the pool's tensors are forwarded over {} flows whose queues and holds exceed 2^32 entries",
+                        forwarded.len()
+                    ),
+                )
+                .operator(&op_name)
+                .port(port)
+                .hint("lower the queue depths or histories after the forwarding outputs"),
+            );
+            continue;
+        };
         for s in scenarios {
             items.push((
                 (*s).to_owned(),
@@ -649,6 +680,8 @@ pub(crate) fn allocations(
             producer_loans: out.max_loans,
             retirement: 1,
             history,
+            forwarded: forwarded_sum,
+            forwarded_through: through,
         };
         let composed = crate::plan::rates::compose(
             items
@@ -718,11 +751,16 @@ pub(crate) fn allocations(
             },
         });
         let retention = holds.saturating_add(history);
-        let admitted_queue = out_edges.iter().try_fold(0u32, |acc, e| {
-            sized.admitted_depth[e.id as usize].and_then(|d| acc.checked_add(d))
-        });
+        let admitted_queue = out_edges
+            .iter()
+            .map(|e| e.id)
+            .chain(forwarded.iter().copied())
+            .try_fold(0u32, |acc, e| {
+                sized.admitted_depth[e as usize].and_then(|d| acc.checked_add(d))
+            });
         let admitted_entries = admitted_queue.and_then(|q| {
             q.checked_add(retention)?
+                .checked_add(forwarded_retention)?
                 .checked_add(out.max_loans)?
                 .checked_add(1)
         });
@@ -734,6 +772,8 @@ pub(crate) fn allocations(
             consumer_retention: retention,
             producer_loans: out.max_loans,
             retirement: 1,
+            forwarded_edges: forwarded,
+            forwarded_entries: forwarded_sum,
             active_entries: slot_count,
             active_logical_payload_bytes: aggregate,
             admitted_queue_entries: admitted_queue,

@@ -26,11 +26,14 @@ pub struct PortRecord {
     pub optional: bool,
     /// An input's binding; `None` for an output.
     pub input: Option<InputBindingRecord>,
+    /// The input a tensor output forwards (`#[output(forwards = input)]`): it may emit
+    /// tensors of other operators' pools, which the plan counted in their origin pools.
+    pub forwards: Option<String>,
 }
 
 impl Serialize for PortRecord {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut r = s.serialize_struct("PortRecord", 5)?;
+        let mut r = s.serialize_struct("PortRecord", 6)?;
         r.serialize_field("index", &self.index)?;
         r.serialize_field("name", &self.name)?;
         r.serialize_field(
@@ -42,6 +45,7 @@ impl Serialize for PortRecord {
         )?;
         r.serialize_field("optional", &self.optional)?;
         r.serialize_field("input", &self.input)?;
+        r.serialize_field("forwards", &self.forwards)?;
         r.end()
     }
 }

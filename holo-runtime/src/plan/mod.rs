@@ -157,7 +157,8 @@ pub struct EdgeRecord {
 
 /// Every term of a pool's slot count.
 ///
-/// `slot_count = queue_entries + consumer_holds + producer_loans + retirement + history`:
+/// `slot_count = queue_entries + consumer_holds + producer_loans + retirement + history +
+/// forwarded`:
 /// - `queue_entries`: the sum of the final depths of every edge the output feeds (each
 ///   queued entry may be a distinct slot);
 /// - `consumer_holds` + `history`: each consumer retains `max(1, history)` entries — the
@@ -165,10 +166,14 @@ pub struct EdgeRecord {
 ///   alternatives, not a sum. `consumer_holds` counts the consumers with no history (one
 ///   entry each); `history` sums the declared `history = N` of the others;
 /// - `producer_loans`: the loans the producer may hold at once (`max_loans`, default 1);
-/// - `retirement`: one entry that may still be on its way back to the free list.
+/// - `retirement`: one entry that may still be on its way back to the free list;
+/// - `forwarded`: the sum of [`forwarded_through`](Self::forwarded_through): where a
+///   consumer forwards the pool's tensors (`#[output(forwards = input)]`), every queue and
+///   hold after the forwarding output, through any number of forwarders, partitions and
+///   fan-outs, may hold a slot of this pool too.
 ///
 /// With one consumer of history 4, an 8-deep edge, one loan and one retirement entry:
-/// 8 + 4 + 1 + 1 = 14.
+/// 8 + 4 + 1 + 1 = 14. Forwarded on to a consumer over a 4-deep edge: 14 + 4 + 1 = 19.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SlotCountTerms {
@@ -182,6 +187,12 @@ pub struct SlotCountTerms {
     pub retirement: u32,
     /// Retained-history entries.
     pub history: u32,
+    /// Entries a forwarded tensor of the pool may occupy after a forwarding output: the
+    /// sum of `forwarded_through`.
+    pub forwarded: u32,
+    /// Each of those terms, flow by flow in the order the forwarding is followed
+    /// (breadth first from the pool's output).
+    pub forwarded_through: Vec<ForwardedSlotTerm>,
 }
 
 impl SlotCountTerms {
@@ -191,7 +202,53 @@ impl SlotCountTerms {
             .checked_add(self.consumer_holds)?
             .checked_add(self.producer_loans)?
             .checked_add(self.retirement)?
-            .checked_add(self.history)
+            .checked_add(self.history)?
+            .checked_add(self.forwarded)
+    }
+}
+
+/// One place a pool's tensor can wait or be held after an output that forwards it.
+///
+/// Rendered as `forwarded through relay.out → sink.frames: queue depth 4`.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ForwardedSlotTerm {
+    /// The flow the forwarded tensor travels on.
+    pub edge: u32,
+    /// The forwarding output, `<operator>.<port>`.
+    pub through: String,
+    /// The consumer's input, `<operator>.<port>`.
+    pub to: String,
+    /// What holds the entries: `queue_depth` (the flow's final depth), `consumer_hold`
+    /// (the entry a consumer with no history computes on) or `history` (a consumer's
+    /// declared `history = N`, which includes the entry it computes on).
+    pub contributor: String,
+    /// The entries.
+    pub entries: u32,
+}
+
+impl ForwardedSlotTerm {
+    /// The contributor as the text rendering shows it (`queue depth`, `held`,
+    /// `history`).
+    pub fn contributor_text(&self) -> &str {
+        match self.contributor.as_str() {
+            "queue_depth" => "queue depth",
+            "consumer_hold" => "held",
+            other => other,
+        }
+    }
+}
+
+impl std::fmt::Display for ForwardedSlotTerm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "forwarded through {} → {}: {} {}",
+            self.through,
+            self.to,
+            self.contributor_text(),
+            self.entries
+        )
     }
 }
 

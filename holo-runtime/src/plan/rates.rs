@@ -137,8 +137,10 @@ pub struct HardFloorContributorRecord {
     /// The group of alternatives within the scenario.
     pub group: String,
     /// `minimum_queue`, `producer_burst`, `selector_retention`, `window_retention`,
-    /// `queue_entries`, `consumer_hold`, `history`, `reuse_last`, `producer_loans` or
-    /// `retirement`.
+    /// `queue_entries`, `consumer_hold`, `history`, `reuse_last`, `producer_loans`,
+    /// `retirement`, or after a forwarding output `forwarded_queue_entries`,
+    /// `forwarded_consumer_hold`, `forwarded_history` or `forwarded_reuse_last` (in the
+    /// groups `forwarded_queue:e<N>` and `forwarded_retention:e<N>`).
     pub contributor: String,
     /// Entries it needs.
     pub entries: u32,
@@ -197,12 +199,19 @@ pub struct PoolCapacityDependencyRecord {
     pub producer_loans: u32,
     /// Retirement entries.
     pub retirement: u32,
+    /// The flows after forwarding outputs that the pool's tensors may travel on
+    /// ([`SlotCountTerms::forwarded_through`](crate::plan::SlotCountTerms::forwarded_through)).
+    pub forwarded_edges: Vec<u32>,
+    /// Entries on and after those flows at the active rate (their final depths and their
+    /// consumers' retention).
+    pub forwarded_entries: u32,
     /// Logical entries at the active rate.
     pub active_entries: u32,
     /// `per_slot_bytes × active_entries`.
     pub active_logical_payload_bytes: u64,
     /// Queue entries over the admitted domain (automatic edges at their admitted ceiling;
-    /// explicit and default edges at their exact depth); `None` when a rate is unbounded.
+    /// explicit and default edges at their exact depth), forwarded flows included; `None`
+    /// when a rate is unbounded.
     pub admitted_queue_entries: Option<u32>,
     /// Logical entries over the admitted domain.
     pub admitted_entries: Option<u32>,

@@ -116,14 +116,22 @@ impl ExecutionPlan {
             );
             let _ = writeln!(
                 out,
-                "    slots = {} queued + {} held + {} loan + {} retirement + {} history = {}",
+                "    slots = {} queued + {} held + {} loan + {} retirement + {} history{} = {}",
                 t.queue_entries,
                 t.consumer_holds,
                 t.producer_loans,
                 t.retirement,
                 t.history,
+                if t.forwarded_through.is_empty() {
+                    String::new()
+                } else {
+                    format!(" + {} forwarded", t.forwarded)
+                },
                 a.slot_count
             );
+            for f in &t.forwarded_through {
+                let _ = writeln!(out, "      {f}");
+            }
             let _ = writeln!(
                 out,
                 "    bytes = {} × {} = {} ({}); memory kind from {}",

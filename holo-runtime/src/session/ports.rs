@@ -406,6 +406,10 @@ struct OutputBinding<T> {
     /// not come from this output's own (compile-checked) pool.
     requirements: Box<[(TensorInputSpec, &'static str)]>,
     pool: Option<Arc<Pool>>,
+    /// A `Tensor` output that does not declare `forwards`: a tensor from another
+    /// operator's runtime pool is refused on emit, since that pool is not sized for the
+    /// queues and holds after this output.
+    refuse_forwarded: bool,
     activation: Arc<ActivationState>,
     /// Frames this output numbered itself (emits that inherited no frame id).
     next_frame: u64,
@@ -446,6 +450,20 @@ fn wrong_thread(location: &'static str) -> Error {
     .at(location)
 }
 
+/// A tensor of another operator's pool emitted on an output that does not declare
+/// `forwards`.
+#[cold]
+#[inline(never)]
+fn undeclared_forward(location: &'static str, origin: &'static str) -> Error {
+    Error::new(
+        ErrorCode::ProtocolError,
+        format!(
+            "the output emits a tensor of the runtime pool of {origin} but does not declare `#[output(forwards = <input>)]`, so that pool is not sized for the queues and holds after this output; nothing was published"
+        ),
+    )
+    .at(location)
+}
+
 fn check_requirement(t: &Tensor, req: &TensorInputSpec) -> bool {
     req.memory_kind.is_none_or(|k| k == t.memory_kind())
         && req.dtype.is_none_or(|d| d == t.dtype())
@@ -459,8 +477,11 @@ impl<T: Clone + Send + 'static> Output<T> {
     /// returned (the value is dropped; a tensor's slot goes back to its pool): the
     /// operator decides whether to drop, degrade or retry on its next activation. A
     /// drop-oldest queue evicts its oldest entry instead. A tensor that does not meet a
-    /// consumer's declared `TensorInputSpec` is refused with `ProtocolError`. On a thread
-    /// that is not the operator's, nothing is published: `NotSupported`.
+    /// consumer's declared `TensorInputSpec` is refused with `ProtocolError`, and so is a
+    /// tensor from another operator's runtime pool (a received tensor) on an output that
+    /// does not declare `#[output(forwards = input)]`: its pool was sized without the
+    /// queues and holds after this output. On a thread that is not the operator's,
+    /// nothing is published: `NotSupported`.
     #[inline]
     pub fn emit(&mut self, value: impl Into<T>, options: EmitOptions) -> Result<()> {
         self.try_emit(value, options).map_err(|r| r.error)
@@ -488,6 +509,12 @@ impl<T: Clone + Send + 'static> Output<T> {
         };
         if !b.activation.on_operator_thread() {
             return Err(Refused::new(value, wrong_thread(b.location)));
+        }
+        if b.refuse_forwarded
+            && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
+            && let Some(origin) = t.foreign_pool(b.pool.as_ref())
+        {
+            return Err(Refused::new(value, undeclared_forward(b.location, origin)));
         }
         if !b.requirements.is_empty()
             && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
@@ -726,6 +753,7 @@ impl PortBinder<'_> {
                 fused,
             });
         }
+        let forwards = self.ports.get(i).is_some_and(|p| p.forwards.is_some());
         let needs_device_work = contracts
             .iter()
             .any(|c| !c.fused && c.consumer.stream().is_some());
@@ -741,6 +769,8 @@ impl PortBinder<'_> {
             edges,
             requirements: self.requirements.get(i).cloned().unwrap_or_default().into(),
             pool,
+            refuse_forwarded: std::any::TypeId::of::<T>() == std::any::TypeId::of::<Tensor>()
+                && !forwards,
             activation: Arc::clone(self.activation),
             next_frame: 0,
         });

@@ -44,6 +44,11 @@ pub struct TensorOutputSpec<P> {
     /// The largest rank a loan may request (default: the representation's rank, else
     /// [`MAX_TENSOR_RANK`](crate::spec::MAX_TENSOR_RANK)).
     pub max_rank: Option<u32>,
+    /// The tensor input (by port name) whose received tensors this output may emit
+    /// unchanged (`#[output(forwards = frames)]`). The pool a forwarded tensor comes from
+    /// is then sized for every queue and hold after this output too; an output without it
+    /// that emits a tensor of another operator's pool is refused (`ProtocolError`).
+    pub forwards: Option<&'static str>,
 }
 
 impl<P> Default for TensorOutputSpec<P> {
@@ -56,6 +61,7 @@ impl<P> Default for TensorOutputSpec<P> {
             memory_kind: None,
             max_loans: 1,
             max_rank: None,
+            forwards: None,
         }
     }
 }

@@ -570,6 +570,16 @@ impl Tensor {
         }
     }
 
+    /// Where this tensor's slot comes from, when that is a runtime pool of the plan other
+    /// than `own` (the emitting output's pool): the pool's location (`operator "…", port
+    /// "…"`). `None` for a slot of `own` and for a pass-through tensor's own bytes.
+    #[inline]
+    pub(crate) fn foreign_pool(&self, own: Option<&Arc<Pool>>) -> Option<&'static str> {
+        let pool: &Arc<Pool> = &self.pool;
+        (!pool.pass_through && own.is_none_or(|own| !Arc::ptr_eq(own, pool)))
+            .then_some(pool.location)
+    }
+
     /// The stream contract's producer half, applied when the runtime publishes this
     /// tensor to a consumer: registers the consumer's stream as a release stream
     /// (deduplicated, capped; no device call; nothing for a host consumer).

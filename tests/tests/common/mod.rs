@@ -123,11 +123,12 @@ impl Operator for ByteSink {
     }
 }
 
-/// Forwards every received tensor unchanged through a pass-through output.
+/// Forwards every received tensor unchanged through a pass-through output (declared, so
+/// the origin pool is sized for what follows it).
 #[operator]
 pub struct Forward {
     pub input: Input<Tensor>,
-    #[output(storage = pass_through)]
+    #[output(storage = pass_through, forwards = input)]
     pub output: Output<Tensor>,
 }
 

@@ -1,0 +1,171 @@
+//! Forwarding: which outputs emit the tensors an input received
+//! (`#[output(forwards = input)]`), and the flows a pool's tensors can reach through them.
+//! Pool sizing (`pools.rs`) adds every queue and hold on those flows to the origin pool.
+
+use super::index::Adjacency;
+use super::{Diagnostic, Work, codes};
+use crate::graph::PortDecl;
+use crate::plan::{EdgeRecord, ForwardedSlotTerm};
+use crate::spec::{MissingPolicy, PortDirection};
+
+/// Which outputs forward each tensor input (`#[output(forwards = input)]`): row
+/// [`Work::port_index`] of an input lists the port numbers of its operator's outputs that
+/// forward what it receives. An output whose `forwards` names no tensor input of its
+/// operator is reported (`POOL_FORWARDS_INVALID`) and left out.
+pub(crate) fn forwarding(work: &mut Work<'_>) -> Adjacency {
+    let graph = work.graph;
+    let mut pairs = Vec::new();
+    for (o, op) in graph.operators.iter().enumerate() {
+        let o = u32::try_from(o).unwrap_or(u32::MAX);
+        for port in &op.ports {
+            let PortDecl::TensorOutput(decl) = &port.decl else {
+                continue;
+            };
+            let Some(input) = decl.forwards else {
+                continue;
+            };
+            let found = op
+                .ports
+                .iter()
+                .position(|q| q.name == input && q.direction == PortDirection::Input);
+            let out = op.ports.iter().position(|q| std::ptr::eq(q, port));
+            match (found, out) {
+                (Some(i), Some(out)) if matches!(op.ports[i].decl, PortDecl::TensorInput(_)) => {
+                    let i = u32::try_from(i).unwrap_or(u32::MAX);
+                    let out = u32::try_from(out).unwrap_or(u32::MAX);
+                    pairs.push((
+                        u32::try_from(work.port_index(o, i)).unwrap_or(u32::MAX),
+                        out,
+                    ));
+                }
+                (found, _) => {
+                    let what = if found.is_some() {
+                        "a message input; only a received `Tensor` can be forwarded"
+                    } else {
+                        "no input of this operator"
+                    };
+                    work.diagnostics.push(
+                        Diagnostic::error(
+                            codes::POOL_FORWARDS_INVALID,
+                            format!("`forwards = {input}` names {what}"),
+                        )
+                        .operator(work.op_name(o))
+                        .port(port.name)
+                        .hint("name a `Tensor` input of the same operator, whose received tensors this output emits"),
+                    );
+                }
+            }
+        }
+    }
+    let ports = work.port_base.last().copied().unwrap_or(0);
+    Adjacency::from_pairs(ports, &pairs)
+}
+
+/// The flows a tensor of the pool of output `(o, p)` may travel on after a forwarding
+/// output, breadth first: from each flow the pool reaches, through every output of its
+/// consumer that forwards the consumer's input, to that output's flows.
+///
+/// `marks` (one per flow, kept across pools) and `stamp` (this pool's own, non-zero)
+/// make each flow visited once, so the walk ends whatever the graph (`compile` rejects a
+/// cycle before this pass; an input has one producer, so a flow is reached by one path).
+pub(super) fn forwarded_flows(
+    work: &Work<'_>,
+    forwards: &Adjacency,
+    (o, p): (u32, u32),
+    marks: &mut [u32],
+    stamp: u32,
+) -> Vec<u32> {
+    let mut found: Vec<u32> = Vec::new();
+    let mut frontier: Vec<u32> = work.outgoing(o, p).to_vec();
+    for &e in &frontier {
+        marks[e as usize] = stamp;
+    }
+    let mut at = 0;
+    while let Some(&e) = frontier.get(at) {
+        at += 1;
+        let to = work.graph.edges[e as usize].to;
+        for &out in forwards.row(work.port_index(to.0.0, to.1)) {
+            for &f in work.outgoing(to.0.0, out) {
+                if marks[f as usize] != stamp {
+                    marks[f as usize] = stamp;
+                    frontier.push(f);
+                    found.push(f);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A pool's hard-floor contributor: `(scenario, group, contributor, entries)`.
+pub(super) type FloorItem = (String, String, String, u32);
+
+/// The terms of the flows `forwarded` (from [`forwarded_flows`]): per flow its final queue
+/// depth and its consumer's retention (`max(1, history)`, as for a direct consumer; a
+/// reused last sample is an alternative to the hold, in the `data_missing` scenario),
+/// as plan terms and as hard-floor contributors appended to `items` for every scenario.
+/// Returns the terms and the retention's sum (`None` on overflow).
+pub(super) fn forwarded_terms(
+    work: &Work<'_>,
+    edges: &[EdgeRecord],
+    forwarded: &[u32],
+    scenarios: &[&str],
+    items: &mut Vec<FloorItem>,
+) -> (Vec<ForwardedSlotTerm>, Option<u32>) {
+    let mut through = Vec::with_capacity(2 * forwarded.len());
+    let mut retention = Some(0u32);
+    for &f in forwarded {
+        let ge = &work.graph.edges[f as usize];
+        let t = &work.graph.operators[ge.to.0.0 as usize].ports[ge.to.1 as usize].temporal;
+        let depth = edges[f as usize].queue_depth;
+        let via = format!(
+            "{}.{}",
+            work.op_name(ge.from.0.0),
+            work.port_name(ge.from.0.0, ge.from.1)
+        );
+        let to = format!(
+            "{}.{}",
+            work.op_name(ge.to.0.0),
+            work.port_name(ge.to.0.0, ge.to.1)
+        );
+        let (held, holds_what) = if t.history > 0 {
+            (t.history, "history")
+        } else {
+            (1, "consumer_hold")
+        };
+        retention = retention.and_then(|r| r.checked_add(held));
+        for (contributor, entries) in [("queue_depth", depth), (holds_what, held)] {
+            through.push(ForwardedSlotTerm {
+                edge: f,
+                through: via.clone(),
+                to: to.clone(),
+                contributor: contributor.to_owned(),
+                entries,
+            });
+        }
+        for s in scenarios {
+            let g = format!("forwarded_retention:e{f}");
+            items.push((
+                (*s).to_owned(),
+                format!("forwarded_queue:e{f}"),
+                "forwarded_queue_entries".to_owned(),
+                depth,
+            ));
+            let current = if *s == "data_missing" && t.missing == MissingPolicy::ReuseLast {
+                "forwarded_reuse_last"
+            } else {
+                "forwarded_consumer_hold"
+            };
+            items.push(((*s).to_owned(), g.clone(), current.to_owned(), 1));
+            if t.history > 0 {
+                items.push((
+                    (*s).to_owned(),
+                    g,
+                    "forwarded_history".to_owned(),
+                    t.history,
+                ));
+            }
+        }
+    }
+    (through, retention)
+}

@@ -1,0 +1,10 @@
+use holo_runtime::{operator, Input, Output, Tensor};
+
+#[operator]
+struct Relay {
+    frames_in: Input<Tensor>,
+    #[output(forwards = "frames_in")]
+    frames_out: Output<Tensor>,
+}
+
+fn main() {}
