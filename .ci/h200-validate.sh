@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run on the GPU machine from the repo root after ../shared/tools/gpu-bundle -p holo-runtime -p holo-tests -p holo-examples (BENCHMARKS.md).
+# Run on the GPU machine from the repo root after .ci/h200-bundle.sh (BENCHMARKS.md).
 # Final H200 validation, most needed first: the device tests, device_hop, the CUDA examples
 # under compute-sanitizer, then every other test binary, then a second device_hop.
 export HOLO_REQUIRE_DEVICE=cuda RUST_BACKTRACE=1
