@@ -394,6 +394,15 @@ pub(crate) struct EdgeContract {
     pub(crate) host_wait: bool,
 }
 
+impl EdgeContract {
+    /// The consumer's stream, on a flow that is not fused: registered as a release stream
+    /// on emit, and made to wait on the readiness event on receive. `None` for a fused
+    /// flow or a consumer with no stream.
+    fn consumer_stream(&self) -> Option<OrderingDomain> {
+        Some(self.consumer).filter(|d| !self.fused && d.stream().is_some())
+    }
+}
+
 struct OutputBinding<T> {
     port: u32,
     location: &'static str,
@@ -556,9 +565,8 @@ impl<T: Clone + Send + 'static> Output<T> {
             // past it refuses the emit). Each consumer's stream waits on the readiness
             // event when it receives the tensor, on its own thread.
             for c in &b.contracts {
-                if !c.fused
-                    && c.consumer.stream().is_some()
-                    && let Err(e) = t.register_release_stream(c.consumer)
+                if let Some(consumer) = c.consumer_stream()
+                    && let Err(e) = t.register_release_stream(consumer)
                 {
                     return Err(Refused::new(value, e));
                 }
@@ -705,7 +713,7 @@ impl PortBinder<'_> {
             if c.host_wait {
                 Some(OrderingDomain::Host)
             } else {
-                Some(c.consumer).filter(|d| !c.fused && d.stream().is_some())
+                c.consumer_stream()
             }
         });
         input.binding = Some(InputBinding {
@@ -754,9 +762,7 @@ impl PortBinder<'_> {
             });
         }
         let forwards = self.ports.get(i).is_some_and(|p| p.forwards.is_some());
-        let needs_device_work = contracts
-            .iter()
-            .any(|c| !c.fused && c.consumer.stream().is_some());
+        let needs_device_work = contracts.iter().any(|c| c.consumer_stream().is_some());
         output.binding = Some(OutputBinding {
             port,
             contracts: if needs_device_work {

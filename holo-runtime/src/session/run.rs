@@ -777,16 +777,18 @@ pub(crate) fn start(
             requirements_of[fo][fp].push((req.spec(), at));
         }
         let consumer = match contract.consumer_stream {
-            None => None,
-            Some(id) => Some(streams.handle(id).ok_or_else(|| {
+            None => crate::channel::OrderingDomain::Host,
+            Some(id) => streams.domain(id).ok_or_else(|| {
                 Error::new(
                     ErrorCode::Internal,
                     format!("compute stream S{id} of the plan was not created"),
                 )
                 .at(format!("plan edge record e{}", rec.id))
-            })?),
+            })?,
         };
-        if contract.fused && (consumer.is_none() || streams.of_operator(plan, fo) != consumer) {
+        if contract.fused
+            && (consumer.stream().is_none() || streams.of_operator(plan, fo) != consumer.stream())
+        {
             return Err(Error::new(
                 ErrorCode::Internal,
                 "the plan's fused edge does not have both ends on one created stream",
@@ -794,11 +796,7 @@ pub(crate) fn start(
             .at(format!("plan edge record e{}", rec.id)));
         }
         let c = EdgeContract {
-            consumer: contract
-                .consumer_stream
-                .map_or(crate::channel::OrderingDomain::Host, |id| {
-                    streams.domain(id)
-                }),
+            consumer,
             fused: contract.fused,
             host_wait: contract.host_wait,
         };

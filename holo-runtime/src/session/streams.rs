@@ -73,15 +73,11 @@ impl Streams {
     }
 
     /// The ordering domain of the stream with plan id `id`: owned by one partition alone
-    /// or shared with others (the host if the stream was not created).
-    pub(crate) fn domain(&self, id: u32) -> OrderingDomain {
-        match self.handle(id) {
-            Some(stream) => OrderingDomain::runtime(
-                stream,
-                self.exclusive.get(id as usize).copied().unwrap_or(false),
-            ),
-            None => OrderingDomain::Host,
-        }
+    /// or shared with others (`None` if the stream was not created).
+    pub(crate) fn domain(&self, id: u32) -> Option<OrderingDomain> {
+        let stream = self.handle(id)?;
+        let exclusive = self.exclusive.get(id as usize).copied().unwrap_or(false);
+        Some(OrderingDomain::runtime(stream, exclusive))
     }
 
     /// Blocks until every stream has run its work (teardown only).
