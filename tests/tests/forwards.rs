@@ -142,6 +142,20 @@ impl Operator for ReuseSink {
 
 const FRAMES: u64 = 40;
 
+fn source() -> Source {
+    Source {
+        frames: Output::default(),
+        k: 0,
+    }
+}
+
+fn relay() -> Relay {
+    Relay {
+        input: Input::default(),
+        out: Output::default(),
+    }
+}
+
 fn depth(d: u32) -> ConnectionOptions {
     ConnectionOptions::default().with_queue_depth(d)
 }
@@ -149,15 +163,7 @@ fn depth(d: u32) -> ConnectionOptions {
 /// `src → fwd1 → fwd2 → sink`, every flow 2 deep, each operator in a partition of its own.
 fn chain(got: &Arc<Mutex<Vec<u64>>>) -> Graph {
     let mut g = Graph::new();
-    let src = Source {
-        frames: Output::default(),
-        k: 0,
-    };
-    let s = g.add_operator_with_defaults("src", src).unwrap();
-    let relay = || Relay {
-        input: Input::default(),
-        out: Output::default(),
-    };
+    let s = g.add_operator_with_defaults("src", source()).unwrap();
     let f1 = g.add_operator_with_defaults("fwd1", relay()).unwrap();
     let f2 = g.add_operator_with_defaults("fwd2", relay()).unwrap();
     let sink = SlowSink {
@@ -302,24 +308,8 @@ fn the_plan_lists_every_forwarded_term_and_the_slot_count() {
 #[test]
 fn a_fan_out_after_a_forwarder_counts_every_leg_and_its_retention() {
     let mut g = Graph::new();
-    let s = g
-        .add_operator_with_defaults(
-            "src",
-            Source {
-                frames: Output::default(),
-                k: 0,
-            },
-        )
-        .unwrap();
-    let f = g
-        .add_operator_with_defaults(
-            "fwd",
-            Relay {
-                input: Input::default(),
-                out: Output::default(),
-            },
-        )
-        .unwrap();
+    let s = g.add_operator_with_defaults("src", source()).unwrap();
+    let f = g.add_operator_with_defaults("fwd", relay()).unwrap();
     let hist = g
         .add_operator_with_defaults(
             "hist",
@@ -373,15 +363,7 @@ fn a_fan_out_after_a_forwarder_counts_every_leg_and_its_retention() {
 fn an_undeclared_forward_of_a_pool_tensor_is_a_protocol_error() {
     let got = Arc::new(Mutex::new(Vec::new()));
     let mut g = Graph::new();
-    let s = g
-        .add_operator_with_defaults(
-            "src",
-            Source {
-                frames: Output::default(),
-                k: 0,
-            },
-        )
-        .unwrap();
+    let s = g.add_operator_with_defaults("src", source()).unwrap();
     let f = g
         .add_operator_with_defaults(
             "leak",
@@ -430,24 +412,8 @@ fn an_undeclared_forward_of_a_pool_tensor_is_a_protocol_error() {
 #[test]
 fn forwarded_terms_that_overflow_are_a_diagnostic() {
     let mut g = Graph::new();
-    let s = g
-        .add_operator_with_defaults(
-            "src",
-            Source {
-                frames: Output::default(),
-                k: 0,
-            },
-        )
-        .unwrap();
-    let f = g
-        .add_operator_with_defaults(
-            "fwd",
-            Relay {
-                input: Input::default(),
-                out: Output::default(),
-            },
-        )
-        .unwrap();
+    let s = g.add_operator_with_defaults("src", source()).unwrap();
+    let f = g.add_operator_with_defaults("fwd", relay()).unwrap();
     g.add_flow(s.frames, f.input, ConnectionOptions::default());
     // 4,096 legs of the deepest queue holo admits: 2^32 forwarded queue entries.
     let legs = 4096;
