@@ -477,11 +477,7 @@ fn read_config(path: &Path) -> Result<String> {
 
 /// Whether a plan needs a device backend: it has CUDA streams or device-backed pools.
 pub fn plan_needs_device(plan: &ExecutionPlan) -> bool {
-    !plan.cuda_compute_streams().is_empty()
-        || plan
-            .tensor_allocations()
-            .iter()
-            .any(|a| a.memory_kind != crate::MemoryKind::Host)
+    plan.needs_device()
 }
 
 /// The run summary, as the applications print it.

@@ -73,11 +73,7 @@ pub(crate) fn host_waits(
     allocations: &[TensorAllocationPlanRecord],
     placed: &Placed,
 ) {
-    let needs_device = !placed.streams.is_empty()
-        || allocations
-            .iter()
-            .any(|a| a.memory_kind != MemoryKind::Host);
-    if !needs_device {
+    if !crate::plan::needs_device(!placed.streams.is_empty(), allocations) {
         return;
     }
     let host_pools: std::collections::HashSet<(u32, u32)> = allocations

@@ -326,6 +326,16 @@ pub struct ExecutionPlan {
     pub(crate) warnings: Vec<Diagnostic>,
 }
 
+/// Whether a plan with compute streams (`has_streams`) and these pools needs a device
+/// backend: it has a compute stream or a pool that is not host memory. Compile decides the
+/// edges' host waits by it, and a session whether it opens the device.
+pub(crate) fn needs_device(has_streams: bool, allocations: &[TensorAllocationPlanRecord]) -> bool {
+    has_streams
+        || allocations
+            .iter()
+            .any(|a| a.memory_kind != MemoryKind::Host)
+}
+
 impl ExecutionPlan {
     /// The operators.
     pub fn operators(&self) -> &[OperatorRecord] {
@@ -343,6 +353,15 @@ impl ExecutionPlan {
     pub fn edges(&self) -> &[EdgeRecord] {
         &self.edges
     }
+    /// Whether the plan needs a device backend: it has a compute stream or a pool that is
+    /// not host memory.
+    pub(crate) fn needs_device(&self) -> bool {
+        needs_device(
+            !self.cuda_compute_streams().is_empty(),
+            self.tensor_allocations(),
+        )
+    }
+
     /// The runtime pools.
     pub fn tensor_allocations(&self) -> &[TensorAllocationPlanRecord] {
         &self.tensor_allocations

@@ -629,12 +629,7 @@ pub(crate) fn start(
     let n_ops = plan.operators().len();
 
     // 0. The device the plan needs, and its streams.
-    let needs_device = !plan.cuda_compute_streams().is_empty()
-        || plan
-            .tensor_allocations()
-            .iter()
-            .any(|a| a.memory_kind != crate::MemoryKind::Host);
-    let device = match (&options.device, needs_device) {
+    let device = match (&options.device, plan.needs_device()) {
         (_, false) => None,
         (Some(d), true) => Some(Arc::clone(d)),
         (None, true) => {
