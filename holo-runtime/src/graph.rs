@@ -8,6 +8,7 @@ use holo_params::{ParamSchema, ParamSet, SchemaDescriptor};
 use crate::channel::queue::{EdgeFactory, edge_factory};
 use crate::operator::OperatorBox;
 use crate::operator::{InPort, Operator, OperatorId, OutPort};
+use crate::plan::TopicDirection;
 use crate::spec::bytespan::ByteSpanNode;
 use crate::spec::memkind::MemoryKindDerivation;
 use crate::spec::{
@@ -71,6 +72,116 @@ impl ConnectionOptions {
     }
 }
 
+/// Options of one topic ([`Graph::export_topic`], [`Graph::import_topic`]).
+///
+/// An export reads `subscribers`, `depth` and `policy`; an import reads `publishers`,
+/// `depth`, `policy`, `max_bytes` and `loans_per_publisher`.
+///
+/// ```
+/// use holo_runtime::{QueuePolicy, TopicOptions};
+///
+/// // Two subscribers may attach at once, each with a 4-deep queue that drops its oldest
+/// // frame rather than hold the producer back.
+/// let export = TopicOptions::DEFAULT
+///     .with_subscribers(2)
+///     .with_depth(4)
+///     .with_policy(QueuePolicy::DropOldest);
+/// // One publisher, frames of at most 1 MiB.
+/// let import = TopicOptions::DEFAULT.with_max_bytes(1 << 20);
+/// assert_eq!((export.subscribers, import.publishers), (2, 1));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct TopicOptions {
+    /// An export: the standalone subscribers that may be attached at once (each gets a
+    /// queue of its own, preallocated, and the exported output's pool is sized for every
+    /// one of them). Default 1; 0 or more than [`MAX_TOPIC_CLIENTS`] is a diagnostic.
+    pub subscribers: u32,
+    /// An import: the standalone publishers that may be attached at once. Default 1; 0 or
+    /// more than [`MAX_TOPIC_CLIENTS`] is a diagnostic.
+    pub publishers: u32,
+    /// The queue depth: each subscriber's (an export), or the imported input's (an
+    /// import). `None`: the compile options' default depth (raised to an imported window
+    /// input's minimum).
+    pub depth: Option<u32>,
+    /// What a full queue does: `Block` refuses the new value (`Backpressured` to the
+    /// exporting operator's emit, or to the publisher), `DropOldest` evicts the oldest.
+    pub policy: QueuePolicy,
+    /// An imported tensor input: the largest tensor, in bytes, a publisher may publish —
+    /// the per-slot bound of the topic's pool. Required for a tensor import (the input
+    /// declares memory kind, dtype and rank, but no bound).
+    pub max_bytes: Option<u64>,
+    /// An import: the loans each publisher may hold at once (default 1), counted in the
+    /// topic's pool.
+    pub loans_per_publisher: u32,
+}
+
+/// The most subscribers (or publishers) one topic may declare: each is a preallocated
+/// queue, and each may register a release stream on every slot it receives.
+pub const MAX_TOPIC_CLIENTS: u32 = 64;
+
+impl TopicOptions {
+    /// The default options (usable in a `const`): one subscriber or publisher, the
+    /// compiler's default depth, a full queue blocks, no byte bound, one loan per
+    /// publisher.
+    pub const DEFAULT: Self = Self {
+        subscribers: 1,
+        publishers: 1,
+        depth: None,
+        policy: QueuePolicy::Block,
+        max_bytes: None,
+        loans_per_publisher: 1,
+    };
+
+    /// These options with `n` subscribers (an export).
+    #[must_use]
+    pub const fn with_subscribers(mut self, n: u32) -> Self {
+        self.subscribers = n;
+        self
+    }
+
+    /// These options with `n` publishers (an import).
+    #[must_use]
+    pub const fn with_publishers(mut self, n: u32) -> Self {
+        self.publishers = n;
+        self
+    }
+
+    /// These options with an exact queue depth.
+    #[must_use]
+    pub const fn with_depth(mut self, depth: u32) -> Self {
+        self.depth = Some(depth);
+        self
+    }
+
+    /// These options with `policy` for a full queue.
+    #[must_use]
+    pub const fn with_policy(mut self, policy: QueuePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// These options with tensors of at most `bytes` bytes (an import).
+    #[must_use]
+    pub const fn with_max_bytes(mut self, bytes: u64) -> Self {
+        self.max_bytes = Some(bytes);
+        self
+    }
+
+    /// These options with `n` loans per publisher (an import).
+    #[must_use]
+    pub const fn with_loans_per_publisher(mut self, n: u32) -> Self {
+        self.loans_per_publisher = n;
+        self
+    }
+}
+
+impl Default for TopicOptions {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
 /// Identifies a flow inside one graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EdgeId(pub(crate) u32);
@@ -129,6 +240,17 @@ pub(crate) struct OperatorNode {
     pub(crate) instance: Option<OperatorBox>,
 }
 
+/// A topic declaration: an output exported or an input imported under a name.
+pub(crate) struct TopicNode {
+    pub(crate) name: String,
+    pub(crate) direction: TopicDirection,
+    /// The operator and port.
+    pub(crate) port: (OperatorId, u32),
+    pub(crate) options: TopicOptions,
+    /// Makes the topic's queues (their payload is the port's Rust type).
+    pub(crate) factory: EdgeFactory,
+}
+
 pub(crate) struct EdgeNode {
     pub(crate) from: (OperatorId, u32),
     pub(crate) to: (OperatorId, u32),
@@ -142,12 +264,16 @@ pub(crate) struct EdgeNode {
 pub struct Graph {
     pub(crate) operators: Vec<OperatorNode>,
     pub(crate) edges: Vec<EdgeNode>,
+    pub(crate) topics: Vec<TopicNode>,
     by_name: std::collections::HashMap<String, OperatorId>,
     /// This graph's identity, carried by every port handle it returns.
     id: u64,
     /// Flows refused by `add_flow` because a handle came from another graph: the
     /// operator and port names of each end (`None` where foreign), reported by `compile`.
     pub(crate) foreign_flows: Vec<ForeignFlow>,
+    /// Topics refused by `export_topic` / `import_topic` because the port handle came
+    /// from another graph: their names, reported by `compile`.
+    pub(crate) foreign_topics: Vec<String>,
 }
 
 /// A flow whose handle came from another graph (see [`Graph::add_flow`]).
@@ -166,9 +292,11 @@ impl Default for Graph {
         Self {
             operators: Vec::new(),
             edges: Vec::new(),
+            topics: Vec::new(),
             by_name: std::collections::HashMap::new(),
             id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             foreign_flows: Vec::new(),
+            foreign_topics: Vec::new(),
         }
     }
 }
@@ -185,6 +313,14 @@ impl std::fmt::Debug for Graph {
                     .collect::<Vec<_>>(),
             )
             .field("edges", &self.edges.len())
+            .field(
+                "topics",
+                &self
+                    .topics
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -317,6 +453,77 @@ impl Graph {
             factory: edge_factory::<T>(),
         });
         id
+    }
+
+    /// Exports output `from` under the topic `name`: standalone subscribers attach to it
+    /// by name in a running session ([`ChannelSubscriber`](crate::ChannelSubscriber)),
+    /// each receiving every value the output emits into a queue of its own, beside the
+    /// output's flows. The plan records the topic's contract (memory kind, device, dtype,
+    /// rank, bound, depth, policy) and sizes the output's pool for every declared
+    /// subscriber (see [`TopicOptions`]).
+    ///
+    /// Every mistake is a diagnostic of [`compile`](fn@crate::compile): an empty or
+    /// duplicate name (`TOPIC_NAME_INVALID`, `TOPIC_NAME_DUPLICATE`), a port already
+    /// under a topic (`TOPIC_PORT_CONFLICT`), 0 or too many subscribers
+    /// (`TOPIC_CLIENT_COUNT`), a handle of another graph (`GRAPH_FOREIGN_PORT`).
+    pub fn export_topic<T: Clone + Send + 'static>(
+        &mut self,
+        from: OutPort<T>,
+        name: &str,
+        options: TopicOptions,
+    ) {
+        self.topic(
+            (from.operator, from.port),
+            name,
+            TopicDirection::Export,
+            options,
+            edge_factory::<T>(),
+        );
+    }
+
+    /// Imports the topic `name` into input `to`: standalone publishers attach to it by
+    /// name in a running session ([`ChannelPublisher`](crate::ChannelPublisher)) and
+    /// publish into the input's queue, with tensors loaned from the topic's own pool,
+    /// which the plan sizes (queue depth, the operator's retention, every publisher's
+    /// loans) and whose contract is the input's declared memory kind, dtype and rank with
+    /// [`TopicOptions::max_bytes`] as its bound. The input counts as connected; a flow
+    /// into it as well is `TOPIC_PORT_CONFLICT` (an input has one producer). A CUDA or
+    /// pinned-host topic needs its device bound with
+    /// [`DeploymentBinding::bind_imported_topic_device`](crate::DeploymentBinding::bind_imported_topic_device).
+    pub fn import_topic<T: Clone + Send + 'static>(
+        &mut self,
+        to: InPort<T>,
+        name: &str,
+        options: TopicOptions,
+    ) {
+        self.topic(
+            (to.operator, to.port),
+            name,
+            TopicDirection::Import,
+            options,
+            edge_factory::<T>(),
+        );
+    }
+
+    fn topic(
+        &mut self,
+        port: (OperatorId, u32),
+        name: &str,
+        direction: TopicDirection,
+        options: TopicOptions,
+        factory: EdgeFactory,
+    ) {
+        if port.0.1 != self.id {
+            self.foreign_topics.push(name.to_owned());
+            return;
+        }
+        self.topics.push(TopicNode {
+            name: name.to_owned(),
+            direction,
+            port,
+            options,
+            factory,
+        });
     }
 
     /// The number of operators.

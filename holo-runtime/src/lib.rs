@@ -60,13 +60,14 @@ pub mod plan;
 mod session;
 pub mod spec;
 mod tensor;
+mod topic;
 
 pub use compile::{
     ArrivalEvidence, AutomaticQueueSizing, CompileOptions, CudaExecutionOptions, DeploymentBinding,
     Diagnostic, DiagnosticCode, Diagnostics, MAX_FANOUT_RELEASE_STREAMS, MAX_QUEUE_DEPTH,
     PartitionSpec, Partitioning, Severity, codes, compile,
 };
-pub use graph::{ConnectionOptions, EdgeId, Graph, QueuePolicy};
+pub use graph::{ConnectionOptions, EdgeId, Graph, MAX_TOPIC_CLIENTS, QueuePolicy, TopicOptions};
 pub use operator::{InPort, Operator, OperatorId, OperatorPorts, OutPort};
 pub use session::{
     DeviceAccess, EmitOptions, ExecutionContext, FrameInfo, GenerationPortRate, Input,
@@ -88,6 +89,9 @@ pub use spec::rates::{
 pub use tensor::{
     CommittedTensor, CudaStream, DeviceWriteGuard, HostWriteGuard, Tensor, TensorLoanRequest,
     TensorOutputLoan, TensorReadLease, TensorReadiness,
+};
+pub use topic::{
+    ChannelPublisher, ChannelSubscriber, PublisherLoan, PublisherOptions, SubscriberOptions,
 };
 
 /// Test support for holo's own test suites: fault injection and the list of device

@@ -164,6 +164,7 @@ fn spans_and_events_report_compile_start_activations_refusals_and_errors() {
         passes,
         [
             "\"check_graph\"",
+            "\"check_topics\"",
             "\"partition\"",
             "\"resolve_tensors\"",
             "\"place\"",
@@ -177,6 +178,7 @@ fn spans_and_events_report_compile_start_activations_refusals_and_errors() {
         "session.create_streams",
         "session.materialize_pools",
         "session.create_queues",
+        "session.create_topics",
         "session.bind_ports",
         "session.start_operators",
         "session.spawn_partitions",

@@ -16,9 +16,17 @@ use crate::graph::QueuePolicy;
 
 /// One end of a queue: the thread that runs it, to wake it when the other end pushes or
 /// pops. Padded to its own cache line.
+///
+/// A partition's end names its thread once ([`register`](Self::register)). A standalone
+/// client's end (a topic's subscriber or publisher, which may move between threads) names
+/// none: the thread waiting in a client's receive puts itself in `waiter` for the length
+/// of the wait ([`park_client`](Self::park_client)), and a push wakes it.
 #[derive(Default)]
 pub(crate) struct Endpoint {
     thread: OnceLock<Thread>,
+    /// A client thread parked in a receive, if any (see `park_client`).
+    waiter: std::sync::Mutex<Option<Thread>>,
+    waiting: std::sync::atomic::AtomicBool,
 }
 
 impl Endpoint {
@@ -27,10 +35,56 @@ impl Endpoint {
         let _ = self.thread.set(std::thread::current());
     }
 
+    #[inline]
     pub(crate) fn wake(&self) {
         if let Some(t) = self.thread.get() {
             t.unpark();
+        } else {
+            self.wake_client();
         }
+    }
+
+    /// Wakes a client thread parked in [`park_client`](Self::park_client). The fence
+    /// pairs with the one there: either this sees `waiting`, or the client's check of its
+    /// queue sees the entry pushed before this call.
+    #[cold]
+    #[inline(never)]
+    fn wake_client(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.waiting.load(Ordering::Relaxed)
+            && let Ok(waiter) = self.waiter.lock()
+            && let Some(t) = waiter.as_ref()
+        {
+            t.unpark();
+        }
+    }
+
+    /// Parks the calling client thread until the other end wakes it or `deadline` passes
+    /// (`None`: no deadline), unless `ready()` says there is something to do once the
+    /// thread is visible to the other end's wake. May return early (a spurious or stale
+    /// wake): the caller checks again.
+    pub(crate) fn park_client(
+        &self,
+        ready: impl Fn() -> bool,
+        deadline: Option<std::time::Instant>,
+    ) {
+        if let Ok(mut waiter) = self.waiter.lock() {
+            *waiter = Some(std::thread::current());
+        }
+        self.waiting.store(true, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if !ready() {
+            match deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(std::time::Instant::now());
+                    if !left.is_zero() {
+                        std::thread::park_timeout(left);
+                    }
+                }
+                None => std::thread::park(),
+            }
+        }
+        self.waiting.store(false, Ordering::Relaxed);
     }
 }
 

@@ -261,9 +261,10 @@ stable_codes! {
     GraphIllegalFanIn = GRAPH_ILLEGAL_FAN_IN,
     /// The flows form a cycle.
     GraphCycle = GRAPH_CYCLE,
-    /// A flow names a port of the wrong direction or that does not exist.
+    /// A flow (or topic) names a port of the wrong direction or that does not exist.
     GraphInvalidFlow = GRAPH_INVALID_FLOW,
-    /// A flow was given a port handle that another graph's `add_operator` returned.
+    /// A flow or topic was given a port handle that another graph's `add_operator`
+    /// returned.
     GraphForeignPort = GRAPH_FOREIGN_PORT,
     /// An authored partition names an unknown operator, names one twice, or misses one.
     PartitionInvalid = PARTITION_INVALID,
@@ -304,11 +305,13 @@ stable_codes! {
     PhysicalTensorMemoryKindDomain = PHYSICAL_TENSOR_MEMORY_KIND_DOMAIN,
     /// A producer's representation does not meet a consumer's exact requirement.
     PhysicalTensorLayoutMismatch = PHYSICAL_TENSOR_LAYOUT_MISMATCH,
-    /// A CUDA pool or pass-through CUDA output has no device binding.
+    /// A CUDA pool, a pass-through CUDA output or an imported device-memory topic has no
+    /// device binding.
     PlacementDeviceRequired = PLACEMENT_DEVICE_REQUIRED,
     /// One operator's ports resolve to more than one device.
     PlacementDeviceConflict = PLACEMENT_DEVICE_CONFLICT,
-    /// A binding names an operator or port that does not exist or is not a tensor output.
+    /// A binding names an operator or port that does not exist or is not a tensor output,
+    /// or a topic the graph does not import.
     PlacementUnknownBinding = PLACEMENT_UNKNOWN_BINDING,
     /// A slot count or aggregate byte count overflowed (forwarded terms included).
     PoolCapacityOverflow = POOL_CAPACITY_OVERFLOW,
@@ -331,4 +334,19 @@ stable_codes! {
     /// A rate reads a sensitive parameter, or one that is neither compile-time nor
     /// recompile-required.
     RateUnreadableParameter = RATE_UNREADABLE_PARAMETER,
+    /// A topic name is empty, longer than 128 bytes, or holds whitespace or control
+    /// characters.
+    TopicNameInvalid = TOPIC_NAME_INVALID,
+    /// Two topics of one graph have the same name.
+    TopicNameDuplicate = TOPIC_NAME_DUPLICATE,
+    /// A port carries a second topic, or an imported input is also fed by a flow.
+    TopicPortConflict = TOPIC_PORT_CONFLICT,
+    /// A topic declares 0 subscribers (or publishers), or more than
+    /// [`MAX_TOPIC_CLIENTS`](crate::MAX_TOPIC_CLIENTS).
+    TopicClientCount = TOPIC_CLIENT_COUNT,
+    /// An imported tensor input has no bound (`TopicOptions::max_bytes`), so the topic's
+    /// pool cannot be sized.
+    TopicImportUnbounded = TOPIC_IMPORT_UNBOUNDED,
+    /// An imported tensor input declares no memory kind, so the topic's pool has none.
+    TopicImportMemoryKindMissing = TOPIC_IMPORT_MEMORY_KIND_MISSING,
 }

@@ -1,11 +1,12 @@
-//! The graph's fingerprint: FNV-1a over a canonical description of its structure. A plan
-//! records it, and a session refuses a graph whose fingerprint differs from its plan's.
+//! The graph's fingerprint: FNV-1a over a canonical description of its structure (its
+//! operators, flows and topics). A plan records it, and a session refuses a graph whose
+//! fingerprint differs from its plan's.
 
 use std::fmt::Write as _;
 
 use holo_params::__private::Fnv1a64;
 
-use crate::graph::{EdgeNode, Graph, OperatorNode};
+use crate::graph::{EdgeNode, Graph, OperatorNode, TopicNode};
 
 /// The fingerprint of `graph`.
 pub(crate) fn fingerprint(graph: &Graph) -> String {
@@ -15,6 +16,9 @@ pub(crate) fn fingerprint(graph: &Graph) -> String {
     }
     for e in &graph.edges {
         f.flow(e);
+    }
+    for t in &graph.topics {
+        f.topic(t);
     }
     f.finish()
 }
@@ -50,6 +54,17 @@ impl Fingerprint {
         self.number(e.to.0.0);
         self.write(b".");
         self.number(e.to.1);
+        self.end();
+    }
+
+    /// Topic `t`, as "{direction}:{name}@{operator}.{port}". Fed after every flow.
+    pub(crate) fn topic(&mut self, t: &TopicNode) {
+        self.write(t.direction.name().as_bytes());
+        self.write(b":");
+        self.eat(&t.name);
+        self.number(t.port.0.0);
+        self.write(b".");
+        self.number(t.port.1);
         self.end();
     }
 

@@ -63,7 +63,9 @@ pub(crate) fn forwarding(work: &mut Work<'_>) -> Adjacency {
 
 /// The flows a tensor of the pool of output `(o, p)` may travel on after a forwarding
 /// output, breadth first: from each flow the pool reaches, through every output of its
-/// consumer that forwards the consumer's input, to that output's flows.
+/// consumer that forwards the consumer's input, to that output's flows. Every forwarding
+/// output reached is appended to `outputs` (its exported topic's subscribers hold the
+/// pool's tensors too).
 ///
 /// `marks` (one per flow, kept across pools) and `stamp` (this pool's own, non-zero)
 /// make each flow visited once, so the walk ends whatever the graph (`compile` rejects a
@@ -74,9 +76,47 @@ pub(super) fn forwarded_flows(
     (o, p): (u32, u32),
     marks: &mut [u32],
     stamp: u32,
+    outputs: &mut Vec<(u32, u32)>,
 ) -> Vec<u32> {
-    let mut found: Vec<u32> = Vec::new();
-    let mut frontier: Vec<u32> = work.outgoing(o, p).to_vec();
+    let frontier: Vec<u32> = work.outgoing(o, p).to_vec();
+    walk(work, forwards, frontier, false, marks, stamp, outputs)
+}
+
+/// The flows a tensor received on input `(o, p)` (an imported topic's) may travel on
+/// after the outputs that forward that input, and on after theirs: [`forwarded_flows`]
+/// from an input instead of an output.
+pub(super) fn forwarded_from_input(
+    work: &Work<'_>,
+    forwards: &Adjacency,
+    (o, p): (u32, u32),
+    marks: &mut [u32],
+    stamp: u32,
+    outputs: &mut Vec<(u32, u32)>,
+) -> Vec<u32> {
+    let mut frontier = Vec::new();
+    for &out in forwards.row(work.port_index(o, p)) {
+        outputs.push((o, out));
+        frontier.extend_from_slice(work.outgoing(o, out));
+    }
+    walk(work, forwards, frontier, true, marks, stamp, outputs)
+}
+
+/// The breadth-first walk of [`forwarded_flows`] from the flows `frontier`, which count as
+/// found when `found_first`.
+fn walk(
+    work: &Work<'_>,
+    forwards: &Adjacency,
+    mut frontier: Vec<u32>,
+    found_first: bool,
+    marks: &mut [u32],
+    stamp: u32,
+    outputs: &mut Vec<(u32, u32)>,
+) -> Vec<u32> {
+    let mut found: Vec<u32> = if found_first {
+        frontier.clone()
+    } else {
+        Vec::new()
+    };
     for &e in &frontier {
         marks[e as usize] = stamp;
     }
@@ -85,6 +125,7 @@ pub(super) fn forwarded_flows(
         at += 1;
         let to = work.graph.edges[e as usize].to;
         for &out in forwards.row(work.port_index(to.0.0, to.1)) {
+            outputs.push((to.0.0, out));
             for &f in work.outgoing(to.0.0, out) {
                 if marks[f as usize] != stamp {
                     marks[f as usize] = stamp;

@@ -1,9 +1,10 @@
 //! The plan compiler: `compile(&graph, CompileOptions) -> Result<ExecutionPlan, Diagnostics>`.
 //!
 //! Passes, each from the plan-so-far to the plan: graph checks (fan-in, unconnected
-//! inputs, cycles) → partitioning → memory kinds and byte spans → placement and layout
-//! checks → queue depths → pools (each followed through the outputs that forward its
-//! tensors) → streams and fusion. Every pass reports all it finds;
+//! inputs, cycles) → topic checks and depths → partitioning → memory kinds and byte spans
+//! → placement and layout checks → queue depths → pools (each followed through the
+//! outputs that forward its tensors, to flows and topic subscribers; imported topics'
+//! own pools) → streams and fusion → topic records. Every pass reports all it finds;
 //! one compile returns every diagnostic together.
 
 mod binding;
@@ -15,6 +16,7 @@ mod partition;
 mod placement;
 mod pools;
 mod queues;
+mod topics;
 
 use std::collections::BTreeMap;
 
@@ -82,6 +84,7 @@ impl CudaExecutionOptions {
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct DeploymentBinding {
     pub(crate) tensor_output_devices: BTreeMap<(String, String), u32>,
+    pub(crate) imported_topic_devices: BTreeMap<String, u32>,
 }
 
 impl DeploymentBinding {
@@ -95,6 +98,16 @@ impl DeploymentBinding {
     ) -> &mut Self {
         self.tensor_output_devices
             .insert((operator.to_owned(), port.to_owned()), device);
+        self
+    }
+
+    /// Binds the imported topic `topic` to CUDA device `device`: its pool is allocated
+    /// there and its importing operator runs a stream on it. Required for an imported
+    /// topic in CUDA-device, CUDA-managed or pinned-host memory (a publisher may write
+    /// it on a stream); a binding that names no imported topic is
+    /// `PLACEMENT_UNKNOWN_BINDING`.
+    pub fn bind_imported_topic_device(&mut self, topic: &str, device: u32) -> &mut Self {
+        self.imported_topic_devices.insert(topic.to_owned(), device);
         self
     }
 }
@@ -267,6 +280,8 @@ pub(crate) struct Work<'g> {
     /// Successor and producer operators of each operator, ascending and deduplicated.
     pub(crate) successors: Adjacency,
     pub(crate) producers: Adjacency,
+    /// The topics' checks and depths, and the topic on each port.
+    pub(crate) topics: topics::Topics,
 }
 
 impl Work<'_> {
@@ -328,6 +343,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         partition_of: Vec::new(),
         successors: Adjacency::default(),
         producers: Adjacency::default(),
+        topics: topics::Topics::default(),
     };
     if !(1..=MAX_FANOUT_RELEASE_STREAMS).contains(&options.max_fanout_release_streams) {
         work.diagnostics.push(
@@ -341,9 +357,9 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
             .hint("the default, 8, covers a fan-out to 8 consumer streams"),
         );
     }
-    if !graph.foreign_flows.is_empty() {
+    if !graph.foreign_flows.is_empty() || !graph.foreign_topics.is_empty() {
         // Later passes index operators by the handles' indices: stop here.
-        let items = graph
+        let mut items = graph
             .foreign_flows
             .iter()
             .map(|f| {
@@ -362,6 +378,15 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
                 .hint("connect the handles that this graph's `add_operator` returned")
             })
             .collect::<Vec<_>>();
+        items.extend(graph.foreign_topics.iter().map(|name| {
+            Diagnostic::error(
+                codes::GRAPH_FOREIGN_PORT,
+                format!(
+                    "topic {name:?} was given a port handle of another graph; it was not declared"
+                ),
+            )
+            .hint("export or import the handles that this graph's `add_operator` returned")
+        }));
         work.diagnostics.extend(items);
         return Err(Diagnostics {
             items: work.diagnostics,
@@ -374,6 +399,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
             items: work.diagnostics,
         });
     }
+    pass("check_topics", || topics::check(&mut work));
     let partitions = pass("partition", || partition::partition(&mut work));
     let resolved = pass("resolve_tensors", || pools::resolve_tensors(&mut work));
     let placed = pass("place", || {
@@ -383,10 +409,14 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
     let edges = pass("edge_records", || edge_records(&mut work, &placed, &sized));
     let (allocations, derivations, dependencies, providers, pool_floors) = pass("pools", || {
         let forwards = forwards::forwarding(&mut work);
-        pools::allocations(&mut work, &resolved, &placed, &edges, &sized, &forwards)
+        let mut records =
+            pools::allocations(&mut work, &resolved, &placed, &edges, &sized, &forwards);
+        topics::import_pools(&mut work, &placed, &edges, &sized, &forwards, &mut records);
+        records
     });
     let mut edges = edges;
     binding::host_waits(&mut edges, &allocations, &placed);
+    let topics = topics::records(&work, &resolved, &placed, &allocations);
     if !work.diagnostics.is_empty() {
         return Err(Diagnostics {
             items: work.diagnostics,
@@ -463,6 +493,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         partitions: placed.partitions,
         cuda_compute_streams: placed.streams,
         edges,
+        topics,
         tensor_allocations: allocations,
         tensor_byte_span_derivations: derivations,
         rates: crate::plan::RatePlan {

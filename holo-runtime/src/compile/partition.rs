@@ -56,6 +56,19 @@ pub(crate) fn check_graph(work: &mut Work<'_>) {
         outgoing.push((u32::try_from(from).unwrap_or(u32::MAX), i));
         incoming.push((u32::try_from(to).unwrap_or(u32::MAX), i));
     }
+    // An imported input is fed by its topic's publishers: it counts as connected. (Every
+    // other check of a topic is `topics::check`'s.)
+    let mut imported = vec![false; ports];
+    for t in &graph.topics {
+        fingerprint.topic(t);
+        let (o, p) = (t.port.0.index(), t.port.1 as usize);
+        if t.direction == crate::plan::TopicDirection::Import
+            && let Some(count) = graph.operators.get(o).map(|op| op.ports.len())
+            && p < count
+        {
+            imported[work.port_base[o] + p] = true;
+        }
+    }
     work.fingerprint = fingerprint.finish();
     work.incoming = Adjacency::from_pairs(ports, &incoming);
     work.outgoing = Adjacency::from_pairs(ports, &outgoing);
@@ -67,8 +80,9 @@ pub(crate) fn check_graph(work: &mut Work<'_>) {
             if port.direction != PortDirection::Input {
                 continue;
             }
-            match work.incoming.row(work.port_index(o, p)).len() {
-                0 if !port.optional => work.diagnostics.push(
+            let at = work.port_index(o, p);
+            match work.incoming.row(at).len() {
+                0 if !port.optional && !imported[at] => work.diagnostics.push(
                     Diagnostic::error(
                         codes::GRAPH_UNCONNECTED_INPUT,
                         "a required input has no flow",

@@ -1,9 +1,10 @@
 //! Device placement, compute streams and fusion evidence.
 //!
-//! An operator is CUDA-active when one of its tensor outputs resolves to CUDA memory or
-//! one of its tensor inputs is fed by a CUDA output. Its device comes only from explicit
-//! bindings (`bind_tensor_output_device`) or, for a consumer, from its producers: the
-//! compiler never guesses device zero. Streams: one per (partition, device) by default, or
+//! An operator is CUDA-active when one of its tensor outputs resolves to CUDA memory, one
+//! of its tensor inputs is fed by a CUDA output, or it imports a topic whose memory is not
+//! pageable host memory. Its device comes only from explicit bindings
+//! (`bind_tensor_output_device`, `bind_imported_topic_device`) or, for a consumer, from
+//! its producers: the compiler never guesses device zero. Streams: one per (partition, device) by default, or
 //! one per device under `SharedProcessDevice`; host-only partitions get none.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -11,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::pools::Resolved;
 use super::{Diagnostic, Work, codes};
 use crate::graph::PortDecl;
+use crate::plan::TopicDirection;
 use crate::plan::{
     CudaComputeStreamPolicy, CudaComputeStreamRecord, ExecutionPartition, FusionEvidence,
 };
@@ -24,6 +26,8 @@ pub(crate) struct Placed {
     pub(crate) output_device: BTreeMap<(u32, u32), u32>,
     /// Per edge: the evidence of a fused edge.
     pub(crate) fusion: Vec<Option<FusionEvidence>>,
+    /// Per topic (the graph's index): an imported topic's bound device.
+    pub(crate) import_device: Vec<Option<u32>>,
 }
 
 pub(crate) fn place(
@@ -64,6 +68,26 @@ pub(crate) fn place(
             ),
         }
     }
+    // Imported topics' devices: each binding must name an imported topic.
+    let mut import_device = vec![None; graph.topics.len()];
+    for (topic, &device) in &work.options.deployment.imported_topic_devices {
+        match graph
+            .topics
+            .iter()
+            .position(|t| t.name == *topic && t.direction == TopicDirection::Import)
+        {
+            Some(i) => import_device[i] = Some(device),
+            None => work.diagnostics.push(
+                Diagnostic::error(
+                    codes::PLACEMENT_UNKNOWN_BINDING,
+                    format!(
+                        "the device binding names topic {topic:?}, which the graph does not import"
+                    ),
+                )
+                .hint("bind the name given to `graph.import_topic`"),
+            ),
+        }
+    }
     // Devices per operator: from its bound outputs, in topological order from producers.
     let mut devices: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); n];
     for (&(o, _), &d) in &output_device {
@@ -90,6 +114,33 @@ pub(crate) fn place(
                     }
                 }
                 PortDirection::Input => {
+                    // An imported topic whose memory a publisher may write on a stream
+                    // (anything but pageable host memory): the importer waits on its
+                    // stream, on the topic's bound device.
+                    if let Some(t) = work.topics.imported(work, o, p)
+                        && let Some(kind) = super::topics::import_requirements(work, (o, p))
+                            .and_then(|r| r.memory_kind)
+                        && kind != crate::MemoryKind::Host
+                    {
+                        match import_device[t as usize] {
+                            Some(d) => {
+                                cuda_active[o as usize] = true;
+                                devices[o as usize].insert(d);
+                            }
+                            None => work.diagnostics.push(
+                                Diagnostic::error(
+                                    codes::PLACEMENT_DEVICE_REQUIRED,
+                                    format!(
+                                        "topic {:?} is imported in {kind} memory but no device is bound: the compiler never guesses device 0",
+                                        graph.topics[t as usize].name
+                                    ),
+                                )
+                                .operator(&op.name)
+                                .port(port.name)
+                                .hint("bind it with `options.deployment.bind_imported_topic_device(topic, device)`"),
+                            ),
+                        }
+                    }
                     for &e in work.incoming(o, p) {
                         let edge = &graph.edges[e as usize];
                         let from = (edge.from.0.0, edge.from.1);
@@ -211,7 +262,8 @@ pub(crate) fn place(
             stream_of[o as usize] = Some(id);
         }
     }
-    // Fusion: a CUDA tensor edge whose output has exactly one successor in total and
+    // Fusion: a CUDA tensor edge whose output has exactly one successor in total (an
+    // exported topic's subscribers are successors too: mixed fan-out gets no fusion) and
     // whose two endpoints name the same final stream.
     let fusion = graph
         .edges
@@ -222,7 +274,8 @@ pub(crate) fn place(
                 .get(work.port_index(fo, fp))
                 .and_then(|r| r.memory_kind)
                 .is_some_and(crate::MemoryKind::is_cuda);
-            let sole = work.outgoing(fo, fp).len() == 1;
+            let sole =
+                work.outgoing(fo, fp).len() == 1 && work.topics.exported(work, fo, fp).is_none();
             let (a, b) = (stream_of[e.from.0.index()], stream_of[e.to.0.index()]);
             (cuda && sole && a.is_some() && a == b).then(|| FusionEvidence {
                 stream: a.unwrap_or(0),
@@ -238,5 +291,6 @@ pub(crate) fn place(
         stream_of,
         output_device,
         fusion,
+        import_device,
     }
 }

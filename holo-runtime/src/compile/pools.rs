@@ -593,7 +593,15 @@ pub(crate) fn allocations(
         let pool_id = format!("{}.{}", work.op_name(o), work.port_name(o, p));
         let mut items: Vec<super::forwards::FloorItem> = Vec::new();
         stamp = stamp.wrapping_add(1).max(1);
-        let forwarded = forwarded_flows(work, forwards, (o, p), &mut marks, stamp);
+        let mut forwarding_outputs = vec![(o, p)];
+        let forwarded = forwarded_flows(
+            work,
+            forwards,
+            (o, p),
+            &mut marks,
+            stamp,
+            &mut forwarding_outputs,
+        );
         let reuses = |e: u32| {
             let ge = &work.graph.edges[e as usize];
             work.graph.operators[ge.to.0.0 as usize].ports[ge.to.1 as usize]
@@ -638,16 +646,20 @@ pub(crate) fn allocations(
         // After a forwarding output: each flow's queue, and its consumer's retention.
         let (through, forwarded_retention) =
             forwarded_terms(work, edges, &forwarded, scenarios, &mut items);
+        // The subscribers of the topics this output, or a forwarding one, exports.
+        let (subscribed, subscribers) =
+            super::topics::subscriber_terms(work, forwarding_outputs, scenarios, &mut items);
         let forwarded_sum = through
             .iter()
             .try_fold(0u32, |acc, t| acc.checked_add(t.entries));
-        let (Some(forwarded_sum), Some(forwarded_retention)) = (forwarded_sum, forwarded_retention)
+        let (Some(forwarded_sum), Some(forwarded_retention), Some(subscribers)) =
+            (forwarded_sum, forwarded_retention, subscribers)
         else {
             work.diagnostics.push(
                 Diagnostic::error(
                     codes::POOL_CAPACITY_OVERFLOW,
                     format!(
-                        "the slot count overflows: the pool's tensors are forwarded over {} flows whose queues and holds exceed 2^32 entries",
+                        "the slot count overflows: the pool's tensors are forwarded over {} flows (or to topic subscribers) whose queues and holds exceed 2^32 entries",
                         forwarded.len()
                     ),
                 )
@@ -682,6 +694,8 @@ pub(crate) fn allocations(
             history,
             forwarded: forwarded_sum,
             forwarded_through: through,
+            subscribers,
+            subscriber_terms: subscribed,
         };
         let composed = crate::plan::rates::compose(
             items
@@ -749,6 +763,7 @@ pub(crate) fn allocations(
             } else {
                 0
             },
+            topic: None,
         });
         let retention = holds.saturating_add(history);
         let admitted_queue = out_edges
@@ -761,6 +776,7 @@ pub(crate) fn allocations(
         let admitted_entries = admitted_queue.and_then(|q| {
             q.checked_add(retention)?
                 .checked_add(forwarded_retention)?
+                .checked_add(subscribers)?
                 .checked_add(out.max_loans)?
                 .checked_add(1)
         });
@@ -774,6 +790,7 @@ pub(crate) fn allocations(
             retirement: 1,
             forwarded_edges: forwarded,
             forwarded_entries: forwarded_sum,
+            subscriber_entries: subscribers,
             active_entries: slot_count,
             active_logical_payload_bytes: aggregate,
             admitted_queue_entries: admitted_queue,

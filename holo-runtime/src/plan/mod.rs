@@ -3,8 +3,9 @@
 //! Everything that can be decided before running is decided in `compile` and recorded
 //! here: partitions, streams, placements, tensor allocations with every term of their
 //! slot counts, byte-span derivations, queue depths, fusion evidence, every port's
-//! binding and every edge's contract, and warnings. A session runs from these records and
-//! the graph's operator instances, and re-derives none of them.
+//! binding and every edge's contract, every topic with its contract, and warnings. A
+//! session runs from these records and the graph's operator instances, and re-derives
+//! none of them.
 //! Renderings: [`ExecutionPlan::render_human`], [`ExecutionPlan::json`] (canonical,
 //! deterministic) and [`ExecutionPlan::dot`] (Graphviz).
 
@@ -12,8 +13,13 @@ mod binding;
 mod inspect;
 pub(crate) mod rates;
 mod render;
+mod topics;
 
 pub use binding::{EdgeContractRecord, InputBindingRecord, PortRecord, TensorRequirementRecord};
+
+pub use topics::{TopicContractRecord, TopicDirection, TopicRecord, TopicSlotTerm};
+
+pub(crate) use topics::import_pool_id;
 
 pub use inspect::{
     RATE_QUEUE_INSPECTION_SCHEMA, RateQueueInspectionFormat, render_rate_queue_inspection,
@@ -158,7 +164,7 @@ pub struct EdgeRecord {
 /// Every term of a pool's slot count.
 ///
 /// `slot_count = queue_entries + consumer_holds + producer_loans + retirement + history +
-/// forwarded`:
+/// forwarded + subscribers`:
 /// - `queue_entries`: the sum of the final depths of every edge the output feeds (each
 ///   queued entry may be a distinct slot);
 /// - `consumer_holds` + `history`: each consumer retains `max(1, history)` entries — the
@@ -170,7 +176,14 @@ pub struct EdgeRecord {
 /// - `forwarded`: the sum of [`forwarded_through`](Self::forwarded_through): where a
 ///   consumer forwards the pool's tensors (`#[output(forwards = input)]`), every queue and
 ///   hold after the forwarding output, through any number of forwarders, partitions and
-///   fan-outs, may hold a slot of this pool too.
+///   fan-outs, may hold a slot of this pool too;
+/// - `subscribers`: the sum of [`subscriber_terms`](Self::subscriber_terms): where the
+///   output (or an output forwarding the pool's tensors) is exported under a topic, each
+///   declared subscriber's queue and the one tensor it holds.
+///
+/// For an imported topic's pool (`topic:<name>`), `queue_entries` is the imported input's
+/// queue, `consumer_holds` / `history` its operator's retention and `producer_loans` the
+/// publishers' loans (`publishers × loans_per_publisher`).
 ///
 /// With one consumer of history 4, an 8-deep edge, one loan and one retirement entry:
 /// 8 + 4 + 1 + 1 = 14. Forwarded on to a consumer over a 4-deep edge: 14 + 4 + 1 = 19.
@@ -193,6 +206,11 @@ pub struct SlotCountTerms {
     /// Each of those terms, flow by flow in the order the forwarding is followed
     /// (breadth first from the pool's output).
     pub forwarded_through: Vec<ForwardedSlotTerm>,
+    /// Entries standalone subscribers of topics may occupy: the sum of
+    /// `subscriber_terms`.
+    pub subscribers: u32,
+    /// Each of those terms, topic by topic and subscriber by subscriber.
+    pub subscriber_terms: Vec<TopicSlotTerm>,
 }
 
 impl SlotCountTerms {
@@ -203,7 +221,8 @@ impl SlotCountTerms {
             .checked_add(self.producer_loans)?
             .checked_add(self.retirement)?
             .checked_add(self.history)?
-            .checked_add(self.forwarded)
+            .checked_add(self.forwarded)?
+            .checked_add(self.subscribers)
     }
 }
 
@@ -288,6 +307,9 @@ pub struct TensorAllocationPlanRecord {
     pub aggregate_bytes: u64,
     /// Release streams each slot may register (preallocated events), for CUDA pools.
     pub release_stream_capacity: u32,
+    /// The imported topic this pool backs (its publishers borrow from it): then
+    /// `operator` and `port_index` name the importing operator's input, not an output.
+    pub topic: Option<String>,
 }
 
 /// How one pool's per-slot bytes were derived.
@@ -319,6 +341,7 @@ pub struct ExecutionPlan {
     pub(crate) partitions: Vec<ExecutionPartition>,
     pub(crate) cuda_compute_streams: Vec<CudaComputeStreamRecord>,
     pub(crate) edges: Vec<EdgeRecord>,
+    pub(crate) topics: Vec<TopicRecord>,
     pub(crate) tensor_allocations: Vec<TensorAllocationPlanRecord>,
     pub(crate) tensor_byte_span_derivations: Vec<TensorByteSpanDerivationRecord>,
     #[serde(flatten)]
@@ -352,6 +375,14 @@ impl ExecutionPlan {
     /// The flows.
     pub fn edges(&self) -> &[EdgeRecord] {
         &self.edges
+    }
+    /// The topics the graph exports and imports.
+    pub fn topics(&self) -> &[TopicRecord] {
+        &self.topics
+    }
+    /// The topic named `name`.
+    pub fn topic(&self, name: &str) -> Option<&TopicRecord> {
+        self.topics.iter().find(|t| t.name == name)
     }
     /// Whether the plan needs a device backend: it has a compute stream or a pool that is
     /// not host memory.

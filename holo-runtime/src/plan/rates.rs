@@ -205,13 +205,16 @@ pub struct PoolCapacityDependencyRecord {
     /// Entries on and after those flows at the active rate (their final depths and their
     /// consumers' retention).
     pub forwarded_entries: u32,
+    /// Entries standalone subscribers of topics may hold (their queues and one held
+    /// tensor each; [`SlotCountTerms::subscriber_terms`](crate::plan::SlotCountTerms::subscriber_terms)).
+    pub subscriber_entries: u32,
     /// Logical entries at the active rate.
     pub active_entries: u32,
     /// `per_slot_bytes × active_entries`.
     pub active_logical_payload_bytes: u64,
     /// Queue entries over the admitted domain (automatic edges at their admitted ceiling;
-    /// explicit and default edges at their exact depth), forwarded flows included; `None`
-    /// when a rate is unbounded.
+    /// explicit and default edges at their exact depth), forwarded flows and an imported
+    /// topic's queue included; `None` when a rate is unbounded.
     pub admitted_queue_entries: Option<u32>,
     /// Logical entries over the admitted domain.
     pub admitted_entries: Option<u32>,

@@ -24,8 +24,8 @@ impl ExecutionPlan {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":{e:?}}}"))
     }
 
-    /// A review-friendly text rendering that explains every partition, stream, edge and
-    /// pool — every byte of every pool, term by term.
+    /// A review-friendly text rendering that explains every partition, stream, edge,
+    /// topic and pool — every byte of every pool, term by term.
     pub fn render_human(&self) -> String {
         let mut out = String::new();
         let name = |id: u32| self.operators[id as usize].name.as_str();
@@ -100,6 +100,49 @@ impl ExecutionPlan {
                 );
             }
         }
+        if !self.topics.is_empty() {
+            let _ = writeln!(out, "topics:");
+        }
+        for t in &self.topics {
+            let end = format!("{}.{}", name(t.operator), t.port);
+            let flow = match t.direction {
+                super::TopicDirection::Export => format!("{end} → {} subscriber(s)", t.subscribers),
+                super::TopicDirection::Import => format!("{} publisher(s) → {end}", t.publishers),
+            };
+            let _ = writeln!(
+                out,
+                "  {:?} ({}): {flow}, depth {} ({}), {}",
+                t.name,
+                t.direction,
+                t.depth,
+                t.depth_source,
+                t.policy.name(),
+            );
+            if t.tensor {
+                let c = &t.contract;
+                let _ = writeln!(
+                    out,
+                    "    contract: {} {}{}{}, {}; pool {}{}",
+                    c.memory_kind
+                        .map_or("any memory kind", crate::MemoryKind::wire_name),
+                    c.dtype.map_or("any dtype", crate::spec::DType::name),
+                    c.rank.map(|r| format!(" rank {r}")).unwrap_or_default(),
+                    c.device
+                        .map(|d| format!(" on cuda:{d}"))
+                        .unwrap_or_default(),
+                    c.max_bytes
+                        .map_or("no byte bound".to_owned(), |b| format!("≤ {b} B")),
+                    t.pool.as_deref().unwrap_or("none (pass-through)"),
+                    match (t.consumer_stream, t.host_wait) {
+                        (Some(s), _) => format!("; importer waits on S{s}"),
+                        (None, true) => "; importer waits on the host".to_owned(),
+                        (None, false) => String::new(),
+                    }
+                );
+            } else {
+                let _ = writeln!(out, "    messages");
+            }
+        }
         let _ = writeln!(out, "tensor pools:");
         for a in &self.tensor_allocations {
             let t = &a.slot_terms;
@@ -116,7 +159,7 @@ impl ExecutionPlan {
             );
             let _ = writeln!(
                 out,
-                "    slots = {} queued + {} held + {} loan + {} retirement + {} history{} = {}",
+                "    slots = {} queued + {} held + {} loan + {} retirement + {} history{}{} = {}",
                 t.queue_entries,
                 t.consumer_holds,
                 t.producer_loans,
@@ -127,10 +170,24 @@ impl ExecutionPlan {
                 } else {
                     format!(" + {} forwarded", t.forwarded)
                 },
+                if t.subscriber_terms.is_empty() {
+                    String::new()
+                } else {
+                    format!(" + {} subscribers", t.subscribers)
+                },
                 a.slot_count
             );
+            if let Some(topic) = &a.topic {
+                let _ = writeln!(
+                    out,
+                    "      the pool of imported topic {topic:?}: queued is its input's queue, loan its publishers' loans"
+                );
+            }
             for f in &t.forwarded_through {
                 let _ = writeln!(out, "      {f}");
+            }
+            for term in &t.subscriber_terms {
+                let _ = writeln!(out, "      {term}");
             }
             let _ = writeln!(
                 out,
@@ -167,7 +224,7 @@ impl ExecutionPlan {
     }
 
     /// A Graphviz DOT picture: partitions as clusters (with their streams), operators,
-    /// edges (with depth and fusion), and pools.
+    /// edges (with depth and fusion), pools, and topics (dashed, as notes).
     pub fn dot(&self) -> String {
         let mut out = String::from("digraph holo_plan {\n  rankdir=LR;\n  node [shape=box];\n");
         for p in &self.partitions {
@@ -201,17 +258,48 @@ impl ExecutionPlan {
             out.push_str("  }\n");
         }
         for a in &self.tensor_allocations {
+            // An imported topic's pool hangs off its topic; any other off its producer.
+            let owner = match &a.topic {
+                Some(t) => format!("\"topic_{}\"", esc(t)),
+                None => format!("op{}", a.operator),
+            };
             let _ = writeln!(
                 out,
-                "  \"pool_{}\" [shape=cylinder, label=\"{}\\n{} × {} B\\n{}\"];\n  op{} -> \"pool_{}\" [style=dotted, arrowhead=none];",
+                "  \"pool_{}\" [shape=cylinder, label=\"{}\\n{} × {} B\\n{}\"];\n  {owner} -> \"pool_{}\" [style=dotted, arrowhead=none];",
                 esc(&a.pool),
                 esc(&a.pool),
                 a.slot_count,
                 a.per_slot_bytes,
                 a.memory_kind,
-                a.operator,
                 esc(&a.pool)
             );
+        }
+        for t in &self.topics {
+            let node = format!("\"topic_{}\"", esc(&t.name));
+            let (clients, what) = match t.direction {
+                super::TopicDirection::Export => (t.subscribers, "subscriber(s)"),
+                super::TopicDirection::Import => (t.publishers, "publisher(s)"),
+            };
+            let _ = writeln!(
+                out,
+                "  {node} [shape=note, label=\"topic {}\\n{} · {clients} {what}\\ndepth {} {}\"];",
+                esc(&t.name),
+                t.direction,
+                t.depth,
+                t.policy.name()
+            );
+            let _ = match t.direction {
+                super::TopicDirection::Export => writeln!(
+                    out,
+                    "  op{} -> {node} [label=\"{}\", style=dashed];",
+                    t.operator, t.port
+                ),
+                super::TopicDirection::Import => writeln!(
+                    out,
+                    "  {node} -> op{} [label=\"{}\", style=dashed];",
+                    t.operator, t.port
+                ),
+            };
         }
         for e in &self.edges {
             let _ = writeln!(

@@ -13,7 +13,7 @@ pub(crate) mod context;
 pub(crate) mod ports;
 pub(crate) mod rates;
 mod records;
-mod run;
+pub(crate) mod run;
 mod signal;
 pub(crate) use run::fault;
 mod stats;
@@ -189,6 +189,8 @@ pub struct RunSession {
     retire_thread: Option<JoinHandle<()>>,
     started: Instant,
     plan: ExecutionPlan,
+    /// The topics standalone clients attach to.
+    topics: Arc<crate::topic::TopicRegistry>,
     /// `join` or `Drop` ran the teardown.
     torn_down: bool,
     /// The latency recorded before the last `reset_latency`, left out of the report.
@@ -352,6 +354,8 @@ impl RunSession {
                 "the session was already torn down",
             ));
         }
+        // No client attaches, publishes or receives from here on.
+        self.topics.close();
         self.shared.request_stop();
         let elapsed = self.started.elapsed();
         let mut ops: Vec<OpRuntime> = Vec::new();
@@ -407,7 +411,8 @@ impl RunSession {
             .map(|o| counted(o, false))
             .collect();
         drop(ops);
-        let mut drops = 0;
+        // What subscribers' queues still hold (the producers have stopped).
+        let mut drops = self.topics.drain();
         for e in &self.edges {
             let c = e.counters();
             drops += c.evicted.load(Ordering::Relaxed) + c.backpressured.load(Ordering::Relaxed);
@@ -498,7 +503,20 @@ impl RunSession {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(now);
     }
 
-    /// Slots currently free in pool `<operator>.<port>`.
+    /// How many clients are attached to topic `topic` now, and how many its plan record
+    /// declares: `(attached, declared)` subscribers of an exported topic, publishers of
+    /// an imported one. `None` for a topic the plan does not have.
+    pub fn topic_attachments(&self, topic: &str) -> Option<(u32, u32)> {
+        self.topics.attachments(topic)
+    }
+
+    /// The session's topics, for the clients that attach to them.
+    pub(crate) fn topic_registry(&self) -> &Arc<crate::topic::TopicRegistry> {
+        &self.topics
+    }
+
+    /// Slots currently free in pool `<operator>.<port>` (an imported topic's pool:
+    /// `topic:<name>`).
     pub fn pool_free_slots(&self, pool: &str) -> Option<u32> {
         self.pools
             .iter()

@@ -14,6 +14,7 @@ use crate::device::StreamHandle;
 use crate::graph::QueuePolicy;
 use crate::spec::{InputMode, MissingPolicy, TensorInputSpec};
 use crate::tensor::{Tensor, TensorLoanRequest, TensorOutputLoan};
+use crate::topic::SeatState;
 use crate::{Error, ErrorCode, Result};
 
 /// Options of one emit.
@@ -422,6 +423,47 @@ struct OutputBinding<T> {
     activation: Arc<ActivationState>,
     /// Frames this output numbered itself (emits that inherited no frame id).
     next_frame: u64,
+    /// The subscriber seats of the topic this output exports (empty: none).
+    seats: Box<[TopicSeat<T>]>,
+}
+
+/// One subscriber seat of the topic an output exports: its queue, and whether a
+/// subscriber holds it (only then is anything pushed into it).
+struct TopicSeat<T> {
+    queue: Arc<EdgeQueue<T>>,
+    state: Arc<SeatState>,
+}
+
+/// The first attached `Block` seat that is full, if any.
+#[inline(never)]
+fn full_seat<T>(seats: &[TopicSeat<T>]) -> Option<&EdgeQueue<T>> {
+    seats
+        .iter()
+        .find(|s| {
+            s.queue.policy == QueuePolicy::Block
+                && s.state.is_attached(std::sync::atomic::Ordering::Acquire)
+                && s.queue.is_full()
+        })
+        .map(|s| &*s.queue)
+}
+
+/// Pushes a clone of `value` into every attached seat. A seat whose subscriber detached
+/// as the push went in is emptied here (the subscriber's detach empties it too; the
+/// fences order the two checks, so one of them sees the entry): a seat that is not
+/// attached keeps no slot.
+#[inline(never)]
+fn push_to_seats<T: Clone + Send + 'static>(seats: &[TopicSeat<T>], value: &T, stamp: Stamp) {
+    use std::sync::atomic::{Ordering, fence};
+    for s in seats {
+        if !s.state.is_attached(Ordering::Acquire) {
+            continue;
+        }
+        s.queue.push(value.clone(), stamp);
+        fence(Ordering::SeqCst);
+        if !s.state.is_attached(Ordering::Relaxed) {
+            crate::channel::queue::ErasedEdge::clear(&*s.queue);
+        }
+    }
 }
 
 impl<T> Default for Output<T> {
@@ -542,6 +584,19 @@ impl<T: Clone + Send + 'static> Output<T> {
             }
         }
         // Room first: a refused emit registers no release stream.
+        if !b.seats.is_empty()
+            && let Some(full) = full_seat(&b.seats)
+        {
+            crate::channel::queue::bump(&full.counters.backpressured);
+            return Err(Refused::new(
+                value,
+                Error::new(
+                    ErrorCode::Backpressured,
+                    "a topic subscriber's queue is full; nothing was published",
+                )
+                .at(b.location),
+            ));
+        }
         if b.any_block {
             for e in &b.edges {
                 if e.policy == QueuePolicy::Block && e.is_full() {
@@ -589,6 +644,9 @@ impl<T: Clone + Send + 'static> Output<T> {
             publish_ns: b.activation.publish_ns(),
         };
         b.activation.note_emit();
+        if !b.seats.is_empty() {
+            push_to_seats(&b.seats, &value, stamp);
+        }
         if let Some((last, rest)) = b.edges.split_last() {
             for e in rest {
                 e.push(value.clone(), stamp);
@@ -605,6 +663,7 @@ impl<T: Clone + Send + 'static> Output<T> {
             b.edges
                 .iter()
                 .all(|e| e.policy != QueuePolicy::Block || !e.is_full())
+                && full_seat(&b.seats).is_none()
         })
     }
 
@@ -659,6 +718,8 @@ pub struct PortBinder<'a> {
     pub(crate) contracts: &'a [Vec<EdgeContract>],
     /// The operator's planned stream.
     pub(crate) stream: Option<StreamHandle>,
+    /// Per port: the subscriber seats of the topic an output exports.
+    pub(crate) seats: &'a [Vec<(Arc<dyn Any + Send + Sync>, Arc<SeatState>)>],
 }
 
 impl PortBinder<'_> {
@@ -762,6 +823,23 @@ impl PortBinder<'_> {
             });
         }
         let forwards = self.ports.get(i).is_some_and(|p| p.forwards.is_some());
+        let seats = self
+            .seats
+            .get(i)
+            .into_iter()
+            .flatten()
+            .map(|(queue, state)| {
+                Ok(TopicSeat {
+                    queue: Arc::clone(queue).downcast::<EdgeQueue<T>>().map_err(|_| {
+                        Error::new(
+                            ErrorCode::Internal,
+                            format!("operator {:?}, port {port}: the topic's payload type differs from the port's", self.operator),
+                        )
+                    })?,
+                    state: Arc::clone(state),
+                })
+            })
+            .collect::<Result<Box<[_]>>>()?;
         let needs_device_work = contracts.iter().any(|c| c.consumer_stream().is_some());
         output.binding = Some(OutputBinding {
             port,
@@ -779,6 +857,7 @@ impl PortBinder<'_> {
                 && !forwards,
             activation: Arc::clone(self.activation),
             next_frame: 0,
+            seats,
         });
         Ok(())
     }

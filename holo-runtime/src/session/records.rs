@@ -6,7 +6,7 @@
 
 use crate::channel::queue::EdgeFactory;
 use crate::graph::Graph;
-use crate::plan::{ExecutionPlan, PortRecord, TriggerKind};
+use crate::plan::{ExecutionPlan, PortRecord, TopicDirection, TriggerKind};
 use crate::spec::PortDirection;
 use crate::{Error, ErrorCode, Result};
 
@@ -23,14 +23,17 @@ fn inconsistent(record: &str, why: &str) -> Error {
 }
 
 /// Checks every record the session binds from against the others, and the graph's shape
-/// (its operators and flows, by index) against the plan's, and returns the queue factory
-/// of every plan edge.
+/// (its operators, flows and topics, by index) against the plan's, and returns the queue
+/// factory of every plan edge and of every plan topic.
 ///
 /// A queue's payload type is a Rust type: the factory that makes it is the one thing about
 /// a flow a plan cannot record, so it comes from the graph's flow of the same index —
 /// whose ends must be the plan edge's (the fingerprint check covers them too; this one
 /// does not rest on a hash).
-pub(super) fn check(graph: &Graph, plan: &ExecutionPlan) -> Result<Vec<EdgeFactory>> {
+pub(super) fn check(
+    graph: &Graph,
+    plan: &ExecutionPlan,
+) -> Result<(Vec<EdgeFactory>, Vec<EdgeFactory>)> {
     let ops = plan.operators();
     if ops.len() != graph.operators.len() {
         return Err(inconsistent(
@@ -186,15 +189,124 @@ pub(super) fn check(graph: &Graph, plan: &ExecutionPlan) -> Result<Vec<EdgeFacto
             ));
         }
     }
+    let topic_factories = check_topics(graph, plan, &port)?;
     for a in plan.tensor_allocations() {
-        if port(a.operator, a.port_index, PortDirection::Output).is_none() {
-            return Err(inconsistent(
-                &format!("tensor allocation {:?}", a.pool),
-                &format!("operator {} has no output {}", a.operator, a.port_index),
-            ));
+        let record = || format!("tensor allocation {:?}", a.pool);
+        match &a.topic {
+            // An imported topic's pool names the importing input and its import record.
+            Some(name) => {
+                let imported = plan.topic(name).is_some_and(|t| {
+                    t.direction == TopicDirection::Import
+                        && (t.operator, t.port_index) == (a.operator, a.port_index)
+                        && t.pool.as_deref() == Some(a.pool.as_str())
+                });
+                if port(a.operator, a.port_index, PortDirection::Input).is_none() || !imported {
+                    return Err(inconsistent(
+                        &record(),
+                        &format!(
+                            "it backs topic {name:?}, which the plan does not import into operator {} input {}",
+                            a.operator, a.port_index
+                        ),
+                    ));
+                }
+            }
+            None => {
+                if port(a.operator, a.port_index, PortDirection::Output).is_none() {
+                    return Err(inconsistent(
+                        &record(),
+                        &format!("operator {} has no output {}", a.operator, a.port_index),
+                    ));
+                }
+            }
         }
     }
-    Ok(factories)
+    Ok((factories, topic_factories))
+}
+
+/// Checks every topic record against the graph's topic of the same index (its name,
+/// direction and port) and the plan's ports and streams, and returns each one's queue
+/// factory (the payload type a plan cannot record).
+fn check_topics<'p>(
+    graph: &Graph,
+    plan: &'p ExecutionPlan,
+    port: &dyn Fn(u32, u32, PortDirection) -> Option<&'p PortRecord>,
+) -> Result<Vec<EdgeFactory>> {
+    if plan.topics().len() != graph.topics.len() {
+        return Err(inconsistent(
+            "topic list",
+            &format!(
+                "it has {} topics and the graph {}",
+                plan.topics().len(),
+                graph.topics.len()
+            ),
+        ));
+    }
+    let streams = plan.cuda_compute_streams().len();
+    let mut out = Vec::with_capacity(graph.topics.len());
+    for (i, (t, node)) in plan.topics().iter().zip(&graph.topics).enumerate() {
+        let record = || format!("topic record {i} ({:?})", t.name);
+        let direction = match t.direction {
+            TopicDirection::Export => PortDirection::Output,
+            TopicDirection::Import => PortDirection::Input,
+        };
+        if t.id as usize != i
+            || t.name != node.name
+            || t.direction != node.direction
+            || (t.operator, t.port_index) != (node.port.0.0, node.port.1)
+            || port(t.operator, t.port_index, direction).is_none()
+        {
+            return Err(inconsistent(
+                &record(),
+                "its id, name, direction or port is not the graph's topic of the same index",
+            ));
+        }
+        let clients_ok = match t.direction {
+            TopicDirection::Export => t.subscribers > 0 && t.publishers == 0,
+            TopicDirection::Import => t.publishers > 0 && t.subscribers == 0,
+        };
+        if !clients_ok
+            || t.subscribers > crate::MAX_TOPIC_CLIENTS
+            || t.publishers > crate::MAX_TOPIC_CLIENTS
+            || t.depth == 0
+            || t.depth > crate::MAX_QUEUE_DEPTH
+        {
+            return Err(inconsistent(
+                &record(),
+                &format!(
+                    "{} subscribers, {} publishers and depth {} do not make a {} topic",
+                    t.subscribers, t.publishers, t.depth, t.direction
+                ),
+            ));
+        }
+        if t.consumer_stream.is_some_and(|s| s as usize >= streams)
+            || t.consumer_stream
+                != match t.direction {
+                    TopicDirection::Import => plan.operators()[t.operator as usize].cuda_stream,
+                    TopicDirection::Export => None,
+                }
+        {
+            return Err(inconsistent(
+                &record(),
+                &format!(
+                    "its consumer stream {:?} is not its importer's stream",
+                    t.consumer_stream
+                ),
+            ));
+        }
+        if t.direction == TopicDirection::Import
+            && t.tensor
+            && t.pool
+                .as_deref()
+                .is_none_or(|p| plan.tensor_allocation(p).is_none())
+        {
+            return Err(inconsistent(
+                &record(),
+                "an imported tensor topic needs its pool among the plan's allocations",
+            ));
+        }
+        out.push(node.factory);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use crate::graph::Graph;
 use crate::operator::OperatorBox;
 use crate::plan::{ExecutionPlan, TriggerKind};
 use crate::spec::{PortDirection, TensorInputSpec};
+use crate::topic::{Materials, TopicRegistry};
 use crate::{Error, ErrorCode, Result};
 use crossbeam_utils::CachePadded;
 
@@ -624,7 +625,7 @@ pub(crate) fn start(
     }
     // From here on the session reads the plan's records, the graph's operator instances
     // and its flows' queue factories: nothing else of the graph.
-    let factories = super::records::check(&graph, plan)?;
+    let (factories, topic_factories) = super::records::check(&graph, plan)?;
     let clock = super::context::SessionClock::new();
     let n_ops = plan.operators().len();
 
@@ -686,7 +687,11 @@ pub(crate) fn start(
             },
             device.as_ref().map(|d| (d, &retirer)),
         )?;
-        pool_of.insert((a.operator as usize, a.port_index as usize), pools.len());
+        // An imported topic's pool is its publishers' (bound to no port); its slots are
+        // borrowed from any thread, so no partition thread claims its free list.
+        if a.topic.is_none() {
+            pool_of.insert((a.operator as usize, a.port_index as usize), pools.len());
+        }
         pools.push(pool);
     }
 
@@ -740,6 +745,45 @@ pub(crate) fn start(
         erased_out[fo].push(Arc::clone(&new.erased));
         edges.push(new.erased);
         edge_ends.push((fo, to));
+    }
+
+    crate::trace::phase!(phase, "session.create_topics");
+    // 2b. Every topic's queues: an export's subscriber seats, an import's input queue.
+    let (registry, wiring) = TopicRegistry::create(
+        plan,
+        Materials {
+            factories: topic_factories,
+            endpoint_of: &|o| Arc::clone(&signals[partition_of[o]].endpoint),
+            domain_of: &|id| streams.domain(id),
+            pool: &|id| {
+                pools
+                    .iter()
+                    .find(|p| p.name == id)
+                    .map(|p| Arc::clone(&**p))
+            },
+            clock: clock.clone(),
+        },
+    )?;
+    let mut seats_of: Vec<Vec<Vec<_>>> = plan
+        .operators()
+        .iter()
+        .map(|o| vec![Vec::new(); o.ports.len()])
+        .collect();
+    for (o, p, seats) in wiring.seats {
+        seats_of[o][p] = seats;
+    }
+    let mut topic_block: Vec<Vec<Arc<dyn ErasedEdge>>> = vec![Vec::new(); n_ops];
+    for (o, e) in wiring.block {
+        topic_block[o].push(e);
+    }
+    let mut import_contracts = Vec::with_capacity(wiring.imports.len());
+    for (o, p, typed_q, erased_q, contract) in wiring.imports {
+        typed[o][p].push(typed_q);
+        erased_in[o].push((p, Arc::clone(&erased_q)));
+        edges.push(erased_q);
+        // Fed by publishers, not by an operator.
+        edge_ends.push((usize::MAX, o));
+        import_contracts.push((o, p, contract));
     }
 
     let ports_per_op: Vec<usize> = plan.operators().iter().map(|o| o.ports.len()).collect();
@@ -799,6 +843,10 @@ pub(crate) fn start(
         contracts_of[to][tp].push(c);
     }
 
+    for (o, p, contract) in import_contracts {
+        contracts_of[o][p].push(contract);
+    }
+
     crate::trace::phase!(phase, "session.bind_ports");
     // 3. Bind every port.
     let mut runtimes = Vec::with_capacity(n_ops);
@@ -828,6 +876,7 @@ pub(crate) fn start(
             ports: &rec.ports,
             contracts: &contracts_of[i],
             stream: streams.of_operator(plan, i),
+            seats: &seats_of[i],
         };
         op.bind(&mut binder).map_err(|e| locate(e, &rec.name))?;
         let connected_inputs = &erased_in[i];
@@ -914,9 +963,12 @@ pub(crate) fn start(
             device: stream.and(device.clone()),
             required_inputs,
             optional_inputs,
+            // A source waits for room in its blocking flows and in its topics' blocking
+            // subscriber seats (a free seat is never full).
             block_outputs: erased_out[i]
                 .iter()
                 .filter(|e| e.policy() == crate::graph::QueuePolicy::Block)
+                .chain(&topic_block[i])
                 .map(|e| EdgeProbe::new(Arc::clone(e)))
                 .collect(),
             is_source,
@@ -950,6 +1002,8 @@ pub(crate) fn start(
         rates,
         idle_spin: options.idle_spin,
     });
+    registry.set_shared(Arc::clone(&shared));
+    let topics = Arc::new(registry);
     // The first rate generation: the plan's compiled rates, or the caller's candidate.
     // A rejected first candidate leaves nothing published; the session still runs on the
     // plan's compiled nominal rates, and the rejection is kept as evidence.
@@ -1042,6 +1096,7 @@ pub(crate) fn start(
                 retire_thread,
                 started: Instant::now(),
                 plan: plan.clone(),
+                topics,
                 torn_down: false,
                 latency_baseline: Mutex::new(None),
             }

@@ -10,6 +10,8 @@
 //! clones and [`TensorReadLease`]s keep the slot out of the pool; the last one dropped
 //! returns it.
 
+mod caller_write;
+
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;

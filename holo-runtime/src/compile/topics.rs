@@ -1,0 +1,633 @@
+//! Topics: outputs exported and inputs imported under a name (`Graph::export_topic`,
+//! `Graph::import_topic`). This pass checks the declarations, decides each topic's queue
+//! depth, sizes every imported topic's own pool, and writes the topic records a session
+//! binds standalone clients from. The subscribers of an export are counted in the pools
+//! whose tensors reach it (`pools.rs`, through the forwarding walk).
+//!
+//! What conflicts with a topic (`TOPIC_PORT_CONFLICT`): a second topic on the same port
+//! (one port, one topic), and a flow into an imported input (an input has one producer:
+//! the topic's publishers, or one flow). A flow from an exported output does not
+//! conflict: the output publishes to its flows and to its topic's subscribers alike, and
+//! none of its flows is fused (a subscriber's stream is not known when the plan is made).
+
+use std::collections::HashMap;
+
+use super::forwards::{FloorItem, forwarded_from_input, forwarded_terms};
+use super::index::Adjacency;
+use super::placement::Placed;
+use super::pools::{PoolRecords, Resolved};
+use super::{Diagnostic, Work, codes};
+use crate::MemoryKind;
+use crate::graph::{MAX_TOPIC_CLIENTS, PortDecl, TopicNode};
+use crate::plan::{
+    EdgeRecord, HardFloorContributorRecord, PoolCapacityDependencyRecord,
+    ProviderAllocationPlanRecord, SlotCountTerms, TensorAllocationPlanRecord,
+    TensorByteSpanDerivationRecord, TopicContractRecord, TopicDirection, TopicRecord,
+    TopicSlotTerm, import_pool_id,
+};
+use crate::spec::{InputMode, MAX_TENSOR_RANK, MissingPolicy, PortDirection, TensorInputSpec};
+
+/// The longest topic name, in bytes.
+pub(crate) const MAX_TOPIC_NAME: usize = 128;
+
+/// What the checks decided of one topic.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct TopicPlan {
+    /// The declaration names a port of the right direction, the only topic on it (else
+    /// later passes leave it out; a diagnostic says why).
+    pub(crate) valid: bool,
+    pub(crate) depth: u32,
+    pub(crate) depth_source: &'static str,
+}
+
+/// Each topic's plan, by the graph's topic index, and the topic on each port.
+#[derive(Debug, Default)]
+pub(crate) struct Topics {
+    pub(crate) plans: Vec<TopicPlan>,
+    /// Per port ([`Work::port_index`]): the valid topic on it, or `u32::MAX`.
+    of_port: Vec<u32>,
+}
+
+impl Topics {
+    /// The valid topic on port `port` of operator `op`, if any.
+    pub(crate) fn on(&self, work: &Work<'_>, op: u32, port: u32) -> Option<u32> {
+        self.of_port
+            .get(work.port_index(op, port))
+            .copied()
+            .filter(|&t| t != u32::MAX)
+    }
+
+    /// The valid topic exported from output `port` of operator `op`.
+    pub(crate) fn exported(&self, work: &Work<'_>, op: u32, port: u32) -> Option<u32> {
+        self.on(work, op, port)
+            .filter(|&t| work.graph.topics[t as usize].direction == TopicDirection::Export)
+    }
+
+    /// The valid topic imported into input `port` of operator `op`.
+    pub(crate) fn imported(&self, work: &Work<'_>, op: u32, port: u32) -> Option<u32> {
+        self.on(work, op, port)
+            .filter(|&t| work.graph.topics[t as usize].direction == TopicDirection::Import)
+    }
+}
+
+/// The operator and port a topic names, when they exist and the port's direction fits.
+pub(crate) fn port_of(work: &Work<'_>, t: &TopicNode) -> Option<(u32, u32)> {
+    let (o, p) = (t.port.0.0, t.port.1);
+    let op = work.graph.operators.get(o as usize)?;
+    let want = match t.direction {
+        TopicDirection::Export => PortDirection::Output,
+        TopicDirection::Import => PortDirection::Input,
+    };
+    (op.ports.get(p as usize)?.direction == want).then_some((o, p))
+}
+
+/// An imported tensor input's declared requirements (its pool's contract with the
+/// topic's bound), or `None` for a message input.
+pub(crate) fn import_requirements(work: &Work<'_>, (o, p): (u32, u32)) -> Option<TensorInputSpec> {
+    match &work.graph.operators[o as usize].ports[p as usize].decl {
+        PortDecl::TensorInput(req) => Some(*req),
+        _ => None,
+    }
+}
+
+/// Checks every topic declaration and decides its depth; fills `work.topics`.
+pub(crate) fn check(work: &mut Work<'_>) {
+    let graph = work.graph;
+    let mut topics = Topics {
+        plans: vec![TopicPlan::default(); graph.topics.len()],
+        of_port: vec![u32::MAX; work.ports.len()],
+    };
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    for (i, t) in graph.topics.iter().enumerate() {
+        let id = u32::try_from(i).unwrap_or(u32::MAX);
+        let Some((o, p)) = port_of(work, t) else {
+            work.diagnostics.push(
+                Diagnostic::error(
+                    codes::GRAPH_INVALID_FLOW,
+                    format!(
+                        "topic {:?} names a port that does not exist or is not an {}",
+                        t.name,
+                        match t.direction {
+                            TopicDirection::Export => "output",
+                            TopicDirection::Import => "input",
+                        }
+                    ),
+                )
+                .hint("export an output and import an input, with the handles `add_operator` returned"),
+            );
+            continue;
+        };
+        let (op_name, port_name) = (work.op_name(o).to_owned(), work.port_name(o, p));
+        let diag = |code, message: String, hint: &str| {
+            Diagnostic::error(code, message)
+                .operator(&op_name)
+                .port(port_name)
+                .hint(hint)
+        };
+        let mut valid = true;
+        if t.name.is_empty()
+            || t.name.len() > MAX_TOPIC_NAME
+            || t.name.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            work.diagnostics.push(diag(
+                codes::TOPIC_NAME_INVALID,
+                format!("the topic name {:?} is empty, longer than {MAX_TOPIC_NAME} bytes, or holds whitespace or control characters", t.name),
+                "name the topic with 1 to 128 printable characters and no spaces, e.g. `camera/frames`",
+            ));
+        }
+        if let Some(&first) = names.get(t.name.as_str()) {
+            let other = &graph.topics[first];
+            work.diagnostics.push(diag(
+                codes::TOPIC_NAME_DUPLICATE,
+                format!(
+                    "the topic name {:?} is already taken by the {} on operator {:?}, port {:?}",
+                    t.name,
+                    other.direction,
+                    graph.operators[other.port.0.index()].name,
+                    graph.operators[other.port.0.index()]
+                        .ports
+                        .get(other.port.1 as usize)
+                        .map_or("?", |q| q.name)
+                ),
+                "a topic name is unique in a graph: clients attach by it",
+            ));
+            valid = false;
+        } else {
+            names.insert(&t.name, i);
+        }
+        let at = work.port_index(o, p);
+        if topics.of_port[at] != u32::MAX {
+            let first = &graph.topics[topics.of_port[at] as usize];
+            work.diagnostics.push(diag(
+                codes::TOPIC_PORT_CONFLICT,
+                format!(
+                    "the port is already under topic {:?}; one port carries one topic",
+                    first.name
+                ),
+                "give the port one topic; more subscribers attach with `TopicOptions::with_subscribers`",
+            ));
+            valid = false;
+        }
+        if t.direction == TopicDirection::Import && !work.incoming(o, p).is_empty() {
+            work.diagnostics.push(diag(
+                codes::TOPIC_PORT_CONFLICT,
+                format!(
+                    "the input imports topic {:?} and is also fed by a flow; an input has one producer",
+                    t.name
+                ),
+                "import the topic into an input of its own, or remove the flow",
+            ));
+            valid = false;
+        }
+        let (clients, what) = match t.direction {
+            TopicDirection::Export => (t.options.subscribers, "subscribers"),
+            TopicDirection::Import => (t.options.publishers, "publishers"),
+        };
+        if clients == 0 || clients > MAX_TOPIC_CLIENTS {
+            work.diagnostics.push(diag(
+                codes::TOPIC_CLIENT_COUNT,
+                format!(
+                    "topic {:?} declares {clients} {what}; it must be 1 to {MAX_TOPIC_CLIENTS} (each has a preallocated queue or loans)",
+                    t.name
+                ),
+                "declare how many clients may attach at once with `TopicOptions::with_subscribers` / `with_publishers`",
+            ));
+        }
+        let floor = match (t.direction, work.port(o, p).mode) {
+            (TopicDirection::Import, InputMode::Window { min }) => min.max(1),
+            _ => 1,
+        };
+        let (depth, depth_source) = match t.options.depth {
+            Some(0) => {
+                work.diagnostics.push(diag(
+                    codes::QUEUE_DEPTH_ZERO,
+                    format!(
+                        "topic {:?} has an explicit queue depth of 0, which admits nothing",
+                        t.name
+                    ),
+                    "give a depth of at least 1, or leave it out",
+                ));
+                (0, "explicit")
+            }
+            Some(d) => {
+                if d < floor {
+                    work.diagnostics.push(diag(
+                        codes::RATE_QUEUE_DEPTH_BELOW_HARD_FLOOR,
+                        format!("topic {:?}: the explicit queue depth {d} is below the imported window input's minimum {floor}", t.name),
+                        "an explicit depth is exact authority: cover the window, or leave it out",
+                    ));
+                }
+                (d, "explicit")
+            }
+            None => (work.options.default_queue_depth.max(floor), "default"),
+        };
+        if depth > super::MAX_QUEUE_DEPTH {
+            work.diagnostics.push(diag(
+                codes::QUEUE_DEPTH_LIMIT,
+                format!(
+                    "topic {:?}: the {depth_source} queue depth {depth} exceeds holo's limit of {} entries per queue (every entry is preallocated at start)",
+                    t.name,
+                    super::MAX_QUEUE_DEPTH
+                ),
+                "give a depth the clients can really hold",
+            ));
+        }
+        if t.direction == TopicDirection::Import
+            && let Some(req) = import_requirements(work, (o, p))
+        {
+            if req.memory_kind.is_none() {
+                work.diagnostics.push(diag(
+                    codes::TOPIC_IMPORT_MEMORY_KIND_MISSING,
+                    format!("the imported tensor input of topic {:?} declares no memory kind, so the topic's pool has none", t.name),
+                    "declare `#[input(memory = host | pinned | cuda_device | cuda_managed)]` on the input",
+                ));
+            }
+            match t.options.max_bytes {
+                None => work.diagnostics.push(diag(
+                    codes::TOPIC_IMPORT_UNBOUNDED,
+                    format!("the imported tensor input of topic {:?} has no bound, so the topic's pool cannot be sized", t.name),
+                    "give the largest tensor a publisher sends: `TopicOptions::with_max_bytes(n)`",
+                )),
+                Some(0) => work.warnings.push(
+                    Diagnostic::warning(
+                        codes::PHYSICAL_TENSOR_ZERO_BOUNDS,
+                        format!("topic {:?} has a bound of 0 bytes: every publisher loan will be rejected", t.name),
+                    )
+                    .operator(&op_name)
+                    .port(port_name),
+                ),
+                Some(_) => {}
+            }
+        }
+        if valid {
+            topics.of_port[at] = id;
+        }
+        topics.plans[i] = TopicPlan {
+            valid,
+            depth,
+            depth_source,
+        };
+    }
+    work.topics = topics;
+}
+
+/// The subscriber terms of the topics exported by `outputs` (a pool's own output and the
+/// outputs forwarding its tensors): per declared subscriber its queue and the tensor it
+/// holds, as plan terms and as hard-floor contributors appended to `items` for every
+/// scenario. Returns the terms and their sum (`None` on overflow).
+pub(crate) fn subscriber_terms(
+    work: &Work<'_>,
+    outputs: impl IntoIterator<Item = (u32, u32)>,
+    scenarios: &[&str],
+    items: &mut Vec<FloorItem>,
+) -> (Vec<TopicSlotTerm>, Option<u32>) {
+    let mut terms = Vec::new();
+    let mut sum = Some(0u32);
+    for (o, p) in outputs {
+        let Some(t) = work.topics.exported(work, o, p) else {
+            continue;
+        };
+        let node = &work.graph.topics[t as usize];
+        let depth = work.topics.plans[t as usize].depth;
+        for seat in 0..node.options.subscribers.min(MAX_TOPIC_CLIENTS) {
+            for (contributor, entries) in [("queue_depth", depth), ("subscriber_hold", 1)] {
+                sum = sum.and_then(|s| s.checked_add(entries));
+                terms.push(TopicSlotTerm {
+                    topic: node.name.clone(),
+                    subscriber: seat,
+                    contributor: contributor.to_owned(),
+                    entries,
+                });
+                for s in scenarios {
+                    let group = if contributor == "queue_depth" {
+                        format!("topic_queue:{}#{seat}", node.name)
+                    } else {
+                        format!("topic_retention:{}#{seat}", node.name)
+                    };
+                    items.push((
+                        (*s).to_owned(),
+                        group,
+                        format!("topic_{contributor}"),
+                        entries,
+                    ));
+                }
+            }
+        }
+    }
+    (terms, sum)
+}
+
+/// Sizes the pool of every valid imported tensor topic (`topic:<name>`): the imported
+/// input's queue, its operator's retention, every publisher's loans, one retirement entry,
+/// and whatever follows an output that forwards the input's tensors (flows and exported
+/// topics). Appends to `records`.
+pub(crate) fn import_pools(
+    work: &mut Work<'_>,
+    placed: &Placed,
+    edges: &[EdgeRecord],
+    sized: &super::queues::Sized,
+    forwards: &Adjacency,
+    records: &mut PoolRecords,
+) {
+    let mut marks = vec![0u32; edges.len()];
+    let graph = work.graph;
+    for (i, t) in graph.topics.iter().enumerate() {
+        let plan = work.topics.plans[i];
+        if t.direction != TopicDirection::Import || !plan.valid {
+            continue;
+        }
+        let Some((o, p)) = port_of(work, t) else {
+            continue;
+        };
+        let Some(req) = import_requirements(work, (o, p)) else {
+            continue;
+        };
+        let (Some(kind), Some(bytes)) = (req.memory_kind, t.options.max_bytes) else {
+            continue;
+        };
+        let op_name = work.op_name(o).to_owned();
+        let port_name = work.port_name(o, p);
+        let pool = import_pool_id(&t.name);
+        let temporal = &graph.operators[o as usize].ports[p as usize].temporal;
+        let scenarios: &[&str] = if temporal.missing == MissingPolicy::ReuseLast {
+            &["data_present", "data_missing"]
+        } else {
+            &["data_present"]
+        };
+        let mut items: Vec<FloorItem> = Vec::new();
+        let stamp = u32::try_from(i).unwrap_or(u32::MAX).wrapping_add(1).max(1);
+        let mut outputs = Vec::new();
+        let forwarded =
+            forwarded_from_input(work, forwards, (o, p), &mut marks, stamp, &mut outputs);
+        let (through, forwarded_retention) =
+            forwarded_terms(work, edges, &forwarded, scenarios, &mut items);
+        let (subscribed, subscribers) = subscriber_terms(work, outputs, scenarios, &mut items);
+        let loans = t
+            .options
+            .publishers
+            .min(MAX_TOPIC_CLIENTS)
+            .checked_mul(t.options.loans_per_publisher.max(1));
+        let forwarded_sum = through
+            .iter()
+            .try_fold(0u32, |acc, x| acc.checked_add(x.entries));
+        let (holds, history) = if temporal.history > 0 {
+            (0, temporal.history)
+        } else {
+            (1, 0)
+        };
+        for s in scenarios {
+            let g = "consumer_retention:import".to_owned();
+            items.push((
+                (*s).to_owned(),
+                "queue:import".to_owned(),
+                "queue_entries".to_owned(),
+                plan.depth,
+            ));
+            let current = if *s == "data_missing" {
+                "reuse_last"
+            } else {
+                "consumer_hold"
+            };
+            items.push(((*s).to_owned(), g.clone(), current.to_owned(), 1));
+            if temporal.history > 0 {
+                items.push(((*s).to_owned(), g, "history".to_owned(), temporal.history));
+            }
+            items.push((
+                (*s).to_owned(),
+                "producer_loans".to_owned(),
+                "publisher_loans".to_owned(),
+                loans.unwrap_or(u32::MAX),
+            ));
+            items.push((
+                (*s).to_owned(),
+                "retirement".to_owned(),
+                "retirement".to_owned(),
+                1,
+            ));
+        }
+        let overflow = |work: &mut Work<'_>, what: String| {
+            work.diagnostics.push(
+                Diagnostic::error(codes::POOL_CAPACITY_OVERFLOW, what)
+                    .operator(&op_name)
+                    .port(port_name)
+                    .hint("lower the topic's depth, publishers or loans, or the queues after its forwarding outputs"),
+            );
+        };
+        let (Some(loans), Some(forwarded_sum), Some(forwarded_retention), Some(subscribers)) =
+            (loans, forwarded_sum, forwarded_retention, subscribers)
+        else {
+            overflow(
+                work,
+                format!(
+                    "the slot count of topic {:?}'s pool overflows 2^32 entries",
+                    t.name
+                ),
+            );
+            continue;
+        };
+        let terms = SlotCountTerms {
+            queue_entries: plan.depth,
+            consumer_holds: holds,
+            producer_loans: loans,
+            retirement: 1,
+            history,
+            forwarded: forwarded_sum,
+            forwarded_through: through,
+            subscribers,
+            subscriber_terms: subscribed,
+        };
+        let composed = crate::plan::rates::compose(
+            items
+                .iter()
+                .map(|(s, g, _, n)| (s.as_str(), g.as_str(), *n)),
+        );
+        let Some(slot_count) = terms.total().filter(|n| composed == Some(*n)) else {
+            overflow(
+                work,
+                format!("the slot count of topic {:?}'s pool overflows", t.name),
+            );
+            continue;
+        };
+        let Some(aggregate) = bytes
+            .checked_mul(u64::from(slot_count))
+            .filter(|a| usize::try_from(*a).is_ok())
+        else {
+            overflow(
+                work,
+                format!(
+                    "topic {:?}: {slot_count} slots × {bytes} bytes overflows this host's address space",
+                    t.name
+                ),
+            );
+            continue;
+        };
+        records.4.extend(
+            items
+                .into_iter()
+                .map(
+                    |(scenario, group, contributor, entries)| HardFloorContributorRecord {
+                        scope: "pool".to_owned(),
+                        edge: None,
+                        pool: Some(pool.clone()),
+                        scenario,
+                        group,
+                        contributor,
+                        entries,
+                    },
+                ),
+        );
+        let device = placed.import_device[i];
+        records.0.push(TensorAllocationPlanRecord {
+            pool: pool.clone(),
+            operator: o,
+            port: port_name.to_owned(),
+            port_index: p,
+            memory_kind: kind,
+            memory_kind_source: format!("declared by the input of topic {:?}", t.name),
+            device,
+            dtype: req.dtype,
+            rank: req.rank,
+            max_rank: req.rank.unwrap_or(MAX_TENSOR_RANK),
+            per_slot_bytes: bytes,
+            slot_count,
+            slot_terms: terms.clone(),
+            aggregate_bytes: aggregate,
+            release_stream_capacity: if kind.is_cuda() || device.is_some() {
+                work.options.max_fanout_release_streams
+            } else {
+                0
+            },
+            topic: Some(t.name.clone()),
+        });
+        let retention = holds.saturating_add(history);
+        let admitted_queue = forwarded.iter().try_fold(plan.depth, |acc, &e| {
+            sized.admitted_depth[e as usize].and_then(|d| acc.checked_add(d))
+        });
+        let admitted_entries = admitted_queue.and_then(|q| {
+            q.checked_add(retention)?
+                .checked_add(forwarded_retention)?
+                .checked_add(subscribers)?
+                .checked_add(loans)?
+                .checked_add(1)
+        });
+        records.2.push(PoolCapacityDependencyRecord {
+            pool: pool.clone(),
+            per_slot_bytes: bytes,
+            edges: Vec::new(),
+            active_queue_entries: plan.depth,
+            consumer_retention: retention,
+            producer_loans: loans,
+            retirement: 1,
+            forwarded_edges: forwarded,
+            forwarded_entries: forwarded_sum,
+            subscriber_entries: subscribers,
+            active_entries: slot_count,
+            active_logical_payload_bytes: aggregate,
+            admitted_queue_entries: admitted_queue,
+            admitted_entries,
+            admitted_logical_payload_bytes: admitted_entries
+                .and_then(|n| bytes.checked_mul(u64::from(n))),
+        });
+        records.3.push(ProviderAllocationPlanRecord {
+            pool: pool.clone(),
+            provider: kind.wire_name().to_owned(),
+            logical_entries: slot_count,
+            logical_payload_bytes: aggregate,
+            physical_reserved_bytes: None,
+        });
+        records.1.push(TensorByteSpanDerivationRecord {
+            pool,
+            expression: format!("topic_max_bytes({bytes})"),
+            dependencies: Vec::new(),
+            per_slot_bytes: bytes,
+            slot_count: Some(slot_count),
+            aggregate_bytes: Some(aggregate),
+        });
+    }
+}
+
+/// The topic records, once pools and streams are decided.
+pub(crate) fn records(
+    work: &Work<'_>,
+    resolved: &Resolved,
+    placed: &Placed,
+    allocations: &[TensorAllocationPlanRecord],
+) -> Vec<TopicRecord> {
+    let needs_device = crate::plan::needs_device(!placed.streams.is_empty(), allocations);
+    let mut out = Vec::with_capacity(work.graph.topics.len());
+    for (i, t) in work.graph.topics.iter().enumerate() {
+        let plan = work.topics.plans[i];
+        let Some((o, p)) = port_of(work, t).filter(|_| plan.valid) else {
+            continue;
+        };
+        let tensor = work.port(o, p).tensor;
+        let (contract, pool, subscribers, publishers) = match t.direction {
+            TopicDirection::Export => {
+                let r = resolved.get(work.port_index(o, p));
+                let own = format!("{}.{}", work.op_name(o), work.port_name(o, p));
+                let pool = allocations
+                    .iter()
+                    .find(|a| a.pool == own && a.topic.is_none());
+                let kind = r.and_then(|r| r.memory_kind);
+                let contract = TopicContractRecord {
+                    memory_kind: kind,
+                    device: placed.output_device.get(&(o, p)).copied().or_else(|| {
+                        kind.filter(|k| k.is_cuda())
+                            .and(placed.device_of[o as usize])
+                    }),
+                    dtype: r.and_then(|r| r.dtype),
+                    rank: r.and_then(|r| r.rank),
+                    max_rank: r.map(|r| r.max_rank),
+                    max_bytes: pool.map(|a| a.per_slot_bytes),
+                };
+                (
+                    contract,
+                    pool.map(|a| a.pool.clone()),
+                    t.options.subscribers,
+                    0,
+                )
+            }
+            TopicDirection::Import => {
+                let req = import_requirements(work, (o, p));
+                let contract = TopicContractRecord {
+                    memory_kind: req.and_then(|r| r.memory_kind),
+                    device: placed.import_device[i],
+                    dtype: req.and_then(|r| r.dtype),
+                    rank: req.and_then(|r| r.rank),
+                    max_rank: req.map(|r| r.rank.unwrap_or(MAX_TENSOR_RANK)),
+                    max_bytes: req.and(t.options.max_bytes),
+                };
+                let pool = import_pool_id(&t.name);
+                let pool = allocations.iter().any(|a| a.pool == pool).then_some(pool);
+                (contract, pool, 0, t.options.publishers)
+            }
+        };
+        let consumer_stream = match t.direction {
+            TopicDirection::Import => placed.stream_of[o as usize],
+            TopicDirection::Export => None,
+        };
+        out.push(TopicRecord {
+            id: u32::try_from(out.len()).unwrap_or(u32::MAX),
+            name: t.name.clone(),
+            direction: t.direction,
+            operator: o,
+            port: work.port_name(o, p).to_owned(),
+            port_index: p,
+            tensor,
+            depth: plan.depth,
+            depth_source: plan.depth_source.to_owned(),
+            policy: t.options.policy,
+            subscribers,
+            publishers,
+            host_wait: t.direction == TopicDirection::Import
+                && tensor
+                && consumer_stream.is_none()
+                && needs_device
+                && contract.memory_kind != Some(MemoryKind::Host),
+            contract,
+            pool,
+            consumer_stream,
+        });
+    }
+    out
+}

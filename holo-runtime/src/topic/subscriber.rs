@@ -1,0 +1,324 @@
+//! [`ChannelSubscriber`]: a standalone client that receives an exported topic.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+use super::{SeatState, Side, TopicRegistry, TopicState, seat};
+use crate::channel::queue::{EdgeQueue, Endpoint, ErasedEdge, Stamp};
+use crate::device::StreamHandle;
+use crate::plan::{TopicContractRecord, TopicDirection};
+use crate::session::FrameInfo;
+use crate::spec::TensorInputSpec;
+use crate::tensor::Tensor;
+use crate::{Error, ErrorCode, Result, RunSession};
+
+/// Options of one subscriber.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SubscriberOptions {
+    /// The tensor contract the subscriber relies on: every field it states must be one
+    /// the topic declares, with the same value, or the attach is refused
+    /// (`ProtocolError`). `None`: any contract.
+    pub expected: Option<TensorInputSpec>,
+    /// How long a [`receive`](ChannelSubscriber::receive) that finds nothing keeps
+    /// polling — spinning, then yielding — before it parks until the producer's push
+    /// wakes it. Default [`SessionOptions::DEFAULT_IDLE_SPIN`](crate::SessionOptions::DEFAULT_IDLE_SPIN),
+    /// as a partition thread.
+    pub idle_spin: Duration,
+}
+
+impl Default for SubscriberOptions {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl SubscriberOptions {
+    /// Any contract, the default idle spin.
+    pub const DEFAULT: Self = Self {
+        expected: None,
+        idle_spin: crate::SessionOptions::DEFAULT_IDLE_SPIN,
+    };
+
+    /// These options expecting `contract`.
+    #[must_use]
+    pub const fn with_expected(mut self, contract: TensorInputSpec) -> Self {
+        self.expected = Some(contract);
+        self
+    }
+
+    /// These options with `idle_spin`.
+    #[must_use]
+    pub const fn with_idle_spin(mut self, idle_spin: Duration) -> Self {
+        self.idle_spin = idle_spin;
+        self
+    }
+}
+
+/// A standalone client outside any graph that receives an exported topic of a running
+/// session: every value the exporting output emits from the moment it attaches, in emit
+/// order, through a queue of its own (one of the topic's declared subscriber seats).
+///
+/// `T` is the port's payload: [`Tensor`] (the default) or a message type; a subscriber of
+/// another type is refused at attach.
+///
+/// A received tensor is read-only and arrives unordered with respect to any stream:
+/// [`receive_on`](Self::receive_on) orders it on the caller's stream (a stream wait, no
+/// host block) and registers that stream as a release stream of its slot; a host reader
+/// calls [`Tensor::synchronize_for_host`] first (at once for host-written bytes). A
+/// standalone client keeps the duty the seed gives it: a stream it passes to
+/// `receive_on` must stay alive until the session ends, as the slot's retirement may
+/// record a release event on it after the tensor is dropped.
+///
+/// The topic's declared subscribers each count one received tensor held at a time in
+/// the producer's pool: a subscriber that keeps more starves the producer
+/// (`ResourceExhausted` on its `allocate_tensor`). Dropping the subscriber detaches it:
+/// its seat is free again and the slots its queue held go back to the pool.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use holo_runtime::{
+///     ChannelSubscriber, CompileOptions, DType, EmitOptions, ExecutionContext, Graph,
+///     Operator, Output, ParamSet, Result, RunSession, SessionOptions, SubscriberOptions,
+///     Tensor, TensorLoanRequest, TopicOptions, compile, operator,
+/// };
+///
+/// #[operator]
+/// struct Camera {
+///     #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = 64)]
+///     frames: Output<Tensor>,
+/// }
+///
+/// impl Operator for Camera {
+///     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+///         let loan = self
+///             .frames
+///             .allocate_tensor(TensorLoanRequest { shape: &[64], dtype: DType::U8 })?;
+///         let frame = loan.write_host_and_commit(|b| b.fill(7))?;
+///         self.frames.emit(frame, EmitOptions::default())
+///     }
+/// }
+///
+/// let mut graph = Graph::new();
+/// let camera = graph.add_operator("camera", Camera { frames: Default::default() }, ParamSet::defaults()?)?;
+/// graph.export_topic(camera.frames, "camera/frames", TopicOptions::DEFAULT.with_depth(2));
+/// let plan = compile(&graph, CompileOptions::default())?;
+/// let session = RunSession::start(graph, &plan, SessionOptions::frames(3))?;
+/// let mut frames: ChannelSubscriber =
+///     ChannelSubscriber::attach(&session, "camera/frames", SubscriberOptions::DEFAULT)?;
+/// if let Some((frame, info)) = frames.receive_with_info(Duration::from_secs(5))? {
+///     assert_eq!(frame.data()?, &[7; 64]);
+///     let _ = info.frame;
+/// }
+/// drop(frames);
+/// session.join()?;
+/// # Ok::<(), holo_runtime::Error>(())
+/// ```
+pub struct ChannelSubscriber<T = Tensor> {
+    topic: Arc<TopicState>,
+    registry: Arc<TopicRegistry>,
+    seat: usize,
+    queue: Arc<EdgeQueue<T>>,
+    /// The seat's state, its queue erased (to empty it on detach) and its end.
+    state: Arc<SeatState>,
+    erased: Arc<dyn ErasedEdge>,
+    endpoint: Arc<CachePadded<Endpoint>>,
+    idle_spin: Duration,
+    last: Stamp,
+}
+
+impl<T> fmt::Debug for ChannelSubscriber<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChannelSubscriber")
+            .field("topic", &self.topic.record.name)
+            .field("seat", &self.seat)
+            .field("pending", &self.queue.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Clone + Send + 'static> ChannelSubscriber<T> {
+    /// Attaches to the exported topic `topic` of `session`, taking one of its free
+    /// subscriber seats. Refused, with nothing attached and nothing of the topic changed:
+    /// `NotFound` for a topic the session does not have; `InvalidArgument` for an
+    /// imported topic or a payload other than the port's; `ProtocolError` when
+    /// `options.expected` states a contract the topic does not declare; `ResourceExhausted`
+    /// when every declared subscriber is attached; `Cancelled` once the session stops.
+    pub fn attach(session: &RunSession, topic: &str, options: SubscriberOptions) -> Result<Self> {
+        let registry = session.topic_registry();
+        let state = registry.find(topic)?;
+        state.expect_direction(TopicDirection::Export)?;
+        let Side::Export(seats) = &state.side else {
+            return Err(Error::new(ErrorCode::Internal, "an export without seats"));
+        };
+        // Every check before a seat is claimed: a refused attach changes nothing.
+        let first = seats
+            .first()
+            .ok_or_else(|| Error::new(ErrorCode::Internal, "an export without seats"))?;
+        state.typed::<T>(&first.typed)?;
+        state.check_expected(options.expected.as_ref())?;
+        let Some((i, s)) = seats.iter().enumerate().find(|(_, s)| {
+            s.state
+                .0
+                .compare_exchange(
+                    seat::FREE,
+                    seat::CLAIMED,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        }) else {
+            return Err(Error::new(
+                ErrorCode::ResourceExhausted,
+                format!(
+                    "every one of the topic's {} declared subscribers is attached; declare more with `TopicOptions::with_subscribers`",
+                    seats.len()
+                ),
+            )
+            .at(state.location));
+        };
+        let queue = match state.typed::<T>(&s.typed) {
+            Ok(q) => q,
+            Err(e) => {
+                s.state.0.store(seat::FREE, Ordering::Release);
+                return Err(e);
+            }
+        };
+        // Entries left by a producer's push that raced the previous subscriber's detach.
+        s.erased.clear();
+        s.state.0.store(seat::ATTACHED, Ordering::SeqCst);
+        Ok(Self {
+            topic: Arc::clone(state),
+            registry: Arc::clone(registry),
+            seat: i,
+            queue,
+            state: Arc::clone(&s.state),
+            erased: Arc::clone(&s.erased),
+            endpoint: Arc::clone(&s.endpoint),
+            idle_spin: options.idle_spin,
+            last: Stamp::default(),
+        })
+    }
+
+    /// The oldest queued value, or `None` when the queue is empty; `Cancelled` once the
+    /// session stops (what was queued is dropped then).
+    pub fn try_receive(&mut self) -> Result<Option<T>> {
+        if let Some(s) = self.queue.pop() {
+            self.last = s.stamp;
+            return Ok(Some(s.value));
+        }
+        if self.topic.closed.load(Ordering::Acquire) || self.registry.stopping() {
+            // A value pushed before the stop is still delivered.
+            if let Some(s) = self.queue.pop() {
+                self.last = s.stamp;
+                return Ok(Some(s.value));
+            }
+            return Err(self.topic.cancelled());
+        }
+        Ok(None)
+    }
+
+    /// The oldest queued value, waiting up to `timeout` for one (`Duration::MAX`: no
+    /// deadline): `None` when none arrived in time; `Cancelled` once the session stops.
+    /// The wait polls for [`SubscriberOptions::idle_spin`], then parks until the
+    /// producer's push wakes it.
+    pub fn receive(&mut self, timeout: Duration) -> Result<Option<T>> {
+        let start = Instant::now();
+        let deadline = start.checked_add(timeout);
+        let mut spins = 0u32;
+        loop {
+            if let Some(v) = self.try_receive()? {
+                return Ok(Some(v));
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            let idle = now.duration_since(start);
+            if spins < 64 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else if idle < self.idle_spin {
+                std::thread::yield_now();
+            } else {
+                // Parked, bounded so that a stop (which pushes nothing) is seen.
+                let cap = now + Duration::from_millis(50);
+                let wake = deadline.map_or(cap, |d| d.min(cap));
+                let queue = &self.queue;
+                self.endpoint.park_client(|| queue.len() > 0, Some(wake));
+            }
+        }
+    }
+
+    /// [`receive`](Self::receive), with what travelled with the value: its frame id, its
+    /// capture time and when it was published.
+    pub fn receive_with_info(&mut self, timeout: Duration) -> Result<Option<(T, FrameInfo)>> {
+        Ok(self.receive(timeout)?.map(|v| (v, self.last_info())))
+    }
+
+    /// What travelled with the value received last.
+    pub fn last_info(&self) -> FrameInfo {
+        let clock = &self.registry.clock;
+        FrameInfo {
+            frame: self.last.frame,
+            capture_time: (self.last.capture_ns != crate::session::context::NO_CAPTURE)
+                .then(|| clock.instant(self.last.capture_ns)),
+            publish_time: clock.instant(self.last.publish_ns),
+        }
+    }
+
+    /// Values waiting in this subscriber's queue.
+    pub fn pending(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The topic's name.
+    pub fn topic(&self) -> &str {
+        &self.topic.record.name
+    }
+
+    /// The topic's contract.
+    pub fn contract(&self) -> &TopicContractRecord {
+        &self.topic.record.contract
+    }
+}
+
+impl ChannelSubscriber<Tensor> {
+    /// [`receive`](Self::receive), with the tensor ordered on the caller's `stream`: the
+    /// stream waits on the producer's readiness event (enqueued here; the host does not
+    /// block) and is registered as a release stream of the tensor's slot, so the slot is
+    /// not reused before the work the caller then enqueues on `stream` has run — also
+    /// after the tensor is dropped. A host-memory tensor needs neither and comes as is.
+    ///
+    /// The caller keeps `stream` alive until the session ends (the slot's retirement
+    /// records its release event on it). A stream past the slot's release-stream cap is
+    /// `ResourceExhausted`; the tensor is dropped then.
+    pub fn receive_on(
+        &mut self,
+        stream: impl Into<StreamHandle>,
+        timeout: Duration,
+    ) -> Result<Option<Tensor>> {
+        let stream = stream.into();
+        let Some(t) = self.receive(timeout)? else {
+            return Ok(None);
+        };
+        t.synchronize_for_consumer_stream(stream)?;
+        Ok(Some(t))
+    }
+}
+
+impl<T> Drop for ChannelSubscriber<T> {
+    /// Detaches: the seat is free again, and what its queue held is dropped (the slots go
+    /// back to their pool).
+    fn drop(&mut self) {
+        self.state.0.store(seat::DETACHING, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.erased.clear();
+        self.state.0.store(seat::FREE, Ordering::Release);
+    }
+}
