@@ -86,8 +86,8 @@ pub use spec::rates::{
     parameter_count, parameter_rate,
 };
 pub use tensor::{
-    CommittedTensor, CudaStream, DeviceWriteGuard, HostWriteGuard, Tensor, TensorLoanRequest,
-    TensorOutputLoan, TensorReadLease, TensorReadiness,
+    CommittedTensor, CudaStream, DeviceArray, DeviceWriteGuard, HostCopy, HostWriteGuard, Tensor,
+    TensorLoanRequest, TensorOutputLoan, TensorReadLease, TensorReadiness,
 };
 
 /// Test support for holo's own test suites: fault injection and the list of device

@@ -10,6 +10,10 @@
 //! clones and [`TensorReadLease`]s keep the slot out of the pool; the last one dropped
 //! returns it.
 
+mod handoff;
+
+pub use handoff::{DeviceArray, HostCopy};
+
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
