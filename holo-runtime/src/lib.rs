@@ -87,8 +87,8 @@ pub use spec::rates::{
     parameter_count, parameter_rate,
 };
 pub use tensor::{
-    CommittedTensor, CudaStream, DeviceWriteGuard, HostWriteGuard, Tensor, TensorLoanRequest,
-    TensorOutputLoan, TensorReadLease, TensorReadiness,
+    CommittedTensor, CudaStream, DeviceArray, DeviceWriteGuard, HostCopy, HostWriteGuard, Tensor,
+    TensorLoanRequest, TensorOutputLoan, TensorReadLease, TensorReadiness,
 };
 pub use topic::{
     ChannelPublisher, ChannelSubscriber, PublisherLoan, PublisherOptions, SubscriberOptions,

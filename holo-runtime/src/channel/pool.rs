@@ -764,6 +764,34 @@ impl Pool {
         false
     }
 
+    /// A hand-off that holds `slot` in a borrowed stream's release position `holder`
+    /// ([`DomainOwner::Borrowed`](crate::channel::DomainOwner::Borrowed)) ends: records
+    /// that stream's release event now — the caller's work on the slot is enqueued by
+    /// then, and the caller may destroy the stream afterwards — and marks it clean, so the
+    /// slot's last handle does not record on the stream again. Call it before dropping the
+    /// hand-off's handle.
+    ///
+    /// `on` records it on another stream that is ordered after the registered one (CUDA's
+    /// legacy default stream for a per-thread default stream used from another thread).
+    pub(crate) fn record_release_at(
+        &self,
+        slot: u32,
+        holder: Holder,
+        on: Option<StreamHandle>,
+    ) -> Result<()> {
+        let (Some(d), Some(i)) = (self.device(), holder.position()) else {
+            return Ok(());
+        };
+        let s = &self.slots[slot as usize];
+        let base = slot as usize * d.release_capacity as usize;
+        let stream = on.unwrap_or_else(|| {
+            StreamHandle::from_raw(d.release_streams[base + i].load(Ordering::Relaxed))
+        });
+        d.backend.record_event(d.release_events[base + i], stream)?;
+        s.release_clean.fetch_or(1 << i, Ordering::Release);
+        Ok(())
+    }
+
     /// A holder received `slot` into its stream `stream` (registered as a release stream
     /// when the slot was published to it): the release event it may have recorded on that
     /// stream no longer covers its work, so the clean mark is cleared. Returns the
@@ -956,6 +984,15 @@ impl Pool {
             writer.stream().map_or(0, StreamHandle::raw),
             Ordering::Relaxed,
         );
+    }
+
+    /// The stream `slot`'s loan was written on (`None`: written on the host).
+    #[inline]
+    pub(crate) fn writer_stream(&self, slot: u32) -> Option<StreamHandle> {
+        match self.slots[slot as usize].writer.load(Ordering::Acquire) {
+            0 => None,
+            raw => Some(StreamHandle::from_raw(raw)),
+        }
     }
 
     pub(crate) fn readiness_state(&self, slot: u32) -> u8 {
