@@ -526,6 +526,12 @@ impl Graph {
         });
     }
 
+    /// This graph's identity (for tests that build port handles by hand).
+    #[cfg(test)]
+    pub(crate) fn id_for_tests(&self) -> u64 {
+        self.id
+    }
+
     /// The number of operators.
     pub fn operator_count(&self) -> usize {
         self.operators.len()

@@ -91,7 +91,8 @@ pub use tensor::{
     TensorLoanRequest, TensorOutputLoan, TensorReadLease, TensorReadiness,
 };
 pub use topic::{
-    ChannelPublisher, ChannelSubscriber, PublisherLoan, PublisherOptions, SubscriberOptions,
+    ChannelPublisher, ChannelSubscriber, PublisherLoan, PublisherOptions, PublisherWriteGuard,
+    SubscriberOptions,
 };
 
 /// Test support for holo's own test suites: fault injection and the list of device

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use common::Counter;
 use holo_runtime::__test_support::test_backends;
-use holo_runtime::device::DeviceBackend;
+use holo_runtime::device::{BackendKind, DeviceBackend};
 use holo_runtime::plan::TopicDirection;
 use holo_runtime::{
     ChannelPublisher, ChannelSubscriber, CompileOptions, ConnectionOptions, DType, Diagnostics,
@@ -909,6 +909,138 @@ fn messages_travel_on_a_topic_too() {
     session.join().unwrap();
 }
 
+/// Forwards what it receives on a host input through a pass-through output.
+#[operator]
+struct HostForward {
+    #[input(memory = host, dtype = u8, rank = 1)]
+    input: Input<Tensor>,
+    #[output(storage = pass_through, forwards = input)]
+    output: Output<Tensor>,
+}
+
+impl Operator for HostForward {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while self.output.has_room() {
+            let Some(t) = self.input.receive() else {
+                break;
+            };
+            self.output.emit(t, EmitOptions::default())?;
+        }
+        Ok(())
+    }
+}
+
+/// A forwarder's output exported: the subscribers hold slots of the pool the forwarded
+/// tensors come from, so that pool counts them (through the forwarding walk), and they
+/// receive that pool's tensors.
+#[test]
+fn subscribers_of_a_forwarding_output_are_counted_in_the_origin_pool() {
+    let mut g = Graph::new();
+    let (src, _) = frames(100);
+    let s = g.add_operator("src", src, defaults()).unwrap();
+    let f = g
+        .add_operator(
+            "fwd",
+            HostForward {
+                input: Input::default(),
+                output: Output::default(),
+            },
+            defaults(),
+        )
+        .unwrap();
+    g.add_flow(
+        s.out,
+        f.input,
+        ConnectionOptions::default().with_queue_depth(2),
+    );
+    g.export_topic(
+        f.output,
+        "relayed",
+        TopicOptions::DEFAULT.with_subscribers(2).with_depth(3),
+    );
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let t = plan.topic("relayed").unwrap();
+    assert_eq!(t.pool, None, "a pass-through output has no pool of its own");
+    let pool = plan.tensor_allocation("src.out").unwrap();
+    assert_eq!(pool.slot_terms.subscribers, 8);
+    assert_eq!(pool.slot_count, 2 + 1 + 1 + 1 + 8);
+    let text = plan.render_human();
+    assert!(
+        text.contains("subscriber 1 of topic \"relayed\": held 1"),
+        "{text}"
+    );
+
+    let mut session = RunSession::start_stepped(g, &plan, SessionOptions::default()).unwrap();
+    let mut sub: ChannelSubscriber =
+        ChannelSubscriber::attach(&session, "relayed", SubscriberOptions::DEFAULT).unwrap();
+    steps(&mut session, 3);
+    let got = drain(&mut sub);
+    assert_eq!(got.first(), Some(&(0, 0)));
+    assert!(got.len() >= 2, "{got:?}");
+    drop(sub);
+    session.join().unwrap();
+}
+
+/// An imported topic whose input is forwarded on: the topic's pool counts the flow after
+/// the forwarding output and its consumer's hold.
+#[test]
+fn an_imported_topic_forwarded_on_counts_what_follows_in_its_pool() {
+    let mut g = Graph::new();
+    let f = g
+        .add_operator(
+            "fwd",
+            HostForward {
+                input: Input::default(),
+                output: Output::default(),
+            },
+            defaults(),
+        )
+        .unwrap();
+    let (sink, got) = Record::new();
+    let k = g.add_operator("sink", sink, defaults()).unwrap();
+    g.add_flow(
+        f.output,
+        k.frames,
+        ConnectionOptions::default().with_queue_depth(2),
+    );
+    g.import_topic(
+        f.input,
+        "cmds",
+        TopicOptions::DEFAULT.with_max_bytes(8).with_depth(3),
+    );
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let pool = plan.tensor_allocation("topic:cmds").unwrap();
+    let t = &pool.slot_terms;
+    assert_eq!(
+        (
+            t.queue_entries,
+            t.consumer_holds,
+            t.producer_loans,
+            t.retirement,
+            t.forwarded
+        ),
+        (3, 1, 1, 1, 3)
+    );
+    let through: Vec<(&str, u32)> = t
+        .forwarded_through
+        .iter()
+        .map(|x| (x.contributor.as_str(), x.entries))
+        .collect();
+    assert_eq!(through, [("queue_depth", 2), ("consumer_hold", 1)]);
+    assert_eq!(pool.slot_count, 9);
+
+    let mut session = RunSession::start_stepped(g, &plan, SessionOptions::default()).unwrap();
+    let mut p: ChannelPublisher =
+        ChannelPublisher::attach(&session, "cmds", PublisherOptions::DEFAULT).unwrap();
+    for k in 0..3 {
+        publish_one(&mut p, k, u64::from(k)).unwrap();
+    }
+    steps(&mut session, 3);
+    assert_eq!(*got.lock().unwrap(), [(0, 0), (1, 1), (2, 2)]);
+    drop(p);
+    session.join().unwrap();
+}
+
 // ---- attach errors -------------------------------------------------------------------
 
 #[test]
@@ -1339,23 +1471,27 @@ fn a_subscriber_stream_is_ordered_after_the_producers_writes() {
         let mut sub: ChannelSubscriber =
             ChannelSubscriber::attach(&run.session, "gpu", SubscriberOptions::DEFAULT).unwrap();
         run.go.store(true, Ordering::Release);
-        let mut host = vec![0u8; 256];
         let mut bad = 0;
         for _ in 0..20 {
-            let t = sub
+            let array = sub
                 .receive_on(stream, WAIT)
                 .unwrap_or_else(|e| panic!("{}: {e}", name(&device)))
                 .expect("a frame within the wait");
-            let n = t.byte_size();
+            let n = array.byte_size();
             #[allow(clippy::cast_possible_truncation)]
             let expect = (n - 64) as u8;
+            assert!(array.is_ordered());
             assert_eq!(
-                t.release_stream_count(),
+                array.tensor().release_stream_count(),
                 1,
                 "the caller's stream is registered"
             );
-            t.copy_to_host(&mut host[..n], stream).unwrap();
-            bad += usize::from(host[..n].iter().any(|&b| b != expect));
+            let host = array
+                .copy_to_host_async(vec![0; n])
+                .unwrap()
+                .synchronize_stream()
+                .unwrap();
+            bad += usize::from(host.iter().any(|&b| b != expect));
         }
         assert_eq!(
             bad,
@@ -1395,10 +1531,10 @@ fn a_slot_is_never_reused_before_the_subscribers_stream_has_read_it() {
         let mut expect = [(0usize, 0u8); IN_FLIGHT];
         let (mut bad, mut read) = (0, 0);
         while read < 10 * IN_FLIGHT {
-            let Some(t) = sub.receive_on(stream, WAIT).unwrap() else {
+            let Some(array) = sub.receive_on(stream, WAIT).unwrap() else {
                 panic!("{}: no frame within the wait", name(&device));
             };
-            let n = t.byte_size();
+            let n = array.byte_size();
             #[allow(clippy::cast_possible_truncation)]
             let value = (n - 64) as u8;
             let at = read % IN_FLIGHT;
@@ -1407,13 +1543,14 @@ fn a_slot_is_never_reused_before_the_subscribers_stream_has_read_it() {
                 .enqueue_delay(stream, Duration::from_millis(3))
                 .unwrap();
             // SAFETY: `host[at]` is not touched until the stream synchronization below;
-            // the tensor's release event on `stream` keeps its slot until the copy ran.
+            // the release event the array records on `stream` as it drops keeps the slot
+            // until the copy ran.
             unsafe {
                 device
-                    .copy_to_host_async(host[at].as_mut_ptr(), t.device_ptr(), n, stream)
+                    .copy_to_host_async(host[at].as_mut_ptr(), array.data_ptr(), n, stream)
                     .unwrap();
             }
-            drop(t);
+            drop(array);
             read += 1;
             if at == IN_FLIGHT - 1 {
                 device.synchronize_stream(stream).unwrap();
@@ -1500,8 +1637,40 @@ fn a_publishers_stream_writes_reach_the_importers_stream() {
         let stream = device.create_stream().unwrap();
         let mut p: ChannelPublisher =
             ChannelPublisher::attach(&session, "up", PublisherOptions::DEFAULT).unwrap();
+        // A stream of another device (another software device: another context) is
+        // refused, and the loan's slot goes back. (A stream of another CUDA context is
+        // tests/cuda_context.rs's.)
+        if device.backend_kind() == BackendKind::Software {
+            let other = holo_runtime::device::SoftwareDevice::new();
+            let foreign = other.create_stream().unwrap();
+            let free = session.pool_free_slots("topic:up");
+            let loan = p
+                .allocate_tensor(TensorLoanRequest {
+                    shape: &[64],
+                    dtype: DType::U8,
+                })
+                .unwrap();
+            let e = loan.write(foreign).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+            assert_eq!(session.pool_free_slots("topic:up"), free);
+            other.destroy_stream(foreign).unwrap();
+        }
         let mut k = 0u64;
+        // A tensor refused with Backpressured is published again, not written again (each
+        // write adds its 2 ms to the publisher's stream).
+        let mut pending: Option<Tensor> = None;
         while k < 20 {
+            if let Some(t) = pending.take() {
+                match p.try_publish(t, EmitOptions::default().with_frame(k)) {
+                    Ok(()) => k += 1,
+                    Err(r) if r.error.code() == ErrorCode::Backpressured => {
+                        pending = Some(r.value);
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                    Err(r) => panic!("{}: {}", name(&device), r.error),
+                }
+                continue;
+            }
             let loan = match p.allocate_tensor(TensorLoanRequest {
                 shape: &[frame_len(k)],
                 dtype: DType::U8,
@@ -1524,13 +1693,7 @@ fn a_publishers_stream_writes_reach_the_importers_stream() {
                     unsafe { d.memset_async(ptr, value, n, s) }
                 })
                 .unwrap();
-            match p.try_publish(t, EmitOptions::default().with_frame(k)) {
-                Ok(()) => k += 1,
-                Err(r) if r.error.code() == ErrorCode::Backpressured => {
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-                Err(r) => panic!("{}: {}", name(&device), r.error),
-            }
+            pending = Some(t.into_tensor());
         }
         assert!(session.wait_idle(WAIT), "{}", name(&device));
         let got = got.lock().unwrap().clone();

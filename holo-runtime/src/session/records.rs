@@ -273,7 +273,7 @@ fn check_topics<'p>(
             return Err(inconsistent(
                 &record(),
                 &format!(
-                    "{} subscribers, {} publishers and depth {} do not make a {} topic",
+                    "{} subscribers, {} publishers and depth {} do not make an {} topic",
                     t.subscribers, t.publishers, t.depth, t.direction
                 ),
             ));
@@ -496,5 +496,43 @@ mod tests {
             e.message(),
             "the plan's trigger is on_arrival(input), but the operator has no connected input \"input\""
         );
+    }
+
+    /// `three` → `once`, with `three.out` also exported as topic "n", started with its
+    /// own plan changed by `tamper`.
+    fn refused_with_topic(tamper: impl FnOnce(&mut ExecutionPlan)) -> Error {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let mut g = graph(&got);
+        let out = crate::OutPort::<u64>::__new(crate::OperatorId(0, g.id_for_tests()), 0);
+        g.export_topic(out, "n", crate::TopicOptions::DEFAULT);
+        let mut plan = compile(&g, CompileOptions::default()).unwrap();
+        tamper(&mut plan);
+        match RunSession::start_stepped(g, &plan, SessionOptions::frames(1)) {
+            Ok(_) => panic!("the tampered plan started"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn a_topic_record_that_is_not_the_graphs_topic_is_refused() {
+        let e = refused_with_topic(|p| p.topics[0].name = "m".to_owned());
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert_eq!(
+            e.message(),
+            "the plan's topic record 0 (\"m\") is inconsistent: its id, name, direction or port is not the graph's topic of the same index; start a plan that `compile` made from this graph"
+        );
+        let e = refused_with_topic(|p| p.topics.clear());
+        assert_eq!(
+            e.message(),
+            "the plan's topic list is inconsistent: it has 0 topics and the graph 1; start a plan that `compile` made from this graph"
+        );
+        let e = refused_with_topic(|p| p.topics[0].subscribers = 0);
+        assert_eq!(
+            e.message(),
+            "the plan's topic record 0 (\"n\") is inconsistent: 0 subscribers, 0 publishers and depth 1 do not make an export topic; start a plan that `compile` made from this graph"
+        );
+        let e = refused_with_topic(|p| p.topics[0].consumer_stream = Some(0));
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert_eq!(e.location(), Some("plan topic record 0 (\"n\")"));
     }
 }

@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crossbeam_utils::CachePadded;
 
-pub use publisher::{ChannelPublisher, PublisherLoan, PublisherOptions};
+pub use publisher::{ChannelPublisher, PublisherLoan, PublisherOptions, PublisherWriteGuard};
 pub use subscriber::{ChannelSubscriber, SubscriberOptions};
 
 use crate::channel::OrderingDomain;

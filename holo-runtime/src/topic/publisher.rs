@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::{ImportSide, Side, TopicRegistry, TopicState, client_stamp, meets};
 use crate::channel::queue::EdgeQueue;
-use crate::device::{DeviceBackend, DevicePtr, StreamHandle};
+use crate::device::{DeviceBackend, DevicePtr, StreamHandle, StreamOrQueue};
 use crate::graph::QueuePolicy;
 use crate::plan::{TopicContractRecord, TopicDirection};
 use crate::session::{EmitOptions, Refused};
@@ -261,25 +261,30 @@ impl<T> Drop for ChannelPublisher<T> {
 pub struct PublisherLoan(TensorOutputLoan);
 
 impl PublisherLoan {
-    /// Starts the device write phase on `stream`, the publisher's own stream: enqueue the
-    /// writes there, then commit, which records the readiness event on it (the importing
-    /// operator's stream waits on it). A pageable host pool is `NotSupported` (use
+    /// Starts the device write phase on `stream`, the publisher's own stream or queue (a
+    /// stream of another context is `InvalidArgument`): enqueue the writes there
+    /// ([`PublisherWriteGuard::stream`] is its handle for the device backend's calls),
+    /// then commit, which records the readiness event on it (the importing operator's
+    /// stream waits on it). A pageable host pool is `NotSupported` (use
     /// [`write_host`](Self::write_host)).
-    pub fn write(self, stream: impl Into<StreamHandle>) -> Result<DeviceWriteGuard> {
-        self.0.write_on_caller_stream(stream.into())
+    pub fn write(self, stream: impl Into<StreamOrQueue>) -> Result<PublisherWriteGuard> {
+        let guard = self.0.write_on_caller_stream(stream.into())?;
+        Ok(PublisherWriteGuard {
+            backend: guard.backend(),
+            guard: Some(guard),
+        })
     }
 
-    /// Writes the slot on `stream` with `fill` (which enqueues work on the stream) and
-    /// commits, recording the readiness event.
+    /// Writes the slot on `stream` with `fill` (which enqueues work on the stream's
+    /// handle) and commits, recording the readiness event.
     pub fn write_and_commit(
         self,
-        stream: impl Into<StreamHandle>,
+        stream: impl Into<StreamOrQueue>,
         fill: impl FnOnce(&dyn DeviceBackend, DevicePtr, usize, StreamHandle) -> Result<()>,
     ) -> Result<CommittedTensor> {
         let guard = self.write(stream)?;
-        let backend = guard.backend();
         fill(
-            backend.as_ref(),
+            guard.backend.as_ref(),
             guard.device_ptr(),
             guard.byte_size(),
             guard.stream(),
@@ -306,5 +311,79 @@ impl PublisherLoan {
     /// The requested byte size.
     pub fn byte_size(&self) -> usize {
         self.0.byte_size()
+    }
+}
+
+/// The device write phase of a [`PublisherLoan`], on the publisher's own stream, which
+/// the pool's backend adopted for the length of the write. Enqueue the writes on
+/// [`stream`](Self::stream), then [`commit`](Self::commit). Dropped uncommitted, the
+/// writes are abandoned and the slot returns to its pool.
+#[must_use = "uncommitted writes are abandoned when the guard drops"]
+pub struct PublisherWriteGuard {
+    guard: Option<DeviceWriteGuard>,
+    backend: Arc<dyn DeviceBackend>,
+}
+
+impl PublisherWriteGuard {
+    fn inner(&self) -> &DeviceWriteGuard {
+        match &self.guard {
+            Some(g) => g,
+            None => unreachable!("the guard is taken only by commit, which consumes self"),
+        }
+    }
+
+    /// The slot's address.
+    pub fn device_ptr(&self) -> DevicePtr {
+        self.inner().device_ptr()
+    }
+
+    /// The requested byte size.
+    pub fn byte_size(&self) -> usize {
+        self.inner().byte_size()
+    }
+
+    /// The publisher's stream, as the device backend's calls take it.
+    pub fn stream(&self) -> StreamHandle {
+        self.inner().stream()
+    }
+
+    /// The pool's device backend, to enqueue fills and copies.
+    pub fn backend(&self) -> Arc<dyn DeviceBackend> {
+        Arc::clone(&self.backend)
+    }
+
+    /// Ends the write phase: records the readiness event on the publisher's stream — one
+    /// event record, no host wait — and ends the stream's adoption.
+    pub fn commit(mut self) -> Result<CommittedTensor> {
+        match self.guard.take() {
+            Some(g) => {
+                let stream = g.stream();
+                let committed = g.commit();
+                self.backend.release_adopted_stream(stream);
+                committed
+            }
+            None => Err(Error::new(
+                ErrorCode::Internal,
+                "a write guard committed twice",
+            )),
+        }
+    }
+}
+
+impl Drop for PublisherWriteGuard {
+    fn drop(&mut self) {
+        if let Some(g) = self.guard.take() {
+            let stream = g.stream();
+            drop(g);
+            self.backend.release_adopted_stream(stream);
+        }
+    }
+}
+
+impl fmt::Debug for PublisherWriteGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PublisherWriteGuard")
+            .field("guard", &self.guard)
+            .finish_non_exhaustive()
     }
 }

@@ -9,11 +9,11 @@ use crossbeam_utils::CachePadded;
 
 use super::{SeatState, Side, TopicRegistry, TopicState, seat};
 use crate::channel::queue::{EdgeQueue, Endpoint, ErasedEdge, Stamp};
-use crate::device::StreamHandle;
+use crate::device::StreamOrQueue;
 use crate::plan::{TopicContractRecord, TopicDirection};
 use crate::session::FrameInfo;
 use crate::spec::TensorInputSpec;
-use crate::tensor::Tensor;
+use crate::tensor::{DeviceArray, Tensor};
 use crate::{Error, ErrorCode, Result, RunSession};
 
 /// Options of one subscriber.
@@ -67,12 +67,11 @@ impl SubscriberOptions {
 /// another type is refused at attach.
 ///
 /// A received tensor is read-only and arrives unordered with respect to any stream:
-/// [`receive_on`](Self::receive_on) orders it on the caller's stream (a stream wait, no
-/// host block) and registers that stream as a release stream of its slot; a host reader
-/// calls [`Tensor::synchronize_for_host`] first (at once for host-written bytes). A
-/// standalone client keeps the duty the seed gives it: a stream it passes to
-/// `receive_on` must stay alive until the session ends, as the slot's retirement may
-/// record a release event on it after the tensor is dropped.
+/// [`receive_on`](Self::receive_on) hands it to the caller's stream as a
+/// [`DeviceArray`] (a stream wait, no host block; the array's drop records the stream's
+/// release); a host reader calls [`Tensor::synchronize_for_host`] first (at once for
+/// host-written bytes). A standalone client keeps the duty the seed gives it: the stream
+/// it passes to `receive_on` stays alive until the array has dropped.
 ///
 /// The topic's declared subscribers each count one received tensor held at a time in
 /// the producer's pool: a subscriber that keeps more starves the producer
@@ -289,26 +288,26 @@ impl<T: Clone + Send + 'static> ChannelSubscriber<T> {
 }
 
 impl ChannelSubscriber<Tensor> {
-    /// [`receive`](Self::receive), with the tensor ordered on the caller's `stream`: the
-    /// stream waits on the producer's readiness event (enqueued here; the host does not
-    /// block) and is registered as a release stream of the tensor's slot, so the slot is
-    /// not reused before the work the caller then enqueues on `stream` has run — also
-    /// after the tensor is dropped. A host-memory tensor needs neither and comes as is.
+    /// [`receive`](Self::receive), handing the tensor to the caller's `stream`
+    /// ([`Tensor::device_array`]): the stream waits on the producer's readiness event
+    /// (enqueued here; the host does not block) and is registered as a release stream of
+    /// the tensor's slot; when the returned array drops it records the stream's release
+    /// event, so the slot is not reused before the work the caller enqueued on `stream`
+    /// has run. Host bytes need no ordering and come as they are.
     ///
-    /// The caller keeps `stream` alive until the session ends (the slot's retirement
-    /// records its release event on it). A stream past the slot's release-stream cap is
-    /// `ResourceExhausted`; the tensor is dropped then.
+    /// The caller keeps `stream` alive until the array has dropped. A stream of another
+    /// context is `InvalidArgument`, one past the slot's release-stream cap
+    /// `ResourceExhausted`; the tensor is dropped then (its frame is lost).
     pub fn receive_on(
         &mut self,
-        stream: impl Into<StreamHandle>,
+        stream: impl Into<StreamOrQueue>,
         timeout: Duration,
-    ) -> Result<Option<Tensor>> {
+    ) -> Result<Option<DeviceArray>> {
         let stream = stream.into();
         let Some(t) = self.receive(timeout)? else {
             return Ok(None);
         };
-        t.synchronize_for_consumer_stream(stream)?;
-        Ok(Some(t))
+        t.device_array(stream).map(Some)
     }
 }
 
