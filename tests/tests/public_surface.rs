@@ -1,6 +1,6 @@
 //! The public types a user shares between threads: a session can be stopped or watched
 //! from another thread (`Send + Sync`), a plan and a tensor shared freely, a graph moved
-//! to the thread that starts it. These fail to compile if a field ever takes that away
+//! to the thread that starts it, a standalone client to the thread that uses it. These fail to compile if a field ever takes that away
 //! (stepping's operators made `RunSession` `!Sync` until they went behind a mutex).
 
 fn send<T: Send>() {}
@@ -18,6 +18,28 @@ fn sessions_plans_graphs_and_tensors_cross_threads() {
     send::<holo_runtime::RunReport>();
     send::<holo_runtime::Error>();
     sync::<holo_runtime::Error>();
+    // A standalone client moves to the thread that uses it.
+    send::<holo_runtime::ChannelSubscriber>();
+    send::<holo_runtime::ChannelSubscriber<u64>>();
+    send::<holo_runtime::ChannelPublisher>();
+    send::<holo_runtime::PublisherLoan>();
+    send::<holo_runtime::PublisherWriteGuard>();
+}
+
+#[test]
+fn the_const_default_topic_options_are_the_default() {
+    assert_eq!(
+        holo_runtime::TopicOptions::DEFAULT,
+        holo_runtime::TopicOptions::default()
+    );
+    assert_eq!(
+        holo_runtime::SubscriberOptions::DEFAULT,
+        holo_runtime::SubscriberOptions::default()
+    );
+    assert_eq!(
+        holo_runtime::PublisherOptions::DEFAULT,
+        holo_runtime::PublisherOptions::default()
+    );
 }
 
 #[test]

@@ -16,6 +16,10 @@
     clippy::many_single_char_names,
     reason = "test fixtures: short names for graph handles"
 )]
+#![allow(
+    clippy::cast_possible_truncation,
+    reason = "test fixtures: frame numbers become the frames' bytes, counts stay small"
+)]
 
 mod common;
 
@@ -36,6 +40,9 @@ use holo_runtime::{
 };
 
 const WAIT: Duration = Duration::from_secs(10);
+
+/// What a `Record` sink received: (frame id, first byte) of each frame.
+type Got = Arc<Mutex<Vec<(u64, u8)>>>;
 
 /// Emits frame k (8 bytes, each `k % 256`) per activation, up to `limit` frames.
 #[operator]
@@ -110,11 +117,11 @@ impl Operator for Frames {
 struct Record {
     #[input(memory = host, dtype = u8, rank = 1)]
     frames: Input<Tensor>,
-    got: Arc<Mutex<Vec<(u64, u8)>>>,
+    got: Got,
 }
 
 impl Record {
-    fn new() -> (Self, Arc<Mutex<Vec<(u64, u8)>>>) {
+    fn new() -> (Self, Got) {
         let got = Arc::new(Mutex::new(Vec::new()));
         (
             Self {
@@ -206,7 +213,7 @@ fn exported(limit: u64, options: TopicOptions) -> (Graph, Arc<Stats>) {
 }
 
 /// A `Record` sink importing "cmds" with `options`.
-fn imported(options: TopicOptions) -> (Graph, Arc<Mutex<Vec<(u64, u8)>>>) {
+fn imported(options: TopicOptions) -> (Graph, Got) {
     let mut g = Graph::new();
     let (sink, got) = Record::new();
     let r = g.add_operator("sink", sink, defaults()).unwrap();
@@ -853,6 +860,25 @@ fn the_pool_covers_a_full_queue_and_a_held_tensor_for_every_subscriber() {
     drop(held);
     drop((a, b));
     session.join().unwrap();
+}
+
+#[test]
+fn an_attached_subscribers_queue_keeps_the_session_from_idle_and_its_frames_are_produced() {
+    let (g, _) = exported(5, TopicOptions::DEFAULT.with_depth(8));
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let mut session = RunSession::start_stepped(g, &plan, SessionOptions::frames(5)).unwrap();
+    let mut sub: ChannelSubscriber =
+        ChannelSubscriber::attach(&session, "cam", SubscriberOptions::DEFAULT).unwrap();
+    steps(&mut session, 6);
+    assert!(
+        !session.wait_idle(Duration::ZERO),
+        "five frames wait for the subscriber"
+    );
+    assert_eq!(drain(&mut sub).len(), 5);
+    assert!(session.wait_idle(Duration::ZERO));
+    drop(sub);
+    let report = session.join().unwrap();
+    assert_eq!(report.produced, [("src".to_owned(), 5)]);
 }
 
 #[test]

@@ -153,7 +153,8 @@ pub struct PoolReport {
 #[non_exhaustive]
 pub struct RunReport {
     /// Frames each source operator (one with no connected input) produced: the entries
-    /// it pushed on its busiest output edge (a fan-out counts a frame once), by name.
+    /// it pushed on its busiest output edge or topic subscriber queue (a fan-out counts a
+    /// frame once), by name.
     pub produced: Vec<(String, u64)>,
     /// Frames each sink operator (one with no connected output) received: the entries
     /// delivered to it over all its input edges, by name.
@@ -301,10 +302,12 @@ impl RunSession {
 
     /// Waits until the session is idle — every source has run its
     /// `max_source_activations`, no activation is running, no entry is queued on any edge
-    /// and no device slot is still retiring — or the session stops, or `timeout` passes
-    /// (`Duration::MAX` waits without a deadline). Returns whether the session became
-    /// idle. Once it returns `true`, every frame the sources produced has been received
-    /// (or dropped by a drop-oldest queue, counted in the report).
+    /// or for an attached topic subscriber, and no device slot is still retiring — or the
+    /// session stops, or `timeout` passes (`Duration::MAX` waits without a deadline).
+    /// Returns whether the session became idle. Once it returns `true`, every frame the
+    /// sources produced has been received (or dropped by a drop-oldest queue, counted in
+    /// the report): a subscriber that stays attached without receiving keeps the session
+    /// from being idle.
     pub fn wait_idle(&self, timeout: Duration) -> bool {
         let deadline = Instant::now().checked_add(timeout);
         loop {
@@ -336,7 +339,10 @@ impl RunSession {
         if begun != finished || !self.shared.sources_done() {
             return false;
         }
-        if self.edges.iter().any(|e| e.len() != 0) || self.retirer.outstanding() != 0 {
+        if self.edges.iter().any(|e| e.len() != 0)
+            || self.topics.queued()
+            || self.retirer.outstanding() != 0
+        {
             return false;
         }
         self.shared.activations_started() == begun
@@ -395,10 +401,13 @@ impl RunSession {
         let counted = |o: &OpRuntime, out: bool| {
             let ends = self.edges.iter().zip(&self.edge_ends);
             let mine = ends.filter(|(_, (from, to))| *(if out { from } else { to }) == o.index);
-            let counts = mine.map(|(e, _)| {
-                let c = e.counters();
-                if out { &c.pushed } else { &c.delivered }.load(Ordering::Relaxed)
-            });
+            let counts = mine
+                .map(|(e, _)| {
+                    let c = e.counters();
+                    if out { &c.pushed } else { &c.delivered }.load(Ordering::Relaxed)
+                })
+                // What it pushed to its exported topics' subscribers counts too.
+                .chain(out.then(|| self.topics.pushed_by(o.index)).flatten());
             (
                 o.name.clone(),
                 if out {

@@ -14,7 +14,7 @@ use crate::device::StreamHandle;
 use crate::graph::QueuePolicy;
 use crate::spec::{InputMode, MissingPolicy, TensorInputSpec};
 use crate::tensor::{Tensor, TensorLoanRequest, TensorOutputLoan};
-use crate::topic::SeatState;
+use crate::topic::{BoundSeat, SeatState};
 use crate::{Error, ErrorCode, Result};
 
 /// Options of one emit.
@@ -719,7 +719,7 @@ pub struct PortBinder<'a> {
     /// The operator's planned stream.
     pub(crate) stream: Option<StreamHandle>,
     /// Per port: the subscriber seats of the topic an output exports.
-    pub(crate) seats: &'a [Vec<(Arc<dyn Any + Send + Sync>, Arc<SeatState>)>],
+    pub(crate) seats: &'a [Vec<BoundSeat>],
 }
 
 impl PortBinder<'_> {

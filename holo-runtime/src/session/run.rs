@@ -777,13 +777,14 @@ pub(crate) fn start(
         topic_block[o].push(e);
     }
     let mut import_contracts = Vec::with_capacity(wiring.imports.len());
-    for (o, p, typed_q, erased_q, contract) in wiring.imports {
-        typed[o][p].push(typed_q);
-        erased_in[o].push((p, Arc::clone(&erased_q)));
-        edges.push(erased_q);
+    for i in wiring.imports {
+        let (o, p) = (i.operator, i.port);
+        typed[o][p].push(i.typed);
+        erased_in[o].push((p, Arc::clone(&i.erased)));
+        edges.push(i.erased);
         // Fed by publishers, not by an operator.
         edge_ends.push((usize::MAX, o));
-        import_contracts.push((o, p, contract));
+        import_contracts.push((o, p, i.contract));
     }
 
     let ports_per_op: Vec<usize> = plan.operators().iter().map(|o| o.ports.len()).collect();

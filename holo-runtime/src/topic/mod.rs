@@ -125,27 +125,28 @@ pub(crate) struct TopicRegistry {
     shared: OnceLock<Arc<Shared>>,
 }
 
+/// A subscriber seat as the exporting output binds it: its typed queue and its state.
+pub(crate) type BoundSeat = (Arc<dyn Any + Send + Sync>, Arc<SeatState>);
+
+/// An imported input's queue as the session wires it into its operator.
+pub(crate) struct ImportWiring {
+    pub(crate) operator: usize,
+    pub(crate) port: usize,
+    pub(crate) typed: Arc<dyn Any + Send + Sync>,
+    pub(crate) erased: Arc<dyn ErasedEdge>,
+    pub(crate) contract: EdgeContract,
+}
+
 /// What the session wires into its operators from the topics: the exported outputs'
 /// seats, the seats a source waits on for room, and the imported inputs' queues with
 /// their contracts.
 #[derive(Default)]
 pub(crate) struct Wiring {
-    /// `(operator, port, seats)`: the typed seat queues and their states.
-    pub(crate) seats: Vec<(
-        usize,
-        usize,
-        Vec<(Arc<dyn Any + Send + Sync>, Arc<SeatState>)>,
-    )>,
+    /// `(operator, port, seats)` of each exported output.
+    pub(crate) seats: Vec<(usize, usize, Vec<BoundSeat>)>,
     /// `(operator, seat queue)` of `Block` seats.
     pub(crate) block: Vec<(usize, Arc<dyn ErasedEdge>)>,
-    /// `(operator, port, typed queue, erased queue, contract)` of imported inputs.
-    pub(crate) imports: Vec<(
-        usize,
-        usize,
-        Arc<dyn Any + Send + Sync>,
-        Arc<dyn ErasedEdge>,
-        EdgeContract,
-    )>,
+    pub(crate) imports: Vec<ImportWiring>,
 }
 
 /// What `TopicRegistry::create` reads of the session being started.
@@ -239,17 +240,17 @@ impl TopicRegistry {
                         })?),
                         None => None,
                     };
-                    wiring.imports.push((
-                        o,
-                        p,
-                        Arc::clone(&new.typed),
-                        new.erased,
-                        EdgeContract {
+                    wiring.imports.push(ImportWiring {
+                        operator: o,
+                        port: p,
+                        typed: Arc::clone(&new.typed),
+                        erased: new.erased,
+                        contract: EdgeContract {
                             consumer: consumer.unwrap_or(OrderingDomain::Host),
                             fused: false,
                             host_wait: rec.host_wait,
                         },
-                    ));
+                    });
                     Side::Import(ImportSide {
                         typed: new.typed,
                         pool,
@@ -337,7 +338,7 @@ impl TopicRegistry {
         let mut drops = 0;
         for t in &self.topics {
             if let Side::Export(seats) = &t.side {
-                for s in seats.iter() {
+                for s in seats {
                     let c = s.erased.counters();
                     drops +=
                         c.evicted.load(Ordering::Relaxed) + c.backpressured.load(Ordering::Relaxed);
@@ -346,6 +347,30 @@ impl TopicRegistry {
             }
         }
         drops
+    }
+
+    /// The most entries operator `operator` pushed into one subscriber seat of a topic it
+    /// exports (`None`: it exports none).
+    pub(crate) fn pushed_by(&self, operator: usize) -> Option<u64> {
+        self.topics
+            .iter()
+            .filter(|t| t.record.operator as usize == operator)
+            .filter_map(|t| match &t.side {
+                Side::Export(seats) => seats
+                    .iter()
+                    .map(|s| s.erased.counters().pushed.load(Ordering::Relaxed))
+                    .max(),
+                Side::Import(_) => None,
+            })
+            .max()
+    }
+
+    /// Whether any subscriber's queue holds an entry (a free seat's is empty).
+    pub(crate) fn queued(&self) -> bool {
+        self.topics.iter().any(|t| match &t.side {
+            Side::Export(seats) => seats.iter().any(|s| s.erased.len() != 0),
+            Side::Import(_) => false,
+        })
     }
 
     /// `(attached, declared)` clients of the topic `name`.
