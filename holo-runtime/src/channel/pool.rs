@@ -787,7 +787,13 @@ impl Pool {
         let stream = on.unwrap_or_else(|| {
             StreamHandle::from_raw(d.release_streams[base + i].load(Ordering::Relaxed))
         });
-        d.backend.record_event(d.release_events[base + i], stream)?;
+        // SAFETY: the event is this pool's (live until the pool drops, which this call's
+        // caller keeps from happening by holding a handle); the stream is the hand-off's,
+        // which holds its adoption until after this call.
+        unsafe {
+            d.backend
+                .record_event_unchecked(d.release_events[base + i], stream)?;
+        }
         s.release_clean.fetch_or(1 << i, Ordering::Release);
         Ok(())
     }
