@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Every example, as named in `Cargo.toml`.
-const EXAMPLES: [&str; 6] = [
+const EXAMPLES: [&str; 7] = [
     "params",
+    "cudarc_interop",
     "tensors_in_depth",
     "tensors_in_depth_cuda",
     "fork_streams",

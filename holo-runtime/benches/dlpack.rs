@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use holo_runtime::dlpack::{
     DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPACK_VERSION,
-    DLTensor, Dlpack, DlpackFlags, DlpackStream,
+    DLTensor, Dlpack, DlpackFlags,
 };
 use holo_runtime::{DType, Tensor};
 
@@ -38,7 +38,7 @@ const PAIRS: usize = 15;
 fn holo_round_trips(t: &Tensor) -> f64 {
     let start = Instant::now();
     for _ in 0..ROUND_TRIPS {
-        let capsule = t.to_dlpack(DlpackStream::NoSync).expect("export");
+        let capsule = t.to_dlpack(None).expect("export");
         let back = Tensor::from_dlpack(capsule, None).expect("import");
         black_box(back.data().expect("host bytes")[0]);
         drop(back);

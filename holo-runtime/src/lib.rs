@@ -88,8 +88,8 @@ pub use spec::rates::{
 };
 pub use tensor::dlpack;
 pub use tensor::{
-    CommittedTensor, CudaStream, DeviceWriteGuard, HostWriteGuard, Tensor, TensorLoanRequest,
-    TensorOutputLoan, TensorReadLease, TensorReadiness,
+    CommittedTensor, CudaStream, DeviceArray, DeviceWriteGuard, HostCopy, HostWriteGuard, Tensor,
+    TensorLoanRequest, TensorOutputLoan, TensorReadLease, TensorReadiness,
 };
 
 /// Test support for holo's own test suites: fault injection and the list of device

@@ -16,10 +16,12 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use holo_runtime::__test_support::test_backends;
-use holo_runtime::device::{AllocKind, DeviceBackend, DevicePtr, SoftwareDevice, StreamHandle};
+use holo_runtime::device::{
+    AllocKind, DeviceBackend, DevicePtr, SoftwareDevice, StreamHandle, StreamOrQueue,
+};
 use holo_runtime::dlpack::{
     DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPACK_VERSION, DLTensor, Dlpack,
-    DlpackFlags, DlpackStream, ExportRequest, dtype_to_dlpack,
+    DlpackFlags, ExportRequest, dtype_to_dlpack,
 };
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
@@ -191,7 +193,7 @@ fn a_host_round_trip_keeps_shape_dtype_and_bytes() {
         #[allow(clippy::cast_possible_truncation)]
         let bytes: Vec<u8> = (0..n).map(|i| (i * 7) as u8).collect();
         let t = Tensor::from_host_vec(shape, dtype, bytes.clone()).unwrap();
-        let d = t.to_dlpack(DlpackStream::NoSync).unwrap();
+        let d = t.to_dlpack(None).unwrap();
         assert_eq!(d.version().major, 1);
         assert!(d.flags().contains(DlpackFlags::READ_ONLY));
         let back = Tensor::from_dlpack(d, None).unwrap();
@@ -206,7 +208,7 @@ fn a_host_round_trip_keeps_shape_dtype_and_bytes() {
 #[test]
 fn a_legacy_only_consumer_is_refused_with_not_supported() {
     let t = Tensor::from_host_vec(&[4], DType::U8, vec![1, 2, 3, 4]).unwrap();
-    let legacy = ExportRequest::new(DlpackStream::NoSync).with_max_version(None);
+    let legacy = ExportRequest::new(None).with_max_version(None);
     let e = t.export_dlpack(&legacy).err().unwrap();
     assert_eq!(e.code(), ErrorCode::NotSupported);
     assert!(e.message().contains("READ_ONLY"), "{e}");
@@ -258,7 +260,7 @@ struct Exporter {
 impl Operator for Exporter {
     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
         while let Some(t) = self.frames.receive() {
-            let d = t.to_dlpack(DlpackStream::Stream(self.consumer))?;
+            let d = t.to_dlpack(Some(self.consumer.into()))?;
             self.out.lock().unwrap().push(d);
         }
         Ok(())
@@ -346,7 +348,7 @@ fn an_import_without_a_contract_is_refused_by_every_stream_consumer() {
             t.synchronize_for_consumer_stream(consumer).unwrap_err(),
             t.copy_to_host(&mut host, consumer).unwrap_err(),
             t.synchronize_for_host().unwrap_err(),
-            t.to_dlpack(DlpackStream::Stream(consumer)).err().unwrap(),
+            t.to_dlpack(Some(consumer.into())).err().unwrap(),
         ];
         for e in refusals {
             assert_eq!(e.code(), ErrorCode::ProtocolError, "{}: {e}", name(&device));
@@ -389,6 +391,13 @@ fn set_readiness_stream_orders_a_consumer_behind_a_delayed_foreign_producer() {
             t.has_readiness_stream_contract(),
             "a failed record keeps the contract"
         );
+        // DLPack's `stream` argument: `None` is the legacy default stream, `-1` no sync.
+        // SAFETY: neither names a CUstream value.
+        let legacy = unsafe { StreamOrQueue::from_dlpack_stream(None) }.unwrap();
+        let no_sync = unsafe { StreamOrQueue::from_dlpack_stream(Some(-1)) }.unwrap();
+        assert_eq!(no_sync, None);
+        drop(t.to_dlpack(legacy).unwrap());
+        drop(t.to_dlpack(no_sync).unwrap());
         drop(t);
         assert!(wait_for(&deleted, 1), "{}", name(&device));
         device.destroy_stream(foreign).unwrap();
@@ -626,6 +635,24 @@ fn a_device_import_is_released_only_after_its_consumer_streams_passed_it() {
             "{}: the deleter ran while the consumer's stream still used the buffer",
             name(&device)
         );
+        // Exported to the consumer's stream: the capsule's deleter records the release
+        // there, so the import is released only after the consumer's work on it.
+        let (d, deleted) = foreign_device_bytes(&device, 64, foreign, Duration::ZERO);
+        let t = Tensor::from_dlpack(d, Some(&device)).unwrap();
+        t.set_readiness_stream(foreign).unwrap();
+        let capsule = t.to_dlpack(Some(consumer.into())).unwrap();
+        drop(t);
+        device
+            .enqueue_delay(consumer, Duration::from_millis(50))
+            .unwrap();
+        let dropped = Instant::now();
+        drop(capsule);
+        assert!(wait_for(&deleted, 1), "{}", name(&device));
+        assert!(
+            dropped.elapsed() >= Duration::from_millis(40),
+            "{}: released before the DLPack consumer's stream passed it",
+            name(&device)
+        );
         device.destroy_stream(foreign).unwrap();
         device.destroy_stream(consumer).unwrap();
     }
@@ -698,7 +725,7 @@ fn an_import_is_read_only_forever() {
     let e = t.mutable_data().unwrap_err();
     assert_eq!(e.code(), ErrorCode::PermissionDenied);
     // Exported again, it stays read-only.
-    let again = t.to_dlpack(DlpackStream::NoSync).unwrap();
+    let again = t.to_dlpack(None).unwrap();
     assert!(again.flags().contains(DlpackFlags::READ_ONLY));
     let mut back = Tensor::from_dlpack(again, None).unwrap();
     assert_eq!(

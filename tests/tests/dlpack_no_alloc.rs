@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use holo_runtime::device::{AllocKind, DeviceBackend, SoftwareDevice};
 use holo_runtime::dlpack::{
     DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPACK_VERSION, DLTensor, Dlpack,
-    DlpackFlags, DlpackStream, dtype_to_dlpack,
+    DlpackFlags, dtype_to_dlpack,
 };
 use holo_runtime::{DType, Tensor};
 
@@ -49,7 +49,7 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 const ROUND_TRIPS: u64 = 10_000;
 
 fn round_trip(t: &Tensor, backend: Option<&Arc<dyn DeviceBackend>>) {
-    let capsule = t.to_dlpack(DlpackStream::NoSync).unwrap();
+    let capsule = t.to_dlpack(None).unwrap();
     let back = Tensor::from_dlpack(capsule, backend).unwrap();
     black_box(back.device_ptr());
     black_box(back.shape()[0]);

@@ -23,6 +23,11 @@ pub enum DomainOwner {
     /// `Tensor::synchronize_for_consumer_stream`): work may reach it from any thread, so
     /// the slot's last handle always records its release event.
     Caller,
+    /// A caller lent it to a hand-off that lasts beyond the call (a
+    /// [`DeviceArray`](crate::DeviceArray), a DLPack export): the hand-off records the
+    /// stream's release event itself when it ends, and the caller keeps the stream alive
+    /// until then.
+    Borrowed,
 }
 
 /// Where work is ordered: the host, or a device stream — a CUDA stream (owned by the
@@ -56,6 +61,14 @@ impl OrderingDomain {
         Self::Stream {
             stream,
             owner: DomainOwner::Caller,
+        }
+    }
+
+    /// A stream a caller lends to a hand-off that records its own release when it ends.
+    pub const fn borrowed(stream: StreamHandle) -> Self {
+        Self::Stream {
+            stream,
+            owner: DomainOwner::Borrowed,
         }
     }
 

@@ -588,7 +588,11 @@ impl Pool {
     /// its foreign producer wrote on: from then on consumers wait on it. `NotSupported` for
     /// any other pool (a runtime slot's readiness is recorded at commit; host bytes need
     /// none).
-    pub(crate) fn record_foreign_readiness(&self, slot: u32, stream: StreamHandle) -> Result<()> {
+    pub(crate) fn record_foreign_readiness(
+        &self,
+        slot: u32,
+        stream: crate::device::StreamOrQueue,
+    ) -> Result<()> {
         let (true, Some(d)) = (self.is_foreign(), self.device()) else {
             return Err(Error::new(
                 ErrorCode::NotSupported,
@@ -596,6 +600,10 @@ impl Pool {
             )
             .at(self.location));
         };
+        let stream = d
+            .backend
+            .adopt_stream(stream)
+            .map_err(|e| e.at(self.location))?;
         let s = &self.slots[slot as usize];
         // One recorder at a time; a consumer that finds RECORDING spins until it is done.
         let before = loop {
@@ -626,6 +634,7 @@ impl Pool {
             },
             Ordering::Release,
         );
+        d.backend.release_adopted_stream(stream);
         r.map_err(|e| e.at(self.location))
     }
 
@@ -949,6 +958,34 @@ impl Pool {
         false
     }
 
+    /// A hand-off that holds `slot` in a borrowed stream's release position `holder`
+    /// ([`DomainOwner::Borrowed`](crate::channel::DomainOwner::Borrowed)) ends: records
+    /// that stream's release event now — the caller's work on the slot is enqueued by
+    /// then, and the caller may destroy the stream afterwards — and marks it clean, so the
+    /// slot's last handle does not record on the stream again. Call it before dropping the
+    /// hand-off's handle.
+    ///
+    /// `on` records it on another stream that is ordered after the registered one (CUDA's
+    /// legacy default stream for a per-thread default stream used from another thread).
+    pub(crate) fn record_release_at(
+        &self,
+        slot: u32,
+        holder: Holder,
+        on: Option<StreamHandle>,
+    ) -> Result<()> {
+        let (Some(d), Some(i)) = (self.device(), holder.position()) else {
+            return Ok(());
+        };
+        let s = &self.slots[slot as usize];
+        let base = slot as usize * d.release_capacity as usize;
+        let stream = on.unwrap_or_else(|| {
+            StreamHandle::from_raw(d.release_streams[base + i].load(Ordering::Relaxed))
+        });
+        d.backend.record_event(d.release_events[base + i], stream)?;
+        s.release_clean.fetch_or(1 << i, Ordering::Release);
+        Ok(())
+    }
+
     /// A holder received `slot` into its stream `stream` (registered as a release stream
     /// when the slot was published to it): the release event it may have recorded on that
     /// stream no longer covers its work, so the clean mark is cleared. Returns the
@@ -1145,6 +1182,15 @@ impl Pool {
             writer.stream().map_or(0, StreamHandle::raw),
             Ordering::Relaxed,
         );
+    }
+
+    /// The stream `slot`'s loan was written on (`None`: written on the host).
+    #[inline]
+    pub(crate) fn writer_stream(&self, slot: u32) -> Option<StreamHandle> {
+        match self.slots[slot as usize].writer.load(Ordering::Acquire) {
+            0 => None,
+            raw => Some(StreamHandle::from_raw(raw)),
+        }
     }
 
     pub(crate) fn readiness_state(&self, slot: u32) -> u8 {

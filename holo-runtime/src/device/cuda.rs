@@ -32,6 +32,7 @@ use cudarc::driver::sys;
 use super::handle::addr_usize;
 use super::{
     AllocKind, BackendKind, DeviceBackend, DeviceCounters, DevicePtr, EventHandle, StreamHandle,
+    StreamOrQueue,
 };
 use crate::{Error, ErrorCode, Result};
 
@@ -64,6 +65,8 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuMemcpyDtoHAsync_v2",
     "cuMemcpyHtoDAsync_v2",
     "cuLaunchHostFunc",
+    "cuStreamGetCtx",
+    "cuCtxGetDevice",
 ];
 
 /// Whether a CUDA driver library (`libcuda.so`) can be loaded on this machine.
@@ -162,7 +165,7 @@ struct Live {
     events: HandleSet,
 }
 
-/// The retained primary context.
+/// The context: the device's retained primary context, or a caller's.
 struct Context(sys::CUcontext);
 
 // SAFETY: a CUDA context is a process-wide driver object; the driver API may use it from
@@ -192,12 +195,20 @@ extern "C" fn sleep_host_fn(nanos: *mut c_void) {
     std::thread::sleep(Duration::from_nanos(nanos.addr() as u64));
 }
 
-/// A CUDA device through the driver API, on its primary context.
+/// A CUDA device through the driver API, on its primary context ([`CudaDevice::open`]) or
+/// on a context the caller made ([`CudaDevice::from_context`]).
 pub struct CudaDevice {
     ordinal: u32,
     device: sys::CUdevice,
     context: Context,
+    /// Whether `context` is the primary context this device retained (released on drop);
+    /// a caller's context is the caller's to destroy.
+    primary: bool,
     instance: u64,
+    /// Caller streams adopted for hand-offs ([`DeviceBackend::adopt_stream`]): raw
+    /// `CUstream` → number of live adoptions. Looked up only when a stream is not one of
+    /// this device's own.
+    adopted: Mutex<HashMap<u64, u32>>,
     /// Sharded: a read locks only the calling thread's shard, so the partition threads and
     /// the retirement worker checking handles at once do not bounce one lock word between
     /// their cores (a create or destroy, cold, locks every shard).
@@ -226,21 +237,68 @@ impl CudaDevice {
         // SAFETY: `device` was returned by `cuDeviceGet`.
         let context = unsafe { cu::primary_ctx::retain(device) }
             .map_err(|e| driver_error("cuDevicePrimaryCtxRetain", e))?;
-        let this = Self {
-            ordinal,
-            device,
-            context: Context(context),
-            instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
-            live: ShardedLock::new(Live::default()),
-            allocations: Mutex::new(HashMap::new()),
-            counters: DeviceCounters::default(),
-        };
+        let this = Self::with_context(ordinal, device, Context(context), true);
         // On failure `this` drops here and releases the primary context.
         this.make_current()?;
         Ok(Arc::new(this))
     }
 
-    /// The raw `CUcontext` (the device's primary context), for interop.
+    /// A device on a `CUcontext` the caller made (with `cuCtxCreate`, or another
+    /// framework's): holo creates its streams, events and pools in it, makes it current on
+    /// its threads, and checks that every caller stream handed to it lives in it. The
+    /// device is the context's own (`cuCtxGetDevice`).
+    ///
+    /// `DeviceUnavailable` without a usable driver; `InvalidArgument` for a null or
+    /// destroyed context.
+    ///
+    /// # Safety
+    /// `context` is a live `CUcontext`, and the caller destroys it only after the returned
+    /// device and everything made on it (sessions, tensors) have dropped.
+    pub unsafe fn from_context(context: u64) -> Result<Arc<Self>> {
+        device_count()?;
+        if context == 0 {
+            return Err(Error::invalid_argument(
+                "a null CUcontext was given to CudaDevice::from_context",
+            ));
+        }
+        let raw: sys::CUcontext = ptr::with_exposed_provenance_mut(addr_usize(context));
+        // SAFETY: the caller's contract: a live context.
+        check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(raw) }).map_err(|e| {
+            Error::invalid_argument(format!("CUcontext {context:#x}: {}", e.message()))
+        })?;
+        let mut device: sys::CUdevice = 0;
+        // SAFETY: `device` is a valid out-pointer; the context is current.
+        check("cuCtxGetDevice", unsafe {
+            sys::cuCtxGetDevice(&raw mut device)
+        })?;
+        let ordinal = u32::try_from(device).map_err(|_| {
+            Error::new(
+                ErrorCode::Internal,
+                format!("cuCtxGetDevice gave a negative device {device}"),
+            )
+        })?;
+        let this = Self::with_context(ordinal, device, Context(raw), false);
+        this.make_current()?;
+        Ok(Arc::new(this))
+    }
+
+    fn with_context(ordinal: u32, device: sys::CUdevice, context: Context, primary: bool) -> Self {
+        Self {
+            ordinal,
+            device,
+            context,
+            primary,
+            instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+            adopted: Mutex::new(HashMap::new()),
+            live: ShardedLock::new(Live::default()),
+            allocations: Mutex::new(HashMap::new()),
+            counters: DeviceCounters::default(),
+        }
+    }
+
+    /// The raw `CUcontext` (the device's primary context, or the caller's context given to
+    /// [`from_context`](Self::from_context)), for interop: a caller creates its streams in
+    /// it to hand them to [`Tensor::device_array`](crate::Tensor::device_array).
     pub fn raw_context(&self) -> u64 {
         self.context.0.expose_provenance() as u64
     }
@@ -283,14 +341,24 @@ impl CudaDevice {
         self.live.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn stream(live: &Live, stream: StreamHandle) -> Result<sys::CUstream> {
-        if live.streams.contains(&stream.raw()) {
+    /// A stream this device may use: one of its own, or a caller's adopted one (looked up
+    /// only when it is not its own, so the runtime's streams pay one set lookup).
+    fn stream(&self, live: &Live, stream: StreamHandle) -> Result<sys::CUstream> {
+        if live.streams.contains(&stream.raw()) || self.is_adopted(stream.raw()) {
             Ok(stream_ptr(stream.raw()))
         } else {
             Err(Error::invalid_argument(format!(
-                "{stream:?} is not a live stream of this CUDA device"
+                "{stream:?} is not a live stream of this CUDA device, nor a caller stream adopted for a hand-off"
             )))
         }
+    }
+
+    #[cold]
+    fn is_adopted(&self, raw: u64) -> bool {
+        self.adopted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&raw)
     }
 
     fn event(live: &Live, event: EventHandle) -> Result<sys::CUevent> {
@@ -311,7 +379,7 @@ impl CudaDevice {
         call: impl Fn(sys::CUstream) -> sys::CUresult,
     ) -> Result<()> {
         let live = self.live();
-        let stream = Self::stream(&live, stream)?;
+        let stream = self.stream(&live, stream)?;
         check(name, self.driver_call(|| call(stream))?)
     }
 }
@@ -347,9 +415,71 @@ impl DeviceBackend for CudaDevice {
         Ok(StreamHandle::from_raw(raw))
     }
 
+    fn adopt_stream(&self, stream: StreamOrQueue) -> Result<StreamHandle> {
+        let raw = match stream {
+            StreamOrQueue::Backend(handle) => {
+                if self.live().streams.contains(&handle.raw()) {
+                    return Ok(handle);
+                }
+                return Err(Error::invalid_argument(format!(
+                    "{handle:?} is not a live stream of this CUDA device: a stream of another device or context, or destroyed"
+                )));
+            }
+            StreamOrQueue::OpenCl(queue) => {
+                return Err(Error::invalid_argument(format!(
+                    "{queue:?} is an OpenCL command queue; a CUDA device takes a CUDA stream (StreamOrQueue::Cuda)"
+                )));
+            }
+            StreamOrQueue::Cuda(ptr) => ptr.raw(),
+        };
+        if self.live().streams.contains(&raw) {
+            return Ok(StreamHandle::from_raw(raw));
+        }
+        // CUDA's default streams (null, legacy, per-thread) belong to whichever context is
+        // current when they are used: this device binds its own before every call.
+        if raw > 2 {
+            let context = std::cell::Cell::new(ptr::null_mut());
+            // SAFETY: the caller's contract (`CudaStreamPtr::from_raw`): a live stream;
+            // the out-pointer is valid for the call.
+            let result = self.driver_call(|| unsafe {
+                sys::cuStreamGetCtx(stream_ptr(raw), context.as_ptr())
+            })?;
+            let context: sys::CUcontext = context.get();
+            check("cuStreamGetCtx", result).map_err(|e| {
+                Error::invalid_argument(format!(
+                    "CUstream {raw:#x} is not a live CUDA stream ({})",
+                    e.message()
+                ))
+            })?;
+            if context != self.context.0 {
+                return Err(Error::invalid_argument(format!(
+                    "CUstream {raw:#x} belongs to CUDA context {context:p}, not to this device's context {:p}: create the stream in the device's context (CudaDevice::raw_context), or give the device the caller's context (CudaDevice::from_context)",
+                    self.context.0
+                )));
+            }
+        }
+        *self
+            .adopted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(raw)
+            .or_insert(0) += 1;
+        Ok(StreamHandle::from_raw(raw))
+    }
+
+    fn release_adopted_stream(&self, stream: StreamHandle) {
+        let mut adopted = self.adopted.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = adopted.get_mut(&stream.raw()) {
+            *count -= 1;
+            if *count == 0 {
+                adopted.remove(&stream.raw());
+            }
+        }
+    }
+
     fn destroy_stream(&self, stream: StreamHandle) -> Result<()> {
         let mut live = self.live.write().unwrap_or_else(PoisonError::into_inner);
-        let raw = Self::stream(&live, stream)?;
+        let raw = self.stream(&live, stream)?;
         live.streams.remove(&stream.raw());
         self.make_current()?;
         // SAFETY: `raw` was created by this device and was live until removed just above;
@@ -389,7 +519,7 @@ impl DeviceBackend for CudaDevice {
     fn record_event(&self, event: EventHandle, stream: StreamHandle) -> Result<()> {
         let live = self.live();
         let event = Self::event(&live, event)?;
-        let stream = Self::stream(&live, stream)?;
+        let stream = self.stream(&live, stream)?;
         // SAFETY: both handles are live (checked under the read lock, held until return).
         let result = self.driver_call(|| unsafe { sys::cuEventRecord(event, stream) })?;
         check("cuEventRecord", result)?;
@@ -400,7 +530,7 @@ impl DeviceBackend for CudaDevice {
     fn wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
         let live = self.live();
         let event = Self::event(&live, event)?;
-        let stream = Self::stream(&live, stream)?;
+        let stream = self.stream(&live, stream)?;
         // SAFETY: both handles are live (checked under the read lock, held until return);
         // flags 0 is CU_EVENT_WAIT_DEFAULT.
         let result = self.driver_call(|| unsafe { sys::cuStreamWaitEvent(stream, event, 0) })?;
@@ -515,7 +645,7 @@ impl DeviceBackend for CudaDevice {
                 sys::cuMemsetD8Async(dst.raw(), value, bytes, s)
             })?;
         } else {
-            Self::stream(&self.live(), stream)?;
+            self.stream(&self.live(), stream)?;
         }
         self.counters.memset.bump();
         Ok(())
@@ -535,7 +665,7 @@ impl DeviceBackend for CudaDevice {
                 sys::cuMemcpyAsync(dst.raw(), src.raw(), bytes, s)
             })?;
         } else {
-            Self::stream(&self.live(), stream)?;
+            self.stream(&self.live(), stream)?;
         }
         self.counters.copy.bump();
         Ok(())
@@ -560,7 +690,7 @@ impl DeviceBackend for CudaDevice {
                 sys::cuMemcpyDtoHAsync_v2(dst.cast(), src.raw(), bytes, s)
             })?;
         } else {
-            Self::stream(&self.live(), stream)?;
+            self.stream(&self.live(), stream)?;
         }
         self.counters.copy.bump();
         Ok(())
@@ -585,7 +715,7 @@ impl DeviceBackend for CudaDevice {
                 sys::cuMemcpyHtoDAsync_v2(dst.raw(), src.cast(), bytes, s)
             })?;
         } else {
-            Self::stream(&self.live(), stream)?;
+            self.stream(&self.live(), stream)?;
         }
         self.counters.copy.bump();
         Ok(())
@@ -652,8 +782,10 @@ impl Drop for CudaDevice {
                 let _ = unsafe { free_raw(kind, raw) };
             }
         }
-        // SAFETY: `device` is the device whose primary context `open` retained once.
-        let _ = unsafe { cu::primary_ctx::release(self.device) };
+        if self.primary {
+            // SAFETY: `device` is the device whose primary context `open` retained once.
+            let _ = unsafe { cu::primary_ctx::release(self.device) };
+        }
         let _ = BOUND_INSTANCE.try_with(|bound| {
             if bound.get() == self.instance {
                 bound.set(0);

@@ -36,6 +36,7 @@
 //! # Ok::<(), holo_runtime::Error>(())
 //! ```
 
+mod caller;
 mod counters;
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -48,6 +49,7 @@ use std::time::Duration;
 
 use crate::{Error, ErrorCode, MemoryKind, Result};
 
+pub use caller::{CudaStreamPtr, OpenClQueuePtr, StreamOrQueue, synchronize_stream};
 pub use counters::{CounterSnapshot, DeviceCounters};
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaDevice, device_count, driver_present};
@@ -150,6 +152,30 @@ pub trait DeviceBackend: Send + Sync + 'static {
 
     /// Creates a stream that does not synchronize with any other (CUDA: non-blocking).
     fn create_stream(&self) -> Result<StreamHandle>;
+
+    /// Adopts a caller's stream or queue for the length of a hand-off (the DeviceArray
+    /// contract): checks that it belongs to this backend's context and returns the handle
+    /// this backend's stream calls accept for it until
+    /// [`release_adopted_stream`](Self::release_adopted_stream). One from another context
+    /// or of another backend kind is `InvalidArgument`; a backend that cannot adopt
+    /// caller streams answers `NotSupported`. Adoptions are counted: each successful call
+    /// is ended by one release. A stream this backend created itself is returned as it is
+    /// (and its release is a no-op).
+    fn adopt_stream(&self, stream: StreamOrQueue) -> Result<StreamHandle> {
+        Err(Error::new(
+            ErrorCode::NotSupported,
+            format!(
+                "the {} backend does not adopt caller streams ({stream:?})",
+                self.backend_kind().name()
+            ),
+        ))
+    }
+
+    /// Ends one adoption made by [`adopt_stream`](Self::adopt_stream): after the last one
+    /// the handle is no longer accepted (the caller may destroy its stream).
+    fn release_adopted_stream(&self, stream: StreamHandle) {
+        let _ = stream;
+    }
 
     /// Destroys a stream. Work already enqueued on it still completes (the software device
     /// drains it before returning; CUDA completes it asynchronously).

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::{
     AllocKind, BackendKind, DeviceBackend, DeviceCounters, DevicePtr, EventHandle, MemoryObject,
-    StreamHandle,
+    StreamHandle, StreamOrQueue,
 };
 use crate::Result;
 
@@ -120,6 +120,14 @@ impl<F: Fn(DeviceCall, Duration) + Send + Sync + 'static> DeviceBackend for Obse
 
     fn create_stream(&self) -> Result<StreamHandle> {
         self.inner.create_stream()
+    }
+
+    fn adopt_stream(&self, stream: StreamOrQueue) -> Result<StreamHandle> {
+        self.inner.adopt_stream(stream)
+    }
+
+    fn release_adopted_stream(&self, stream: StreamHandle) {
+        self.inner.release_adopted_stream(stream);
     }
 
     fn destroy_stream(&self, stream: StreamHandle) -> Result<()> {

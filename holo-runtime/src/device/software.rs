@@ -19,6 +19,7 @@ use self::table::HandleTable;
 use super::handle::addr_usize;
 use super::{
     AllocKind, BackendKind, DeviceBackend, DeviceCounters, DevicePtr, EventHandle, StreamHandle,
+    StreamOrQueue,
 };
 use crate::{Error, ErrorCode, Result};
 
@@ -58,6 +59,9 @@ pub struct SoftwareDevice {
     /// Live allocations by start address.
     allocations: Mutex<BTreeMap<u64, Allocation>>,
     next_stream_name: AtomicU64,
+    /// The stream CUDA's default-stream handles (null, legacy, per-thread) adopt on this
+    /// device, made on first use.
+    default_stream: Mutex<Option<StreamHandle>>,
     counters: DeviceCounters,
 }
 
@@ -76,6 +80,7 @@ impl SoftwareDevice {
             events: HandleTable::new(),
             allocations: Mutex::new(BTreeMap::new()),
             next_stream_name: AtomicU64::new(0),
+            default_stream: Mutex::new(None),
             counters: DeviceCounters::default(),
         })
     }
@@ -152,6 +157,40 @@ impl DeviceBackend for SoftwareDevice {
         })?;
         self.counters.stream_create.bump();
         Ok(StreamHandle::from_raw(raw))
+    }
+
+    /// The software device emulates CUDA: each device is its own context, a stream of
+    /// another device is refused, a [`CudaStreamPtr`](super::CudaStreamPtr) names one of
+    /// this device's streams by its raw handle, and CUDA's default-stream handles (null,
+    /// legacy, per-thread) name one default stream made on first use.
+    fn adopt_stream(&self, stream: StreamOrQueue) -> Result<StreamHandle> {
+        let handle = match stream {
+            StreamOrQueue::Backend(handle) => handle,
+            StreamOrQueue::Cuda(ptr) if ptr.is_default_stream() => {
+                let mut default = self
+                    .default_stream
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if let Some(handle) = *default {
+                    return Ok(handle);
+                }
+                let handle = self.create_stream()?;
+                *default = Some(handle);
+                return Ok(handle);
+            }
+            StreamOrQueue::Cuda(ptr) => StreamHandle::from_raw(ptr.raw()),
+            StreamOrQueue::OpenCl(queue) => {
+                return Err(Error::invalid_argument(format!(
+                    "{queue:?} is an OpenCL command queue; the software device orders work like CUDA and takes a stream"
+                )));
+            }
+        };
+        self.stream(handle).map_err(|_| {
+            Error::invalid_argument(format!(
+                "{stream:?} is not a stream of this software device's context (a stream of another device, or destroyed)"
+            ))
+        })?;
+        Ok(handle)
     }
 
     fn destroy_stream(&self, stream: StreamHandle) -> Result<()> {

@@ -205,6 +205,14 @@ impl std::fmt::Debug for RunSession {
 }
 
 impl RunSession {
+    /// The device the session runs on (`None` for a plan that needs none): the "compute
+    /// device" a caller creates its own streams on, in the device's context
+    /// ([`DeviceBackend::raw_context`](crate::device::DeviceBackend::raw_context)), to take
+    /// the session's tensors with [`Tensor::device_array`](crate::Tensor::device_array).
+    pub fn device(&self) -> Option<&std::sync::Arc<dyn crate::device::DeviceBackend>> {
+        self.streams.device()
+    }
+
     /// Starts `plan` over the operators of `graph` (which must be the graph the plan was
     /// compiled from). Fails closed: on error nothing keeps running and no `compute` ran.
     pub fn start(

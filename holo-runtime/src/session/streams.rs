@@ -60,6 +60,11 @@ impl Streams {
     }
 
     /// The stream with plan id `id`.
+    /// The session's device, if the plan needs one.
+    pub(crate) fn device(&self) -> Option<&Arc<dyn DeviceBackend>> {
+        self.device.as_ref()
+    }
+
     pub(crate) fn handle(&self, id: u32) -> Option<StreamHandle> {
         self.handles.get(id as usize).copied()
     }

@@ -11,6 +11,9 @@
 //! returns it.
 
 pub mod dlpack;
+mod handoff;
+
+pub use handoff::{DeviceArray, HostCopy};
 
 use std::fmt;
 use std::marker::PhantomData;

@@ -11,10 +11,10 @@ use std::sync::OnceLock;
 
 use crossbeam_queue::ArrayQueue;
 
-use super::{DLPACK_VERSION, Dlpack, DlpackFlags, DlpackStream, ExportRequest, dl_device};
-use crate::device::DevicePtr;
+use super::{DLPACK_VERSION, Dlpack, DlpackFlags, ExportRequest, dl_device};
+use crate::device::{DevicePtr, StreamOrQueue};
 use crate::spec::MAX_TENSOR_RANK;
-use crate::tensor::Tensor;
+use crate::tensor::{DeviceArray, Tensor};
 use crate::{Error, ErrorCode, Result};
 
 use dlpark::ffi::{DLManagedTensorVersioned, DLTensor};
@@ -31,15 +31,25 @@ struct Capsule {
     managed: DLManagedTensorVersioned,
     shape: [i64; RANK],
     strides: [i64; RANK],
-    /// The slot handle the consumer holds; `None` while the block is recycled.
-    holder: Option<Tensor>,
+    /// What the consumer holds; `None` while the block is recycled.
+    holder: Option<Holder>,
+}
+
+/// What a capsule keeps until its deleter runs.
+#[allow(dead_code, reason = "never read: kept for what its drop releases")]
+enum Holder {
+    /// The tensor handed to the consumer's stream: dropping it records the release there.
+    Array(DeviceArray),
+    /// A slot handle, for a consumer that synchronizes itself.
+    Tensor(Tensor),
 }
 
 /// A capsule block: a one-element boxed slice, reserved fallibly.
 struct Block(Box<[Capsule]>);
 
 // SAFETY: a capsule's raw pointers point into its own block (or are null), and its holder
-// is a `Tensor` (Send + Sync): nothing in it is tied to a thread. A block in the queue is
+// is a `Tensor` or a `DeviceArray` (both Send + Sync; an array may drop on any thread):
+// nothing in it is tied to a thread. A block in the queue is
 // owned by the queue alone; a live capsule's block by its consumer alone.
 unsafe impl Send for Block {}
 // SAFETY: as above; a shared block is only ever read.
@@ -88,9 +98,9 @@ fn take_block() -> Result<Block> {
     Ok(Block(v.into_boxed_slice()))
 }
 
-/// The deleter of every capsule holo exports: returns the block and drops the slot
-/// handle (which returns the slot to its pool, or hands it to retirement), on whichever
-/// thread the consumer calls it from.
+/// The deleter of every capsule holo exports: returns the block and drops what it held
+/// (an array records its release on the consumer's stream; the slot then returns to its
+/// pool, or goes to retirement), on whichever thread the consumer calls it from.
 unsafe extern "C" fn delete_capsule(managed: *mut DLManagedTensorVersioned) {
     if managed.is_null() {
         return;
@@ -121,9 +131,9 @@ fn compact_strides(shape: &[i64], strides: &mut [i64]) -> bool {
 }
 
 impl Tensor {
-    /// Exports the tensor as a versioned DLPack tensor for a consumer on `stream` (see
-    /// [`export_dlpack`](Self::export_dlpack)).
-    pub fn to_dlpack(&self, stream: DlpackStream) -> Result<Dlpack> {
+    /// Exports the tensor as a versioned DLPack tensor for a consumer on `stream`
+    /// (`None`: the consumer synchronizes itself); see [`export_dlpack`](Self::export_dlpack).
+    pub fn to_dlpack(&self, stream: Option<StreamOrQueue>) -> Result<Dlpack> {
         self.export_dlpack(&ExportRequest::new(stream))
     }
 
@@ -133,12 +143,13 @@ impl Tensor {
     /// its pool until its deleter runs (from any thread: drop the [`Dlpack`], or call the
     /// deleter of the pointer [`into_raw`](dlpark::Managed::into_raw) gives).
     ///
-    /// The request's stream is ordered behind the tensor's readiness and registered as a
-    /// release stream, like [`synchronize_for_consumer_stream`](Self::synchronize_for_consumer_stream):
-    /// a stream of another backend is refused by the backend (`InvalidArgument`), a slot
-    /// at its release-stream cap gives `ResourceExhausted`, and a DLPack import without a
-    /// readiness stream contract gives `ProtocolError` (unless the stream is
-    /// [`DlpackStream::NoSync`]).
+    /// The request's stream is handed the tensor as by [`device_array`](Self::device_array),
+    /// whose [`DeviceArray`] the capsule keeps: the stream waits on the readiness (no host
+    /// wait; nothing for the tensor's own stream or host bytes) and is a release stream of
+    /// the slot until the deleter drops the array, which records the release on it. A
+    /// stream of another context or device is `InvalidArgument`, a slot at its
+    /// release-stream cap `ResourceExhausted`, and a DLPack import without a readiness
+    /// stream contract `ProtocolError`. With no stream (DLPack's `-1`) nothing is ordered.
     ///
     /// A consumer that knows only the legacy unversioned `DLManagedTensor`
     /// (`max_version` `None` or below 1.0) is refused with `NotSupported`: that struct
@@ -172,14 +183,16 @@ impl Tensor {
         }
         let pool = &*self.pool;
         let ordinal = pool.device().map_or(0, |d| d.backend.ordinal());
-        if pool.device().is_some()
-            && let Some(stream) = request.stream.handle()
-            && let Err(e) = self.synchronize_for_consumer_stream(stream)
-        {
-            drop(recycled().push(block));
-            return Err(e);
-        }
-        let holder = self.clone();
+        let holder = match request.stream {
+            None => Holder::Tensor(self.clone()),
+            Some(stream) => match self.device_array(stream) {
+                Ok(array) => Holder::Array(array),
+                Err(e) => {
+                    drop(recycled().push(block));
+                    return Err(e);
+                }
+            },
+        };
         let data: DevicePtr = self.device_ptr();
         let c = &mut block.0[0];
         c.managed = DLManagedTensorVersioned {

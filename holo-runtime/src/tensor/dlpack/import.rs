@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{DLManagedTensorVersioned, Dlpack, dtype_from_dlpack, memory_kind_of};
 use crate::channel::pool::{ForeignBytes, Holder, Pool, TensorMeta};
-use crate::device::{DeviceBackend, StreamHandle};
+use crate::device::{DeviceBackend, StreamOrQueue};
 use crate::spec::MAX_TENSOR_RANK;
 use crate::tensor::Tensor;
 use crate::{Error, ErrorCode, Result};
@@ -210,14 +210,15 @@ impl Tensor {
     }
 
     /// Records the readiness event of a device-memory DLPack import on `stream`, the
-    /// stream its foreign producer issued its writes on (of the import's backend): the
-    /// author's only hook for a foreign producer's ordering. From then on consumers wait
-    /// on that event, as on a runtime producer's commit; calling it again re-records it.
+    /// stream its foreign producer issued its writes on (a caller's stream, checked like a
+    /// hand-off's: same context and device, else `InvalidArgument`): the author's only
+    /// hook for a foreign producer's ordering. From then on consumers wait on that event,
+    /// as on a runtime producer's commit, and `stream` is the tensor's
+    /// [`sdk_stream`](Self::sdk_stream); calling it again re-records it.
     ///
     /// `NotSupported` for a tensor that is not a device-memory DLPack import (a runtime
-    /// tensor's readiness was recorded at its producer's commit; host memory needs none);
-    /// the backend's error (`InvalidArgument`) for a stream that is not one of its own.
-    pub fn set_readiness_stream(&self, stream: impl Into<StreamHandle>) -> Result<()> {
+    /// tensor's readiness was recorded at its producer's commit; host memory needs none).
+    pub fn set_readiness_stream(&self, stream: impl Into<StreamOrQueue>) -> Result<()> {
         self.pool.record_foreign_readiness(self.slot, stream.into())
     }
 

@@ -6,9 +6,11 @@
 //! `READ_ONLY`, names its device (`kDLCUDA` for `cuda_device` with the backend's ordinal,
 //! `kDLCUDAHost` for `pinned_host`, `kDLCUDAManaged` for `cuda_managed`, `kDLCPU` for
 //! `host`), and carries explicit compact row-major strides. The consumer's stream
-//! ([`DlpackStream`], DLPack's `stream` argument) is ordered behind the tensor's
-//! readiness and registered as a release stream, as for any caller stream. The capsule
-//! holds a handle of the tensor's slot; its deleter releases it, from any thread. A
+//! (DLPack's `stream` argument, read with [`StreamOrQueue::from_dlpack_stream`]) is
+//! handed the tensor exactly as [`Tensor::device_array`] does: it waits on the readiness
+//! and becomes a release stream. The capsule holds that [`DeviceArray`](crate::DeviceArray)
+//! (or, with no stream, a handle of the slot); its deleter drops it — recording the
+//! release on the consumer's stream — from any thread. A
 //! request that only understands the legacy unversioned ABI is refused (`NotSupported`):
 //! the legacy struct has no `READ_ONLY` flag, and holo never copies behind a caller's back.
 //!
@@ -24,12 +26,12 @@
 //! recycled.
 //!
 //! ```
-//! use holo_runtime::dlpack::{DlpackFlags, DlpackStream};
+//! use holo_runtime::dlpack::DlpackFlags;
 //! use holo_runtime::{DType, ErrorCode, Tensor};
 //!
 //! let tensor = Tensor::from_host_vec(&[2, 3], DType::U8, vec![1, 2, 3, 4, 5, 6])?;
-//! // Export: a versioned, read-only DLPack tensor (a host tensor needs no stream).
-//! let capsule = tensor.to_dlpack(DlpackStream::NoSync)?;
+//! // Export: a versioned, read-only DLPack tensor (host memory needs no stream).
+//! let capsule = tensor.to_dlpack(None)?;
 //! assert!(capsule.flags().contains(DlpackFlags::READ_ONLY));
 //! // SAFETY: nothing mutates the descriptor while it is read.
 //! let strides = unsafe {
@@ -49,7 +51,7 @@
 mod export;
 mod import;
 
-use crate::device::{BackendKind, DeviceBackend, StreamHandle};
+use crate::device::{BackendKind, DeviceBackend, StreamOrQueue};
 use crate::spec::DType;
 use crate::{Error, ErrorCode, MemoryKind, Result};
 
@@ -66,81 +68,22 @@ pub use dlpark::versioned::Dlpack;
 /// The DLPack version holo's exports declare (and the newest it imports).
 pub const DLPACK_VERSION: DLPackVersion = DLPackVersion::CURRENT;
 
-/// The consumer's stream of a DLPack export: DLPack's `stream` argument to `__dlpack__`,
-/// for CUDA memory.
-///
-/// Passing the stream the tensor's producer wrote on costs nothing; any other stream is
-/// made to wait on the tensor's readiness event (no host block) and registered as a
-/// release stream of its slot, so the slot is not reused before the work the consumer
-/// then enqueues on it has run. Ignored for `host` memory, whose bytes are complete.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DlpackStream {
-    /// `-1`: the consumer synchronizes itself; nothing is ordered and nothing registered.
-    NoSync,
-    /// `None`, `0` or `1`: CUDA's legacy default stream (`CU_STREAM_LEGACY`).
-    LegacyDefault,
-    /// `2`: CUDA's per-thread default stream (`CU_STREAM_PER_THREAD`).
-    PerThreadDefault,
-    /// Any other positive value: a stream of the tensor's backend.
-    Stream(StreamHandle),
-}
-
-/// `CU_STREAM_LEGACY`.
-const CU_STREAM_LEGACY: u64 = 1;
-/// `CU_STREAM_PER_THREAD`.
-const CU_STREAM_PER_THREAD: u64 = 2;
-
-impl DlpackStream {
-    /// Reads DLPack's `stream` argument as the array API spells it for CUDA: `None`, `0`
-    /// and `1` are the legacy default stream, `2` the per-thread default stream, `-1` no
-    /// synchronization, and a larger value a stream handle. Any other negative value is
-    /// `InvalidArgument`.
-    pub fn from_dlpack(stream: Option<i64>) -> Result<DlpackStream> {
-        match stream {
-            None | Some(0 | 1) => Ok(DlpackStream::LegacyDefault),
-            Some(2) => Ok(DlpackStream::PerThreadDefault),
-            Some(-1) => Ok(DlpackStream::NoSync),
-            Some(raw) => u64::try_from(raw)
-                .map(|raw| DlpackStream::Stream(StreamHandle::from_raw(raw)))
-                .map_err(|_| {
-                    Error::invalid_argument(format!(
-                        "DLPack stream {raw} is not a stream: expected -1, None, 0, 1, 2 or a stream handle"
-                    ))
-                }),
-        }
-    }
-
-    /// The stream to order, or `None` for [`NoSync`](Self::NoSync).
-    pub fn handle(self) -> Option<StreamHandle> {
-        match self {
-            DlpackStream::NoSync => None,
-            DlpackStream::LegacyDefault => Some(StreamHandle::from_raw(CU_STREAM_LEGACY)),
-            DlpackStream::PerThreadDefault => Some(StreamHandle::from_raw(CU_STREAM_PER_THREAD)),
-            DlpackStream::Stream(s) => Some(s),
-        }
-    }
-}
-
-impl From<StreamHandle> for DlpackStream {
-    fn from(stream: StreamHandle) -> Self {
-        DlpackStream::Stream(stream)
-    }
-}
-
 /// What a DLPack consumer asks of an export: `__dlpack__`'s `stream` and `max_version`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ExportRequest {
-    /// The consumer's stream.
-    pub stream: DlpackStream,
+    /// The consumer's stream or queue (DLPack's `stream` argument, read with
+    /// [`StreamOrQueue::from_dlpack_stream`]); `None` for `-1`: the consumer synchronizes
+    /// itself, nothing is ordered.
+    pub stream: Option<StreamOrQueue>,
     /// The newest DLPack version the consumer understands; `None` for a consumer that
     /// knows only the legacy unversioned `DLManagedTensor` (refused: `NotSupported`).
     pub max_version: Option<DLPackVersion>,
 }
 
 impl ExportRequest {
-    /// A request from a consumer of DLPack 1.x on `stream`.
-    pub const fn new(stream: DlpackStream) -> ExportRequest {
+    /// A request from a consumer of DLPack 1.x on `stream` (`None`: no synchronization).
+    pub const fn new(stream: Option<StreamOrQueue>) -> ExportRequest {
         ExportRequest {
             stream,
             max_version: Some(DLPACK_VERSION),

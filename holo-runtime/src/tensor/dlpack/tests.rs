@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::*;
 use crate::channel::pool::{Pool, PoolOwner, PoolSpec};
 use crate::channel::retire::Retirer;
+use crate::device::{StreamHandle, StreamOrQueue};
 use crate::tensor::{TensorLoanRequest, TensorOutputLoan, TensorReadiness};
 use crate::{ErrorCode, Tensor};
 
@@ -175,34 +176,10 @@ fn every_dtype_maps_both_ways_and_the_rest_is_not_supported() {
 }
 
 #[test]
-fn dlpack_stream_values_follow_the_array_api() {
-    let f = DlpackStream::from_dlpack;
-    assert_eq!(f(None).unwrap(), DlpackStream::LegacyDefault);
-    assert_eq!(f(Some(0)).unwrap(), DlpackStream::LegacyDefault);
-    assert_eq!(f(Some(1)).unwrap(), DlpackStream::LegacyDefault);
-    assert_eq!(f(Some(2)).unwrap(), DlpackStream::PerThreadDefault);
-    assert_eq!(f(Some(-1)).unwrap(), DlpackStream::NoSync);
-    assert_eq!(
-        f(Some(0x7f00)).unwrap(),
-        DlpackStream::Stream(StreamHandle::from_raw(0x7f00))
-    );
-    assert_eq!(f(Some(-2)).unwrap_err().code(), ErrorCode::InvalidArgument);
-    assert_eq!(DlpackStream::NoSync.handle(), None);
-    assert_eq!(
-        DlpackStream::LegacyDefault.handle(),
-        Some(StreamHandle::from_raw(1))
-    );
-    assert_eq!(
-        DlpackStream::PerThreadDefault.handle(),
-        Some(StreamHandle::from_raw(2))
-    );
-}
-
-#[test]
 fn an_export_is_versioned_read_only_with_explicit_compact_strides() {
     let p = host_pool(1);
     let t = committed(&p, &[2, 3, 4], DType::U16);
-    let d = t.to_dlpack(DlpackStream::NoSync).unwrap();
+    let d = t.to_dlpack(None).unwrap();
     assert_eq!(d.version(), DLPACK_VERSION);
     assert_eq!(d.version().major, 1);
     assert_eq!(d.flags(), DlpackFlags::READ_ONLY);
@@ -240,7 +217,7 @@ fn a_legacy_only_consumer_is_refused() {
     let t = committed(&p, &[4], DType::U8);
     for max in [None, Some(DLPackVersion { major: 0, minor: 8 })] {
         let e = t
-            .export_dlpack(&ExportRequest::new(DlpackStream::NoSync).with_max_version(max))
+            .export_dlpack(&ExportRequest::new(None).with_max_version(max))
             .err()
             .unwrap();
         assert_eq!(e.code(), ErrorCode::NotSupported, "{max:?}");
@@ -254,8 +231,8 @@ fn a_legacy_only_consumer_is_refused() {
 fn the_export_deleter_releases_the_slot_from_any_thread() {
     let p = host_pool(2);
     let t = committed(&p, &[8], DType::U8);
-    let a = t.to_dlpack(DlpackStream::NoSync).unwrap();
-    let b = t.to_dlpack(DlpackStream::NoSync).unwrap();
+    let a = t.to_dlpack(None).unwrap();
+    let b = t.to_dlpack(None).unwrap();
     drop(t);
     assert_eq!(p.free_slots(), 1, "two capsules hold the slot");
     std::thread::spawn(move || drop(a)).join().unwrap();
@@ -321,7 +298,7 @@ fn export_orders_the_consumer_stream_and_registers_its_release() {
     }
     let t: Tensor = guard.commit().unwrap().into();
     let before = backend.counters().snapshot();
-    let d = t.to_dlpack(DlpackStream::Stream(consumer)).unwrap();
+    let d = t.to_dlpack(Some(consumer.into())).unwrap();
     let calls = backend.counters().snapshot() - before;
     assert_eq!(
         calls.stream_wait, 1,
@@ -332,17 +309,20 @@ fn export_orders_the_consumer_stream_and_registers_its_release() {
     let dl = unsafe { d.tensor() };
     assert_eq!(dl.device.device_type, DLDeviceType::CUDA);
     assert_eq!(dl.device.device_id, 0);
-    // `NoSync` orders nothing.
+    // No stream (DLPack's -1) orders nothing.
     let before = backend.counters().snapshot();
-    let n = t.to_dlpack(DlpackStream::NoSync).unwrap();
+    let n = t.to_dlpack(None).unwrap();
     assert_eq!((backend.counters().snapshot() - before).stream_wait, 0);
     // A stream the backend does not know is the backend's error.
+    let unknown = StreamOrQueue::Backend(StreamHandle::from_raw(0xdead));
     assert_eq!(
-        t.to_dlpack(DlpackStream::LegacyDefault)
-            .err()
-            .unwrap()
-            .code(),
+        t.to_dlpack(Some(unknown)).err().unwrap().code(),
         ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        t.release_stream_count(),
+        1,
+        "a refused stream is not registered"
     );
     drop((t, n));
     assert_eq!(p.free_slots(), 0);
@@ -593,6 +573,5 @@ fn a_device_import_has_no_contract_until_its_stream_is_recorded() {
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<Dlpack>();
-    send_sync::<DlpackStream>();
     send_sync::<ExportRequest>();
 };

@@ -1,0 +1,274 @@
+//! The DeviceArray hand-off beside the raw driver pair it stands for, in one process.
+//!
+//! A session's source writes a frame on its runtime stream; the bench takes the received
+//! tensor and hands it to a caller stream over and over: `tensor.device_array(stream)`
+//! (the caller stream waits on the readiness event, is registered as a release stream)
+//! and its drop (the release event recorded on the caller stream). The baseline is what
+//! that costs with no framework: `cuStreamWaitEvent` + `cuEventRecord` on the same kind of
+//! handles, straight through `cudarc::driver::sys` (through the trait for the software
+//! device). Batches of the two alternate; the medians and their ratio are printed. The
+//! SDK-stream hand-off (the tensor's own stream) is timed too, with its device call count
+//! per hand-off (the rule: 0).
+//!
+//! `cargo bench -p holo-runtime --bench handoff` (target: ≤ 1.1× on CUDA; SDK stream 0
+//! calls).
+
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use holo_runtime::device::{DeviceBackend, SoftwareDevice, StreamOrQueue};
+use holo_runtime::{
+    CompileOptions, ConnectionOptions, DType, EmitOptions, ExecutionContext, Graph, Input,
+    Operator, Output, ParamSet, Result, RunSession, SessionOptions, Tensor, TensorLoanRequest,
+    compile, operator,
+};
+
+const BATCHES: usize = 15;
+const PER_BATCH: u32 = 2000;
+
+#[operator]
+struct Source {
+    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256)]
+    frames: Output<Tensor>,
+}
+
+impl Operator for Source {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let stream = ctx.cuda_stream()?;
+        let device = Arc::clone(ctx.device().expect("a device"));
+        let Ok(loan) = self.frames.allocate_tensor(TensorLoanRequest {
+            shape: &[256],
+            dtype: DType::U8,
+        }) else {
+            return Ok(());
+        };
+        let guard = loan.write(stream)?;
+        // SAFETY: the guard owns the slot until commit; the fill stays inside it.
+        unsafe { device.memset_async(guard.device_ptr(), 7, 256, guard.stream())? };
+        let _ = self.frames.emit(guard.commit()?, EmitOptions::default());
+        Ok(())
+    }
+}
+
+#[operator]
+struct Tap {
+    #[input(memory = cuda_device, dtype = u8, rank = 1)]
+    frames: Input<Tensor>,
+    out: Mutex<std::sync::mpsc::Sender<Tensor>>,
+}
+
+impl Operator for Tap {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.frames.receive() {
+            let _ = self.out.lock().unwrap().send(t);
+        }
+        Ok(())
+    }
+}
+
+/// A running one-frame session on `device` and the frame it produced.
+fn one_frame(device: &Arc<dyn DeviceBackend>) -> (RunSession, Receiver<Tensor>, Tensor) {
+    let (tx, rx) = channel();
+    let mut g = Graph::new();
+    let params = || ParamSet::defaults().unwrap();
+    let src = g
+        .add_operator(
+            "src",
+            Source {
+                frames: Output::default(),
+            },
+            params(),
+        )
+        .unwrap();
+    let tap = g
+        .add_operator(
+            "tap",
+            Tap {
+                frames: Input::default(),
+                out: Mutex::new(tx),
+            },
+            params(),
+        )
+        .unwrap();
+    g.add_flow(src.frames, tap.frames, ConnectionOptions::default());
+    let mut options = CompileOptions::default();
+    options
+        .deployment
+        .bind_tensor_output_device("src", "frames", device.ordinal());
+    let plan = compile(&g, options).unwrap();
+    let session = RunSession::start(
+        g,
+        &plan,
+        SessionOptions::frames(1).on_device(Arc::clone(device)),
+    )
+    .unwrap();
+    let t = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    (session, rx, t)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Alternating batches of `holo` and `baseline`; `settle` runs untimed after each batch.
+fn interleaved(
+    mut holo: impl FnMut(),
+    mut baseline: impl FnMut(),
+    mut settle: impl FnMut(),
+) -> (f64, f64) {
+    let mut time = |f: &mut dyn FnMut()| {
+        let t0 = Instant::now();
+        for _ in 0..PER_BATCH {
+            f();
+        }
+        let ns = t0.elapsed().as_secs_f64() * 1e9 / f64::from(PER_BATCH);
+        settle();
+        ns
+    };
+    let (mut h, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..BATCHES {
+        h.push(time(&mut holo));
+        b.push(time(&mut baseline));
+    }
+    (median(h), median(b))
+}
+
+fn sdk_row(name: &str, device: &Arc<dyn DeviceBackend>, t: &Tensor) {
+    let sdk = t.sdk_stream().expect("a stream-written tensor");
+    let before = device.counters().snapshot();
+    let t0 = Instant::now();
+    for _ in 0..PER_BATCH {
+        drop(t.device_array(sdk).unwrap());
+    }
+    let ns = t0.elapsed().as_secs_f64() * 1e9 / f64::from(PER_BATCH);
+    let calls = device.counters().snapshot() - before;
+    println!(
+        "{name:<9} SDK-stream hand-off: {ns:>8.1} ns, device calls per hand-off: {} (rule: 0)",
+        calls.event_record + calls.stream_wait + calls.event_query + calls.event_synchronize
+    );
+}
+
+fn bench_software() {
+    let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+    let (session, rx, t) = one_frame(&device);
+    let caller = device.create_stream().unwrap();
+    let event = device.create_event().unwrap();
+    let ready = device.create_event().unwrap();
+    device.record_event(ready, caller).unwrap();
+    let (holo, base) = interleaved(
+        || drop(t.device_array(caller).unwrap()),
+        || {
+            device.wait_event(caller, ready).unwrap();
+            device.record_event(event, caller).unwrap();
+        },
+        || device.synchronize_stream(caller).unwrap(),
+    );
+    println!(
+        "software  hand-off {holo:>8.1} ns   wait+record via the trait {base:>8.1} ns   ratio {:.2}",
+        holo / base
+    );
+    sdk_row("software", &device, &t);
+    drop(t);
+    session.stop();
+    drop(rx);
+    session.join().unwrap();
+}
+
+#[cfg(feature = "cuda")]
+fn bench_cuda() {
+    use cudarc::driver::sys;
+    use holo_runtime::device::{CudaDevice, CudaStreamPtr};
+
+    let cuda = match CudaDevice::open(0) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("cuda      skipped: {e}");
+            return;
+        }
+    };
+    let device: Arc<dyn DeviceBackend> = cuda.clone();
+    let (session, rx, t) = one_frame(&device);
+    cuda.make_current().unwrap();
+    // The caller's own stream and events, made straight through the driver (as cudarc,
+    // CuPy or PyTorch would): holo has never seen them.
+    let mut stream: sys::CUstream = std::ptr::null_mut();
+    let mut event: sys::CUevent = std::ptr::null_mut();
+    let mut ready: sys::CUevent = std::ptr::null_mut();
+    // SAFETY: out-pointers to locals; the primary context is current.
+    unsafe {
+        assert_eq!(
+            sys::cuStreamCreate(&raw mut stream, 1),
+            sys::CUresult::CUDA_SUCCESS
+        );
+        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+        assert_eq!(
+            sys::cuEventCreate(&raw mut event, flags),
+            sys::CUresult::CUDA_SUCCESS
+        );
+        assert_eq!(
+            sys::cuEventCreate(&raw mut ready, flags),
+            sys::CUresult::CUDA_SUCCESS
+        );
+        assert_eq!(
+            sys::cuEventRecord(ready, stream),
+            sys::CUresult::CUDA_SUCCESS
+        );
+    }
+    // SAFETY: `stream` is live until destroyed at the end, after every hand-off dropped.
+    let caller = StreamOrQueue::Cuda(unsafe { CudaStreamPtr::from_raw(stream as u64) });
+    let (holo, base) = interleaved(
+        || drop(t.device_array(caller).unwrap()),
+        || {
+            // SAFETY: live handles; the context is current on this thread.
+            unsafe {
+                assert_eq!(
+                    sys::cuStreamWaitEvent(stream, ready, 0),
+                    sys::CUresult::CUDA_SUCCESS
+                );
+                assert_eq!(
+                    sys::cuEventRecord(event, stream),
+                    sys::CUresult::CUDA_SUCCESS
+                );
+            }
+        },
+        || {
+            // SAFETY: a live stream.
+            assert_eq!(
+                unsafe { sys::cuStreamSynchronize(stream) },
+                sys::CUresult::CUDA_SUCCESS
+            );
+        },
+    );
+    println!(
+        "cuda      hand-off {holo:>8.1} ns   cuStreamWaitEvent+cuEventRecord {base:>8.1} ns   ratio {:.2} (target ≤ 1.10)",
+        holo / base
+    );
+    sdk_row("cuda", &device, &t);
+    drop(t);
+    session.stop();
+    drop(rx);
+    session.join().unwrap();
+    // SAFETY: every hand-off on `stream` has dropped; synchronized before destroying.
+    unsafe {
+        sys::cuStreamSynchronize(stream);
+        sys::cuEventDestroy_v2(event);
+        sys::cuEventDestroy_v2(ready);
+        sys::cuStreamDestroy_v2(stream);
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn bench_cuda() {
+    println!("cuda      skipped: built without the `cuda` feature");
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    println!("DeviceArray hand-off (median of {BATCHES} alternating batches of {PER_BATCH})");
+    bench_software();
+    bench_cuda();
+}

@@ -1,0 +1,354 @@
+//! The DeviceArray hand-off: a tensor given to a caller's own stream or queue without a
+//! host wait (docs/HANDOFF.md).
+//!
+//! [`Tensor::device_array`] makes the caller's stream wait on the tensor's readiness and
+//! registers it as a release stream of the tensor's slot, then returns: the host never
+//! waits. [`DeviceArray::data_ptr`] is a plain accessor. Work the caller enqueues on its
+//! stream afterwards sees the finished bytes; when the array drops it records the
+//! stream's release event, so the slot goes back to its pool only after that work.
+//! [`DeviceArray::copy_to_host_async`] enqueues a copy and returns;
+//! [`HostCopy::synchronize_stream`] is the one wait. Passing the stream the tensor was
+//! written on ([`Tensor::sdk_stream`]) records and waits nothing at all.
+
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::thread::ThreadId;
+
+use super::Tensor;
+use crate::channel::OrderingDomain;
+use crate::channel::pool::Holder;
+use crate::device::{CudaStreamPtr, DeviceBackend, DevicePtr, StreamHandle, StreamOrQueue};
+use crate::spec::DType;
+use crate::{Error, ErrorCode, Result};
+
+/// What a hand-off must undo when it ends: the adopted caller stream and the slot's
+/// release position in it.
+#[derive(Clone, Copy, Debug)]
+struct Adoption {
+    stream: StreamHandle,
+    position: Holder,
+    /// For CUDA's per-thread default stream: the thread whose stream it is.
+    per_thread: Option<ThreadId>,
+}
+
+/// A tensor handed to a caller's stream or queue ([`Tensor::device_array`]): the caller's
+/// stream is ordered after the tensor's writes, and the slot stays out of its pool until
+/// the work the caller enqueues on that stream before dropping the array has run.
+///
+/// The caller keeps its stream alive until the array has dropped (the array records the
+/// stream's release event when it drops). An array may be dropped on any thread; one
+/// made on [`CudaStreamPtr::PER_THREAD`] and dropped on another thread records its
+/// release on CUDA's legacy default stream, which is ordered after every per-thread
+/// default stream of the context.
+pub struct DeviceArray {
+    tensor: ManuallyDrop<Tensor>,
+    stream: StreamOrQueue,
+    /// `None` when nothing was ordered: the tensor's own (SDK) stream, or host bytes.
+    adoption: Option<Adoption>,
+}
+
+impl Tensor {
+    /// The stream the tensor's producer wrote it on — the runtime's own stream, the seed's
+    /// "SDK stream" — or `None` for bytes written on the host. Passing it to
+    /// [`device_array`](Self::device_array) costs no device call: the caller's work then
+    /// shares the producer's stream.
+    pub fn sdk_stream(&self) -> Option<StreamOrQueue> {
+        self.pool
+            .device()
+            .and(self.pool.writer_stream(self.slot))
+            .map(StreamOrQueue::Backend)
+    }
+
+    /// Hands the tensor to the caller's `stream`: makes the stream wait (on the device) on
+    /// the tensor's readiness and registers it as a release stream of the slot, then
+    /// returns; the host never waits. Anything enqueued on `stream` after this call sees
+    /// the finished bytes through [`DeviceArray::data_ptr`].
+    ///
+    /// - The tensor's own stream ([`sdk_stream`](Self::sdk_stream)) records and waits
+    ///   nothing.
+    /// - A stream of another context (CUDA: checked with `cuStreamGetCtx`), or of another
+    ///   device, is `InvalidArgument`; an OpenCL queue on a CUDA device too.
+    /// - Bytes in host memory written on the host are complete: nothing is ordered.
+    /// - Past the slot's cap of distinct release streams (`max_fanout_release_streams`):
+    ///   `ResourceExhausted`, and nothing is registered.
+    pub fn device_array(&self, stream: impl Into<StreamOrQueue>) -> Result<DeviceArray> {
+        let stream = stream.into();
+        let tensor = self.clone_for_handoff();
+        let Some(d) = self.pool.device() else {
+            return Ok(DeviceArray::unordered(tensor, stream));
+        };
+        // The producer's own stream: the caller's work is ordered after the writes by the
+        // stream itself. In device memory nothing else can touch the slot after it is
+        // reloaned but that same stream's next writer, so nothing is recorded at all; in
+        // host-accessible memory a later host write could, so the release is still
+        // registered (no wait).
+        let sdk_stream = self.pool.writer_stream(self.slot).map(StreamHandle::raw)
+            == Some(stream.raw())
+            && !matches!(stream, StreamOrQueue::OpenCl(_));
+        if sdk_stream && !self.pool.kind.is_host_accessible() {
+            return Ok(DeviceArray::unordered(tensor, stream));
+        }
+        let backend: &dyn DeviceBackend = &*d.backend;
+        let adopted = backend.adopt_stream(stream)?;
+        match self.order_on(adopted, !sdk_stream) {
+            Ok(position) => Ok(DeviceArray {
+                tensor: ManuallyDrop::new(tensor),
+                stream,
+                adoption: Some(Adoption {
+                    stream: adopted,
+                    position,
+                    per_thread: (stream == StreamOrQueue::Cuda(CudaStreamPtr::PER_THREAD))
+                        .then(|| std::thread::current().id()),
+                }),
+            }),
+            Err(error) => {
+                backend.release_adopted_stream(adopted);
+                Err(error)
+            }
+        }
+    }
+
+    /// A handle for a hand-off: the same slot, holding no partition's release position.
+    fn clone_for_handoff(&self) -> Tensor {
+        let mut tensor = self.clone();
+        tensor.holder = Holder::NONE;
+        tensor
+    }
+
+    /// Registers the adopted `stream` as a release stream of the slot, makes it wait on
+    /// the readiness (unless `wait` is false: the writer's own stream), and returns its
+    /// release position. If the wait cannot be enqueued, the release is recorded at once
+    /// (nothing of the caller's was ordered yet).
+    fn order_on(&self, stream: StreamHandle, wait: bool) -> Result<Holder> {
+        self.pool
+            .register_release(self.slot, OrderingDomain::borrowed(stream))?;
+        let position = self.pool.enter_domain(self.slot, stream);
+        let waited = if wait {
+            match self.pool.readiness_event(self.slot) {
+                Ok(Some((event, backend))) => backend.wait_event(stream, event),
+                Ok(None) => Ok(()),
+                Err(error) => Err(error),
+            }
+        } else {
+            Ok(())
+        };
+        if let Err(error) = waited {
+            // A failed record leaves the position unclean; the last handle then records it.
+            let _ = self.pool.record_release_at(self.slot, position, None);
+            return Err(error);
+        }
+        if position == Holder::NONE {
+            return Err(Error::new(
+                ErrorCode::Internal,
+                "a registered release stream has no release position",
+            ));
+        }
+        Ok(position)
+    }
+}
+
+impl DeviceArray {
+    fn unordered(tensor: Tensor, stream: StreamOrQueue) -> Self {
+        Self {
+            tensor: ManuallyDrop::new(tensor),
+            stream,
+            adoption: None,
+        }
+    }
+
+    /// The tensor's address on the device (a `CUdeviceptr`; the host address for host
+    /// memory). A plain accessor: it synchronizes nothing.
+    pub fn data_ptr(&self) -> DevicePtr {
+        self.tensor.device_ptr()
+    }
+
+    /// The tensor handed off.
+    pub fn tensor(&self) -> &Tensor {
+        &self.tensor
+    }
+
+    /// The caller's stream or queue the array is ordered on.
+    pub fn stream(&self) -> StreamOrQueue {
+        self.stream
+    }
+
+    /// Whether the hand-off ordered anything on the device (`false` for the tensor's own
+    /// stream and for host bytes: nothing was recorded, nothing waited).
+    pub fn is_ordered(&self) -> bool {
+        self.adoption.is_some()
+    }
+
+    /// The extents.
+    pub fn shape(&self) -> &[u64] {
+        self.tensor.shape()
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.tensor.dtype()
+    }
+
+    /// The byte size.
+    pub fn byte_size(&self) -> usize {
+        self.tensor.byte_size()
+    }
+
+    /// Enqueues a copy of the array's first `dst.len()` bytes (all of it, a prefix, or
+    /// one element) into `dst` on the array's stream and returns at once; the copy owns
+    /// `dst` until [`HostCopy::synchronize_stream`] hands it back. A `dst` longer than the
+    /// tensor is `InvalidArgument`. For host bytes the copy is done on return.
+    ///
+    /// `dst` is ordinary (pageable) memory: CUDA may stage such a copy, so for a copy that
+    /// overlaps the host use pinned memory and [`Tensor::copy_to_host_async`].
+    pub fn copy_to_host_async(&self, mut dst: Vec<u8>) -> Result<HostCopy<'_>> {
+        let n = dst.len();
+        if n > self.byte_size() {
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "copy_to_host_async was given a destination of {n} bytes, longer than the tensor's {} bytes",
+                    self.byte_size()
+                ),
+            ));
+        }
+        let Some(d) = self.tensor.pool.device() else {
+            dst.copy_from_slice(&self.tensor.data()?[..n]);
+            return Ok(HostCopy {
+                array: self,
+                dst,
+                pending: false,
+            });
+        };
+        let stream = self.device_stream();
+        if n > 0 {
+            // SAFETY: `dst` is owned by the returned `HostCopy` until the stream has run
+            // the copy (its synchronize, or its drop, waits for that); the array keeps the
+            // slot out of its pool, and `stream` is ordered after the tensor's writes.
+            unsafe {
+                d.backend
+                    .copy_to_host_async(dst.as_mut_ptr(), self.data_ptr(), n, stream)?;
+            }
+        }
+        Ok(HostCopy {
+            array: self,
+            dst,
+            pending: n > 0,
+        })
+    }
+
+    /// Blocks the calling thread until everything enqueued on the array's stream has run
+    /// (the one wait of the hand-off). Returns at once for host bytes.
+    pub fn synchronize_stream(&self) -> Result<()> {
+        match self.tensor.pool.device() {
+            Some(d) => d.backend.synchronize_stream(self.device_stream()),
+            None => Ok(()),
+        }
+    }
+
+    /// The backend handle of the array's stream: the adopted caller stream, or the
+    /// tensor's own stream.
+    fn device_stream(&self) -> StreamHandle {
+        match self.adoption {
+            Some(a) => a.stream,
+            None => StreamHandle::from_raw(self.stream.raw()),
+        }
+    }
+}
+
+impl Drop for DeviceArray {
+    fn drop(&mut self) {
+        let tensor = &*self.tensor;
+        let backend = tensor.pool.device().map(|d| d.backend.clone());
+        let ended = self.adoption.map(|a| {
+            let recorded = match (a.per_thread, &backend) {
+                // Another thread's per-thread default stream is not the one the caller
+                // used: CUDA's legacy default stream is ordered after every per-thread
+                // default stream of the context, so the release is recorded there.
+                (Some(owner), Some(backend)) if owner != std::thread::current().id() => backend
+                    .adopt_stream(StreamOrQueue::Cuda(CudaStreamPtr::LEGACY))
+                    .and_then(|legacy| {
+                        let r =
+                            tensor
+                                .pool
+                                .record_release_at(tensor.slot, a.position, Some(legacy));
+                        backend.release_adopted_stream(legacy);
+                        r
+                    }),
+                _ => tensor.pool.record_release_at(tensor.slot, a.position, None),
+            };
+            (a, recorded.is_ok())
+        });
+        if let (Some((a, false)), Some(backend)) = (ended, &backend) {
+            // The release could not be recorded on the caller's stream: wait for the
+            // stream on the host instead, so the slot is not reused under its work.
+            crate::trace::event!(
+                warn,
+                pool = tensor.pool.location,
+                "a DeviceArray could not record its release on the caller's stream; waiting for the stream on the host"
+            );
+            let _ = backend.synchronize_stream(a.stream);
+        }
+        // SAFETY: dropped once, here; not used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.tensor) };
+        if let (Some((a, _)), Some(backend)) = (ended, backend) {
+            backend.release_adopted_stream(a.stream);
+        }
+    }
+}
+
+impl fmt::Debug for DeviceArray {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceArray")
+            .field("tensor", &*self.tensor)
+            .field("stream", &self.stream)
+            .field("adoption", &self.adoption)
+            .finish()
+    }
+}
+
+/// A copy to the host enqueued by [`DeviceArray::copy_to_host_async`]: it owns the
+/// destination until [`synchronize_stream`](Self::synchronize_stream) hands it back.
+/// Dropped unsynchronized, it waits for the stream before freeing the destination.
+#[must_use = "synchronize_stream() hands the destination back once the copy has run"]
+pub struct HostCopy<'a> {
+    array: &'a DeviceArray,
+    dst: Vec<u8>,
+    pending: bool,
+}
+
+impl HostCopy<'_> {
+    /// Blocks until the array's stream has run the copy (and everything before it), then
+    /// hands the destination back.
+    pub fn synchronize_stream(mut self) -> Result<Vec<u8>> {
+        if self.pending {
+            self.array.synchronize_stream()?;
+            self.pending = false;
+        }
+        Ok(std::mem::take(&mut self.dst))
+    }
+}
+
+impl Drop for HostCopy<'_> {
+    fn drop(&mut self) {
+        if self.pending && self.array.synchronize_stream().is_err() {
+            // The stream cannot be waited on: the copy may still write `dst`, so it is
+            // leaked rather than freed under the copy.
+            std::mem::forget(std::mem::take(&mut self.dst));
+        }
+    }
+}
+
+impl fmt::Debug for HostCopy<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostCopy")
+            .field("bytes", &self.dst.len())
+            .field("pending", &self.pending)
+            .finish()
+    }
+}
+
+// A hand-off crosses threads: the array may be dropped wherever the caller's work ends.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<DeviceArray>();
+};

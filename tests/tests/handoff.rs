@@ -1,0 +1,409 @@
+//! The DeviceArray hand-off (docs/HANDOFF.md), written once and run on every backend
+//! `test_backends()` returns: the software device here and in CI, and CUDA device 0 on a
+//! GPU machine (with `HOLO_REQUIRE_DEVICE=cuda` the CUDA run is mandatory).
+//!
+//! A session's source writes frame k (every byte `k % 128`) on its runtime stream and a
+//! tap hands each received tensor to the test thread, which plays the caller: it hands
+//! the tensor to its own stream and checks what the rules promise — the caller's stream
+//! sees the producer's bytes with no host wait, the slot is not reused before the caller
+//! stream's work, the tensor's own (SDK) stream costs no device call, and a stream of
+//! another context, an OpenCL queue on a stream device or a destination longer than the
+//! tensor get their exact codes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use holo_runtime::__test_support::test_backends;
+use holo_runtime::device::{
+    DeviceBackend, OpenClQueuePtr, SoftwareDevice, StreamOrQueue, synchronize_stream,
+};
+use holo_runtime::{
+    CompileOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph, Input, Operator,
+    Output, ParamSet, Result, RunSession, SessionOptions, Tensor, TensorLoanRequest, compile,
+    operator,
+};
+
+const LEN: u64 = 192;
+
+/// Writes frame k (`LEN` bytes of `k % 128`) on its runtime stream, after `delay` there.
+#[operator]
+struct Source {
+    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256)]
+    frames: Output<Tensor>,
+    k: u64,
+    delay: Duration,
+    emitted: Arc<AtomicU64>,
+}
+
+impl Operator for Source {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let stream = ctx.cuda_stream()?;
+        let device = Arc::clone(ctx.device().expect("a CUDA-active operator has a device"));
+        let loan = match self.frames.allocate_tensor(TensorLoanRequest {
+            shape: &[LEN],
+            dtype: DType::U8,
+        }) {
+            Ok(loan) => loan,
+            Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let guard = loan.write(stream)?;
+        if !self.delay.is_zero() {
+            device.enqueue_delay(guard.stream(), self.delay)?;
+        }
+        #[allow(clippy::cast_possible_truncation, reason = "k % 128 fits in u8")]
+        let value = (self.k % 128) as u8;
+        // SAFETY: the guard owns the slot until commit; the fill stays inside it.
+        unsafe {
+            device.memset_async(guard.device_ptr(), value, guard.byte_size(), guard.stream())?;
+        };
+        let committed = guard.commit()?;
+        self.k += 1;
+        if self.frames.emit(committed, EmitOptions::default()).is_ok() {
+            self.emitted.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+/// Hands every received tensor, with its frame number, to the test thread.
+#[operator]
+struct Tap {
+    #[input(memory = cuda_device, dtype = u8, rank = 1)]
+    frames: Input<Tensor>,
+    k: u64,
+    out: Mutex<Sender<(u64, Tensor)>>,
+}
+
+impl Operator for Tap {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.frames.receive() {
+            let _ = self.out.lock().unwrap().send((self.k, t));
+            self.k += 1;
+        }
+        Ok(())
+    }
+}
+
+struct Session {
+    session: RunSession,
+    frames: Receiver<(u64, Tensor)>,
+}
+
+fn start(device: &Arc<dyn DeviceBackend>, frames: u64, delay: Duration) -> Session {
+    let (tx, rx) = channel();
+    let mut g = Graph::new();
+    let src = g
+        .add_operator(
+            "src",
+            Source {
+                frames: Output::default(),
+                k: 0,
+                delay,
+                emitted: Arc::default(),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    let tap = g
+        .add_operator(
+            "tap",
+            Tap {
+                frames: Input::default(),
+                k: 0,
+                out: Mutex::new(tx),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    g.add_flow(
+        src.frames,
+        tap.frames,
+        holo_runtime::ConnectionOptions::default(),
+    );
+    let mut options = CompileOptions::default();
+    options
+        .deployment
+        .bind_tensor_output_device("src", "frames", device.ordinal());
+    let plan = compile(&g, options).unwrap();
+    let session = RunSession::start(
+        g,
+        &plan,
+        SessionOptions::frames(frames).on_device(Arc::clone(device)),
+    )
+    .unwrap();
+    Session {
+        session,
+        frames: rx,
+    }
+}
+
+impl Session {
+    /// Stops the session, drops the frames the test did not take, and joins.
+    fn finish(self) -> holo_runtime::RunReport {
+        self.session.stop();
+        drop(self.frames);
+        self.session.join().unwrap()
+    }
+}
+
+fn next(s: &Session) -> (u64, Tensor) {
+    s.frames
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the tap hands a frame within 30 s")
+}
+
+fn name(d: &Arc<dyn DeviceBackend>) -> &'static str {
+    d.backend_kind().name()
+}
+
+#[allow(clippy::cast_possible_truncation, reason = "k % 128 fits in u8")]
+fn expected(k: u64) -> u8 {
+    (k % 128) as u8
+}
+
+#[test]
+fn a_caller_stream_sees_the_producers_bytes_and_the_host_never_waits() {
+    for device in test_backends() {
+        // The producer's stream is held back 30 ms per frame: a caller stream that did not
+        // wait on the readiness would copy the pool's stale bytes.
+        let s = start(&device, 4, Duration::from_millis(30));
+        let caller = device.create_stream().unwrap();
+        for _ in 0..4 {
+            let (k, t) = next(&s);
+            let before = device.counters().snapshot();
+            let array = t.device_array(caller).unwrap();
+            let calls = device.counters().snapshot() - before;
+            // The hand-off returns at once: no host wait of any kind, one stream wait.
+            assert_eq!(calls.event_synchronize, 0, "{}", name(&device));
+            assert_eq!(calls.stream_synchronize, 0, "{}", name(&device));
+            assert_eq!(calls.stream_wait, 1, "{}", name(&device));
+            assert!(array.is_ordered());
+            assert_eq!(array.data_ptr(), t.device_ptr());
+            drop(t);
+            // A prefix copy, enqueued and returned; the one wait hands the bytes back.
+            let copy = array.copy_to_host_async(vec![0xEE; 100]).unwrap();
+            let bytes = copy.synchronize_stream().unwrap();
+            assert!(
+                bytes.iter().all(|&b| b == expected(k)),
+                "{}: frame {k} read {:?}",
+                name(&device),
+                &bytes[..4]
+            );
+        }
+        s.finish();
+        device.destroy_stream(caller).unwrap();
+    }
+}
+
+#[test]
+fn a_slot_is_not_reused_before_the_caller_streams_work() {
+    for device in test_backends() {
+        // The source runs until stopped (an activation that finds the pool empty skips).
+        let frames = 12;
+        let s = start(&device, u64::MAX, Duration::ZERO);
+        let caller = device.create_stream().unwrap();
+        let mut copies = Vec::new();
+        for _ in 0..frames {
+            let (k, t) = next(&s);
+            let array = t.device_array(caller).unwrap();
+            drop(t);
+            // The caller's "kernel": a 20 ms delay, then a raw read of the array's bytes
+            // on the caller stream (no registration of its own), then the array drops at
+            // once. A slot recycled before the read ran would be overwritten by a later
+            // frame.
+            device
+                .enqueue_delay(caller, Duration::from_millis(20))
+                .unwrap();
+            let mut host = vec![0_u8; usize::try_from(LEN).unwrap()];
+            // SAFETY: `host` lives in `copies` until the stream is synchronized below; the
+            // array's registration keeps the slot allocated until the read ran.
+            unsafe {
+                device
+                    .copy_to_host_async(host.as_mut_ptr(), array.data_ptr(), host.len(), caller)
+                    .unwrap();
+            }
+            drop(array);
+            copies.push((k, host));
+        }
+        device.synchronize_stream(caller).unwrap();
+        for (k, host) in &copies {
+            assert!(
+                host.iter().all(|&b| b == expected(*k)),
+                "{}: frame {k} was overwritten before the caller's read: {:?}",
+                name(&device),
+                &host[..4]
+            );
+        }
+        let report = s.finish();
+        assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
+        device.destroy_stream(caller).unwrap();
+    }
+}
+
+#[test]
+fn the_sdk_stream_records_and_waits_nothing() {
+    for device in test_backends() {
+        let s = start(&device, 3, Duration::ZERO);
+        for _ in 0..3 {
+            let (k, t) = next(&s);
+            let sdk = t
+                .sdk_stream()
+                .expect("a stream-written tensor has an SDK stream");
+            let registered = t.release_stream_count();
+            let before = device.counters().snapshot();
+            let array = t.device_array(sdk).unwrap();
+            assert!(!array.is_ordered());
+            let count = t.release_stream_count();
+            drop(t);
+            drop(array);
+            let calls = device.counters().snapshot() - before;
+            assert_eq!(
+                calls,
+                holo_runtime::device::CounterSnapshot::default(),
+                "{}: the SDK stream made device calls",
+                name(&device)
+            );
+            // Nothing was registered either.
+            assert_eq!(count, registered, "{} frame {k}", name(&device));
+        }
+        s.finish();
+    }
+}
+
+#[test]
+fn a_stream_of_another_context_or_kind_is_refused() {
+    for device in test_backends() {
+        let s = start(&device, 1, Duration::ZERO);
+        let (_, t) = next(&s);
+        let registered = t.release_stream_count();
+        // A stream of another device (another context): refused, nothing registered.
+        let other = SoftwareDevice::new();
+        let foreign = other.create_stream().unwrap();
+        let error = t.device_array(foreign).unwrap_err();
+        assert_eq!(
+            error.code(),
+            ErrorCode::InvalidArgument,
+            "{}",
+            name(&device)
+        );
+        assert_eq!(t.release_stream_count(), registered, "{}", name(&device));
+        // An OpenCL queue on a stream device: refused.
+        // SAFETY: the value is refused before any use.
+        let queue = unsafe { OpenClQueuePtr::from_raw(0x1000) };
+        let error = t.device_array(queue).unwrap_err();
+        assert_eq!(
+            error.code(),
+            ErrorCode::InvalidArgument,
+            "{}",
+            name(&device)
+        );
+        // The one-call wait refuses the same way.
+        let error = synchronize_stream(&*device, StreamOrQueue::Backend(foreign)).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::InvalidArgument);
+        drop(t);
+        s.finish();
+    }
+}
+
+#[test]
+fn the_default_stream_is_accepted() {
+    for device in test_backends() {
+        let s = start(&device, 1, Duration::from_millis(20));
+        let (k, t) = next(&s);
+        let array = t
+            .device_array(holo_runtime::device::CudaStreamPtr::NULL)
+            .unwrap();
+        assert!(array.is_ordered());
+        let bytes = array
+            .copy_to_host_async(vec![0; 8])
+            .unwrap()
+            .synchronize_stream()
+            .unwrap();
+        assert_eq!(bytes, vec![expected(k); 8], "{}", name(&device));
+        drop(array);
+        drop(t);
+        s.finish();
+    }
+}
+
+#[test]
+fn a_destination_longer_than_the_tensor_is_refused() {
+    for device in test_backends() {
+        let s = start(&device, 1, Duration::ZERO);
+        let (_, t) = next(&s);
+        let caller = device.create_stream().unwrap();
+        let array = t.device_array(caller).unwrap();
+        let error = array
+            .copy_to_host_async(vec![0; usize::try_from(LEN).unwrap() + 1])
+            .unwrap_err();
+        assert_eq!(error.code(), ErrorCode::InvalidArgument);
+        drop(array);
+        drop(t);
+        s.finish();
+        device.destroy_stream(caller).unwrap();
+    }
+}
+
+#[test]
+fn the_release_stream_cap_refuses_a_hand_off_and_registers_nothing() {
+    // Each caller stream is a distinct release stream of the slot; the slot's cap (8 by
+    // default, less what the session registered) refuses the one past it.
+    for device in test_backends() {
+        let s = start(&device, 1, Duration::ZERO);
+        let (_, t) = next(&s);
+        let registered = t.release_stream_count();
+        let room = usize::try_from(8 - registered).unwrap();
+        let streams: Vec<_> = (0..=room)
+            .map(|_| device.create_stream().unwrap())
+            .collect();
+        let mut arrays = Vec::new();
+        let mut refused = None;
+        for &stream in &streams {
+            match t.device_array(stream) {
+                Ok(a) => arrays.push(a),
+                Err(e) => {
+                    refused = Some(e.code());
+                    break;
+                }
+            }
+        }
+        assert_eq!(
+            refused,
+            Some(ErrorCode::ResourceExhausted),
+            "{}",
+            name(&device)
+        );
+        assert_eq!(arrays.len(), room, "{}", name(&device));
+        assert_eq!(t.release_stream_count(), 8);
+        drop(arrays);
+        drop(t);
+        s.finish();
+        for stream in streams {
+            device.destroy_stream(stream).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_host_tensor_is_handed_off_with_nothing_to_order() {
+    let t = Tensor::from_host_vec(&[4], DType::U8, vec![1, 2, 3, 4]).unwrap();
+    let device = SoftwareDevice::new();
+    let stream = device.create_stream().unwrap();
+    let before = device.counters().snapshot();
+    let array = t.device_array(stream).unwrap();
+    assert!(!array.is_ordered());
+    assert_eq!(t.sdk_stream(), None);
+    let bytes = array
+        .copy_to_host_async(vec![0; 3])
+        .unwrap()
+        .synchronize_stream()
+        .unwrap();
+    assert_eq!(bytes, [1, 2, 3]);
+    assert_eq!(
+        device.counters().snapshot() - before,
+        holo_runtime::device::CounterSnapshot::default()
+    );
+}
