@@ -9,6 +9,14 @@
 //! runs once, however its clones are dropped, and only after its consumers' streams
 //! passed it; a tensor of another device is refused; an import is read-only; it fans out
 //! through a pass-through output.
+#![allow(
+    clippy::many_single_char_names,
+    reason = "test fixtures: short names for graph handles and clones"
+)]
+#![allow(
+    clippy::naive_bytecount,
+    reason = "counting poison bytes in a failure message"
+)]
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -660,12 +668,15 @@ fn a_device_import_is_released_only_after_its_consumer_streams_passed_it() {
 
 // ---- devices and access -----------------------------------------------------------------
 
+/// A DLPack device, the backend named with it, and words of the refusal.
+type Case<'a> = (DLDevice, Option<&'a Arc<dyn DeviceBackend>>, &'static str);
+
 #[test]
 fn a_tensor_of_another_device_is_refused() {
     for device in backends() {
         let stream = device.create_stream().unwrap();
         let other = i32::try_from(device.ordinal()).unwrap() + 1;
-        let cases: [(DLDevice, Option<&Arc<dyn DeviceBackend>>, &str); 3] = [
+        let cases: [Case<'_>; 3] = [
             (
                 cuda_device(other),
                 Some(&device),

@@ -164,15 +164,13 @@ impl Tensor {
         let mut block = take_block()?;
         let c = &mut block.0[0];
         for (d, &e) in c.shape.iter_mut().zip(meta.shape()) {
-            match i64::try_from(e) {
-                Ok(e) => *d = e,
-                Err(_) => {
-                    drop(recycled().push(block));
-                    return Err(Error::invalid_argument(format!(
-                        "the tensor's extent {e} does not fit DLPack's int64 shape"
-                    )));
-                }
-            }
+            let Ok(e) = i64::try_from(e) else {
+                drop(recycled().push(block));
+                return Err(Error::invalid_argument(format!(
+                    "the tensor's extent {e} does not fit DLPack's int64 shape"
+                )));
+            };
+            *d = e;
         }
         if !compact_strides(&c.shape[..rank], &mut c.strides[..rank]) {
             drop(recycled().push(block));
@@ -203,8 +201,7 @@ impl Tensor {
             dl_tensor: DLTensor {
                 data: data.as_host_ptr().cast::<c_void>(),
                 device: dl_device(pool.kind, ordinal),
-                #[allow(clippy::cast_possible_wrap, reason = "rank <= MAX_TENSOR_RANK = 8")]
-                ndim: rank as i32,
+                ndim: i32::from(meta.rank),
                 dtype: super::dtype_to_dlpack(meta.dtype),
                 shape: c.shape.as_mut_ptr(),
                 strides: c.strides.as_mut_ptr(),

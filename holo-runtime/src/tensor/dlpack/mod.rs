@@ -1,26 +1,34 @@
 //! DLPack export and import: a holo [`Tensor`] handed to another library as a versioned
-//! DLPack 1.x tensor (`DLManagedTensorVersioned`), and a foreign DLPack tensor taken in
-//! as a read-only holo `Tensor` (docs/DLPACK.md).
+//! DLPack 1.x tensor (`DLManagedTensorVersioned`), and a foreign DLPack tensor taken in as
+//! a read-only holo `Tensor` (docs/DLPACK.md).
 //!
 //! **Export** ([`Tensor::to_dlpack`], [`Tensor::export_dlpack`]): the capsule is flagged
 //! `READ_ONLY`, names its device (`kDLCUDA` for `cuda_device` with the backend's ordinal,
 //! `kDLCUDAHost` for `pinned_host`, `kDLCUDAManaged` for `cuda_managed`, `kDLCPU` for
 //! `host`), and carries explicit compact row-major strides. The consumer's stream
-//! (DLPack's `stream` argument, read with [`StreamOrQueue::from_dlpack_stream`]) is
-//! handed the tensor exactly as [`Tensor::device_array`] does: it waits on the readiness
-//! and becomes a release stream. The capsule holds that [`DeviceArray`](crate::DeviceArray)
-//! (or, with no stream, a handle of the slot); its deleter drops it — recording the
-//! release on the consumer's stream — from any thread. A
-//! request that only understands the legacy unversioned ABI is refused (`NotSupported`):
-//! the legacy struct has no `READ_ONLY` flag, and holo never copies behind a caller's back.
+//! (DLPack's `stream` argument, read with [`StreamOrQueue::from_dlpack_stream`]) is handed
+//! the tensor exactly as [`Tensor::device_array`] does: it waits on the readiness and
+//! becomes a release stream. The capsule holds that [`DeviceArray`] (or, with no stream, a
+//! handle of the slot); its deleter drops it — recording the release on the consumer's
+//! stream — from any thread. A request that only understands the legacy unversioned ABI is
+//! refused (`NotSupported`): the legacy struct has no `READ_ONLY` flag, and holo never
+//! copies behind a caller's back.
 //!
 //! **Import** ([`Tensor::from_dlpack`]): the foreign tensor becomes a read-only `Tensor`
 //! (mutable access is `PermissionDenied` forever) over a one-slot pass-through pool that
 //! owns the foreign buffer and its DLPack deleter — never freed by holo's allocator; the
 //! deleter runs exactly once, after the last handle drops. A device-memory import has no
-//! readiness stream contract until [`Tensor::set_readiness_stream`] records an event on the
-//! foreign producer's stream; until then every stream-aware consumer refuses it with
+//! readiness stream contract until [`Tensor::set_readiness_stream`] records an event on
+//! the foreign producer's stream; until then every stream-aware consumer refuses it with
 //! `ProtocolError`. A host-memory (`kDLCPU`) import needs no contract.
+//!
+//! [`Tensor`]: crate::Tensor
+//! [`Tensor::to_dlpack`]: crate::Tensor::to_dlpack
+//! [`Tensor::export_dlpack`]: crate::Tensor::export_dlpack
+//! [`Tensor::device_array`]: crate::Tensor::device_array
+//! [`Tensor::from_dlpack`]: crate::Tensor::from_dlpack
+//! [`Tensor::set_readiness_stream`]: crate::Tensor::set_readiness_stream
+//! [`DeviceArray`]: crate::DeviceArray
 //!
 //! Export and import allocate nothing once warm: capsules and the pools of imports are
 //! recycled.

@@ -59,13 +59,16 @@ fn foreign(s: &Spec<'_>) -> (*mut DLManagedTensorVersioned, Arc<AtomicUsize>) {
     let mut shape = [0; 9];
     shape[..s.shape.len()].copy_from_slice(s.shape);
     let mut strides = [0; 9];
-    let explicit = s.strides.map(<[i64]>::to_vec).unwrap_or_else(|| {
-        let mut st = vec![1; s.shape.len()];
-        for i in (0..s.shape.len().saturating_sub(1)).rev() {
-            st[i] = st[i + 1] * s.shape[i + 1];
-        }
-        st
-    });
+    let explicit = s.strides.map_or_else(
+        || {
+            let mut st = vec![1; s.shape.len()];
+            for i in (0..s.shape.len().saturating_sub(1)).rev() {
+                st[i] = st[i + 1] * s.shape[i + 1];
+            }
+            st
+        },
+        <[i64]>::to_vec,
+    );
     strides[..explicit.len()].copy_from_slice(&explicit);
     let data_ptr = if s.null_data {
         std::ptr::null_mut()
