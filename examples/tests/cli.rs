@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Every example, as named in `Cargo.toml`.
-const EXAMPLES: [&str; 7] = [
+const EXAMPLES: [&str; 8] = [
     "params",
     "cudarc_interop",
+    "dlpack_roundtrip",
     "tensors_in_depth",
     "tensors_in_depth_cuda",
     "fork_streams",
