@@ -17,7 +17,7 @@ use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use holo_runtime::device::{DeviceBackend, SoftwareDevice, StreamOrQueue};
+use holo_runtime::device::{AdoptedStream, DeviceBackend, SoftwareDevice, StreamOrQueue};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, ExecutionContext, Graph, Input,
     Operator, Output, ParamSet, Result, RunSession, SessionOptions, Tensor, TensorLoanRequest,
@@ -157,18 +157,27 @@ fn bench_software() {
     let event = device.create_event().unwrap();
     let ready = device.create_event().unwrap();
     device.record_event(ready, caller).unwrap();
-    let (holo, base) = interleaved(
-        || drop(t.device_array(caller).unwrap()),
-        || {
-            device.wait_event(caller, ready).unwrap();
-            device.record_event(event, caller).unwrap();
-        },
-        || device.synchronize_stream(caller).unwrap(),
-    );
+    let baseline = || {
+        device.wait_event(caller, ready).unwrap();
+        device.record_event(event, caller).unwrap();
+    };
+    let settle = || device.synchronize_stream(caller).unwrap();
+    let (holo, base) = interleaved(|| drop(t.device_array(caller).unwrap()), baseline, settle);
     println!(
-        "software  hand-off {holo:>8.1} ns   wait+record via the trait {base:>8.1} ns   ratio {:.2}",
+        "software  hand-off, adopted per call {holo:>8.1} ns   wait+record via the trait {base:>8.1} ns   ratio {:.2}",
         holo / base
     );
+    let adopted = AdoptedStream::new(&device, caller).unwrap();
+    let (holo, base) = interleaved(
+        || drop(t.device_array_on(&adopted).unwrap()),
+        baseline,
+        settle,
+    );
+    println!(
+        "software  hand-off, adopted once     {holo:>8.1} ns   wait+record via the trait {base:>8.1} ns   ratio {:.2}",
+        holo / base
+    );
+    drop(adopted);
     sdk_row("software", &device, &t);
     drop(t);
     session.stop();
@@ -218,33 +227,42 @@ fn bench_cuda() {
     }
     // SAFETY: `stream` is live until destroyed at the end, after every hand-off dropped.
     let caller = StreamOrQueue::Cuda(unsafe { CudaStreamPtr::from_raw(stream as u64) });
-    let (holo, base) = interleaved(
-        || drop(t.device_array(caller).unwrap()),
-        || {
-            // SAFETY: live handles; the context is current on this thread.
-            unsafe {
-                assert_eq!(
-                    sys::cuStreamWaitEvent(stream, ready, 0),
-                    sys::CUresult::CUDA_SUCCESS
-                );
-                assert_eq!(
-                    sys::cuEventRecord(event, stream),
-                    sys::CUresult::CUDA_SUCCESS
-                );
-            }
-        },
-        || {
-            // SAFETY: a live stream.
+    let baseline = || {
+        // SAFETY: live handles; the context is current on this thread.
+        unsafe {
             assert_eq!(
-                unsafe { sys::cuStreamSynchronize(stream) },
+                sys::cuStreamWaitEvent(stream, ready, 0),
                 sys::CUresult::CUDA_SUCCESS
             );
-        },
-    );
+            assert_eq!(
+                sys::cuEventRecord(event, stream),
+                sys::CUresult::CUDA_SUCCESS
+            );
+        }
+    };
+    let settle = || {
+        // SAFETY: a live stream.
+        assert_eq!(
+            unsafe { sys::cuStreamSynchronize(stream) },
+            sys::CUresult::CUDA_SUCCESS
+        );
+    };
+    let (holo, base) = interleaved(|| drop(t.device_array(caller).unwrap()), baseline, settle);
     println!(
-        "cuda      hand-off {holo:>8.1} ns   cuStreamWaitEvent+cuEventRecord {base:>8.1} ns   ratio {:.2} (target ≤ 1.10)",
+        "cuda      hand-off, adopted per call (cuStreamGetCtx each) {holo:>8.1} ns   cuStreamWaitEvent+cuEventRecord {base:>8.1} ns   ratio {:.2}",
         holo / base
     );
+    let adopted = AdoptedStream::new(&device, caller).unwrap();
+    let (holo, base) = interleaved(
+        || drop(t.device_array_on(&adopted).unwrap()),
+        baseline,
+        settle,
+    );
+    println!(
+        "cuda      hand-off, adopted once                            {holo:>8.1} ns   cuStreamWaitEvent+cuEventRecord {base:>8.1} ns   ratio {:.2} (target ≤ 1.10)",
+        holo / base
+    );
+    drop(adopted);
     sdk_row("cuda", &device, &t);
     drop(t);
     session.stop();

@@ -22,6 +22,7 @@
 //! - [`spec`]: the operator spec records `#[operator]` generates (what `compile` reads);
 //! - [`channel`]: the channel layer — slots, buffers, ordering domains;
 //! - [`device`]: device backends (CUDA, software) and their handles;
+//! - [`dlpack`]: DLPack export and import (`Tensor::to_dlpack`, `Tensor::from_dlpack`);
 //! - [`app`]: the standard command line of a holo application;
 //! - [`params`]: parameter-schema introspection;
 //! - [`codes`] and [`generation_codes`]: the stable names of diagnostic codes.
@@ -86,6 +87,7 @@ pub use spec::rates::{
     InputMode, MissingPolicy, Rate, RateExpr, RateRatio, Trigger, automatic_queue_depth,
     parameter_count, parameter_rate,
 };
+pub use tensor::dlpack;
 pub use tensor::{
     CommittedTensor, CudaStream, DeviceArray, DeviceWriteGuard, HostCopy, HostWriteGuard, Tensor,
     TensorLoanRequest, TensorOutputLoan, TensorReadLease, TensorReadiness,

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use holo_runtime::__test_support::test_backends;
 use holo_runtime::device::{
-    DeviceBackend, OpenClQueuePtr, SoftwareDevice, StreamOrQueue, synchronize_stream,
+    AdoptedStream, DeviceBackend, OpenClQueuePtr, SoftwareDevice, StreamOrQueue, synchronize_stream,
 };
 use holo_runtime::{
     CompileOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph, Input, Operator,
@@ -406,4 +406,42 @@ fn a_host_tensor_is_handed_off_with_nothing_to_order() {
         device.counters().snapshot() - before,
         holo_runtime::device::CounterSnapshot::default()
     );
+}
+
+#[test]
+fn a_stream_adopted_once_takes_every_frame_and_another_devices_is_refused() {
+    for device in test_backends() {
+        let s = start(&device, 4, Duration::from_millis(20));
+        let caller = device.create_stream().unwrap();
+        let adopted = AdoptedStream::new(&device, caller).unwrap();
+        // Adopted by another device: refused at adoption (another context) ...
+        let other: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+        assert_eq!(
+            AdoptedStream::new(&other, caller).unwrap_err().code(),
+            ErrorCode::InvalidArgument
+        );
+        // ... and a stream the other device adopted is refused by this device's tensors.
+        let foreign = AdoptedStream::new(&other, other.create_stream().unwrap()).unwrap();
+        for _ in 0..4 {
+            let (k, t) = next(&s);
+            assert_eq!(
+                t.device_array_on(&foreign).unwrap_err().code(),
+                ErrorCode::InvalidArgument,
+                "{}",
+                name(&device)
+            );
+            let array = t.device_array_on(&adopted).unwrap();
+            assert!(array.is_ordered());
+            drop(t);
+            let bytes = array
+                .copy_to_host_async(vec![0; 32])
+                .unwrap()
+                .synchronize_stream()
+                .unwrap();
+            assert_eq!(bytes, vec![expected(k); 32], "{}", name(&device));
+        }
+        s.finish();
+        drop(adopted);
+        device.destroy_stream(caller).unwrap();
+    }
 }

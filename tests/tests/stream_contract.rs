@@ -292,35 +292,46 @@ fn a_consumer_always_sees_the_producers_bytes() {
 /// consumers read each frame on their stream 3 ms late, after dropping their handle;
 /// drop-oldest keeps the producer free-running through its pool. No slot may be reused
 /// before the read ran.
+///
+/// The rule is checked on every run; the run must also have provoked it — the producer
+/// ran into slots still retiring — which depends on how the threads interleave, so a run
+/// that did not is repeated (up to three runs; on the H200 one run in a few leases did not).
 fn assert_no_reuse_while_a_consumer_stream_reads(check: Check) {
     for device in test_backends() {
-        let r = run(
-            &device,
-            2,
-            check,
-            2_000,
-            Duration::ZERO,
-            ConnectionOptions::default()
-                .with_queue_depth(1)
-                .with_policy(QueuePolicy::DropOldest),
-            CompileOptions::default(),
-        );
-        let report = r
-            .result
-            .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
-        assert!(r.stats.received.load(Ordering::Relaxed) > 0);
-        assert_eq!(
-            r.stats.bad.load(Ordering::Relaxed),
-            0,
-            "{}: a slot was overwritten while a consumer stream read it",
-            name(&device)
-        );
+        let mut provoked = false;
+        for _ in 0..3 {
+            let r = run(
+                &device,
+                2,
+                check,
+                2_000,
+                Duration::ZERO,
+                ConnectionOptions::default()
+                    .with_queue_depth(1)
+                    .with_policy(QueuePolicy::DropOldest),
+                CompileOptions::default(),
+            );
+            let report = r
+                .result
+                .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
+            assert!(r.stats.received.load(Ordering::Relaxed) > 0);
+            assert_eq!(
+                r.stats.bad.load(Ordering::Relaxed),
+                0,
+                "{}: a slot was overwritten while a consumer stream read it",
+                name(&device)
+            );
+            assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
+            if r.stats.exhausted.load(Ordering::Relaxed) > 0 {
+                provoked = true;
+                break;
+            }
+        }
         assert!(
-            r.stats.exhausted.load(Ordering::Relaxed) > 0,
-            "{}: the producer ran into slots still retiring",
+            provoked,
+            "{}: in three runs the producer never ran into slots still retiring",
             name(&device)
         );
-        assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
     }
 }
 

@@ -43,10 +43,12 @@
 //! its owner, every other `Arc` and every outstanding slot are gone.
 
 use std::cell::UnsafeCell;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
+use dlpark::AllocationDeleter;
 
 use super::free_list::FreeList;
 use super::retire::Retirer;
@@ -88,6 +90,9 @@ pub(crate) mod readiness {
     pub(crate) const ELIDED: u8 = 2;
     /// A thread is recording it lazily right now.
     pub(crate) const RECORDING: u8 = 3;
+    /// A device-memory DLPack import whose producer's stream is not known: nothing can be
+    /// ordered behind its writes until `Tensor::set_readiness_stream` records it.
+    pub(crate) const UNCONTRACTED: u8 = 4;
 }
 
 struct Slot {
@@ -197,14 +202,22 @@ pub(crate) struct PoolCounters {
 const HOST_ALIGN: usize = 256;
 
 enum Backing {
-    /// `layout` is `Some` for a materialized pool's zeroed, `HOST_ALIGN`-aligned block;
-    /// `None` for a pass-through tensor's `Box<[u8]>`.
     Host {
         ptr: *mut u8,
         len: usize,
-        layout: Option<std::alloc::Layout>,
+        owner: HostBytes,
     },
     Device(DeviceBacking),
+}
+
+/// Who frees a host backing.
+enum HostBytes {
+    /// A materialized pool's zeroed, `HOST_ALIGN`-aligned block: the pool.
+    Aligned(std::alloc::Layout),
+    /// A pass-through tensor's `Box<[u8]>`: the pool.
+    Boxed,
+    /// A foreign buffer (a DLPack import): its owner, through [`Pool::foreign`].
+    Foreign,
 }
 
 /// A device-backed pool's memory and event inventory.
@@ -215,6 +228,8 @@ pub(crate) struct DeviceBacking {
     /// `i × per_slot_bytes`.
     memory: MemoryObject,
     bytes: usize,
+    /// `false` for a foreign buffer (a DLPack import), which its owner frees.
+    owns_memory: bool,
     readiness: Box<[EventHandle]>,
     /// `release_capacity` events per slot, slot-major.
     release_events: Box<[EventHandle]>,
@@ -228,6 +243,9 @@ impl Drop for DeviceBacking {
     fn drop(&mut self) {
         for &e in self.readiness.iter().chain(self.release_events.iter()) {
             let _ = self.backend.destroy_event(e);
+        }
+        if !self.owns_memory {
+            return;
         }
         // SAFETY: the pool is dropped only when no handle remains, and the session
         // synchronized every stream at teardown, so no pending operation uses the memory.
@@ -262,6 +280,9 @@ pub(crate) struct Pool {
     /// release, and the producer's loans must not miss on the fields they read.
     closing: CachePadded<Closing>,
     pub(crate) counters: PoolCounters,
+    /// A foreign buffer's release (the DLPack deleter of an import): run once, when the
+    /// slot's last handle is released (see [`Pool::wrap_foreign`]).
+    foreign: Option<AllocationDeleter>,
 }
 
 // SAFETY: the backing and each slot's metadata are written only by the holder of that
@@ -280,7 +301,7 @@ impl Drop for Pool {
             // outlives the pool (each slot handle carries a strong count).
             Backing::Host {
                 ptr,
-                layout: Some(layout),
+                owner: HostBytes::Aligned(layout),
                 ..
             } => unsafe { std::alloc::dealloc(ptr, layout) },
             // SAFETY: `ptr` came from `Box::<[u8]>::into_raw` with this length in
@@ -288,7 +309,7 @@ impl Drop for Pool {
             Backing::Host {
                 ptr,
                 len,
-                layout: None,
+                owner: HostBytes::Boxed,
             } if len > 0 => {
                 drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
             }
@@ -378,7 +399,7 @@ impl Pool {
             Backing::Host {
                 ptr,
                 len: total,
-                layout: Some(layout),
+                owner: HostBytes::Aligned(layout),
             }
         } else {
             let Some((backend, retirer)) = device else {
@@ -417,6 +438,7 @@ impl Pool {
             free,
             closing: CachePadded::default(),
             counters: PoolCounters::default(),
+            foreign: None,
         }
         .into_owner())
     }
@@ -452,13 +474,185 @@ impl Pool {
             backing: Backing::Host {
                 ptr: Box::into_raw(bytes).cast::<u8>(),
                 len,
-                layout: None,
+                owner: HostBytes::Boxed,
             },
             slots: Box::new([Slot::new(1, meta)]),
             free: FreeList::empty(),
             closing: CachePadded::default(),
             counters: PoolCounters::default(),
+            foreign: None,
         })
+    }
+
+    // ---- foreign buffers (DLPack imports) ---------------------------------------------
+
+    /// A one-slot pass-through pool around a foreign buffer (a DLPack import), its slot
+    /// committed with `meta` and held by one handle (the returned count is the slot's). The
+    /// buffer is never freed by holo's allocator: `foreign.owner` releases it, exactly once,
+    /// when the slot's last handle is released — at once, or after the retirement worker saw
+    /// every registered release stream pass its event. A device-backed kind starts with no
+    /// readiness stream contract ([`readiness::UNCONTRACTED`]).
+    ///
+    /// Pools of released imports are recycled (see [`Pool::release_foreign`]): an import
+    /// then allocates nothing, and reuses the event inventory of one on the same backend.
+    pub(crate) fn wrap_foreign(foreign: ForeignBytes<'_>) -> Result<Arc<Pool>> {
+        if let Some(mut pool) = recycled_foreign().pop()
+            && let Some(p) = Arc::get_mut(&mut pool)
+        {
+            let old = std::mem::replace(&mut p.backing, Backing::EMPTY_FOREIGN);
+            p.backing = foreign_backing(&foreign, Some(old))?;
+            p.kind = foreign.kind;
+            p.dtype = Some(foreign.meta.dtype);
+            p.min_rank = u32::from(foreign.meta.rank);
+            p.max_rank = u32::from(foreign.meta.rank);
+            p.per_slot_bytes = foreign.meta.byte_size;
+            let generation = p.slots[0]
+                .generation
+                .load(Ordering::Relaxed)
+                .wrapping_add(1);
+            p.slots[0] = Slot::new(1, foreign.meta);
+            p.slots[0].generation.store(generation, Ordering::Relaxed);
+            p.foreign = Some(foreign.owner);
+            p.mark_uncontracted();
+            return Ok(pool);
+        }
+        let backing = foreign_backing(&foreign, None)?;
+        let pool = Pool {
+            name: String::new(),
+            location: FOREIGN_LOCATION,
+            kind: foreign.kind,
+            dtype: Some(foreign.meta.dtype),
+            min_rank: u32::from(foreign.meta.rank),
+            max_rank: u32::from(foreign.meta.rank),
+            per_slot_bytes: foreign.meta.byte_size,
+            slot_count: 1,
+            pass_through: true,
+            loan_streams: OnceLock::new(),
+            backing,
+            slots: Box::new([Slot::new(1, foreign.meta)]),
+            free: FreeList::empty(),
+            closing: CachePadded::default(),
+            counters: PoolCounters::default(),
+            foreign: Some(foreign.owner),
+        };
+        pool.mark_uncontracted();
+        Ok(Arc::new(pool))
+    }
+
+    /// A device-backed foreign slot starts with no readiness stream contract.
+    fn mark_uncontracted(&self) {
+        if self.device().is_some() {
+            self.slots[0]
+                .state
+                .store(readiness::UNCONTRACTED, Ordering::Release);
+        }
+    }
+
+    /// The last handle of a foreign pool's slot was released (directly or by the
+    /// retirement worker), carrying the pool's count: runs the foreign buffer's release
+    /// (the DLPack deleter) and keeps the pool for the next import, or frees it when the
+    /// reserve is full. A pool someone else still references (a `Weak` in a test) is just
+    /// dropped: its release runs with its fields.
+    ///
+    /// # Safety
+    /// `this` points to a live foreign pool, and the caller transfers the slot's count.
+    #[cold]
+    unsafe fn release_foreign(this: *const Pool) {
+        // SAFETY: the caller's contract: this count is the slot's.
+        let mut pool = unsafe { Arc::from_raw(this) };
+        let Some(p) = Arc::get_mut(&mut pool) else {
+            return;
+        };
+        // The DLPack deleter, exactly once (the option is empty afterwards).
+        drop(p.foreign.take());
+        if let Backing::Host { ptr, len, .. } = &mut p.backing {
+            *ptr = std::ptr::null_mut();
+            *len = 0;
+        }
+        // A full reserve hands the pool back: it is freed.
+        drop(recycled_foreign().push(pool));
+    }
+
+    /// Whether the pool wraps a foreign buffer (a DLPack import).
+    pub(crate) fn is_foreign(&self) -> bool {
+        self.foreign.is_some()
+    }
+
+    /// Whether consumers can be ordered behind `slot`'s writes: everything but a
+    /// device-memory import whose producer's stream was never recorded.
+    pub(crate) fn has_readiness_contract(&self, slot: u32) -> bool {
+        self.slots[slot as usize].state.load(Ordering::Acquire) != readiness::UNCONTRACTED
+    }
+
+    /// Records the readiness event of a device-backed foreign slot on `stream`, the stream
+    /// its foreign producer wrote on: from then on consumers wait on it. `NotSupported` for
+    /// any other pool (a runtime slot's readiness is recorded at commit; host bytes need
+    /// none).
+    pub(crate) fn record_foreign_readiness(
+        &self,
+        slot: u32,
+        stream: crate::device::StreamOrQueue,
+    ) -> Result<()> {
+        let (true, Some(d)) = (self.is_foreign(), self.device()) else {
+            return Err(Error::new(
+                ErrorCode::NotSupported,
+                "set_readiness_stream is for a device-memory tensor imported through DLPack: a runtime tensor's readiness was recorded at its producer's commit, and host memory needs none",
+            )
+            .at(self.location));
+        };
+        let stream = d
+            .backend
+            .adopt_stream(stream)
+            .map_err(|e| e.at(self.location))?;
+        let s = &self.slots[slot as usize];
+        // One recorder at a time; a consumer that finds RECORDING spins until it is done.
+        let before = loop {
+            let state = s.state.load(Ordering::Acquire);
+            if state != readiness::RECORDING
+                && s.state
+                    .compare_exchange(
+                        state,
+                        readiness::RECORDING,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_ok()
+            {
+                break state;
+            }
+            std::hint::spin_loop();
+        };
+        let r = d.backend.record_event(d.readiness[slot as usize], stream);
+        if r.is_ok() {
+            s.writer.store(stream.raw(), Ordering::Relaxed);
+        }
+        s.state.store(
+            if r.is_ok() {
+                readiness::RECORDED
+            } else {
+                before
+            },
+            Ordering::Release,
+        );
+        d.backend.release_adopted_stream(stream);
+        r.map_err(|e| e.at(self.location))
+    }
+
+    /// Why a foreign slot without a readiness stream contract cannot be ordered.
+    #[cold]
+    #[inline(never)]
+    fn uncontracted(&self, slot: u32) -> Error {
+        let meta = self.meta(slot);
+        Error::new(
+            ErrorCode::ProtocolError,
+            format!(
+                "the {} tensor {:?} of {} imported through DLPack has no readiness stream contract, so no consumer can be ordered behind its producer's writes: call set_readiness_stream(<the stream its producer wrote on>) before a stream-aware consumer takes it",
+                self.kind,
+                meta.shape(),
+                meta.dtype
+            ),
+        )
+        .at(self.location)
     }
 
     /// Borrows a free slot, or `ResourceExhausted` at once. The slot starts with one
@@ -787,7 +981,13 @@ impl Pool {
         let stream = on.unwrap_or_else(|| {
             StreamHandle::from_raw(d.release_streams[base + i].load(Ordering::Relaxed))
         });
-        d.backend.record_event(d.release_events[base + i], stream)?;
+        // SAFETY: the event is this pool's (live until the pool drops, which this call's
+        // caller keeps from happening by holding a handle); the stream is the hand-off's,
+        // which holds its adoption until after this call.
+        unsafe {
+            d.backend
+                .record_event_unchecked(d.release_events[base + i], stream)?;
+        }
         s.release_clean.fetch_or(1 << i, Ordering::Release);
         Ok(())
     }
@@ -908,6 +1108,10 @@ impl Pool {
                     return;
                 }
                 pool.closing.parking.fetch_sub(1, Ordering::SeqCst);
+            } else if pool.foreign.is_some() {
+                // SAFETY: the caller's contract: the carried count moves on.
+                unsafe { Self::release_foreign(this) };
+                return;
             }
         }
         // SAFETY: the carried count; nothing touches the pool after this.
@@ -1036,6 +1240,7 @@ impl Pool {
             match s.state.load(Ordering::Acquire) {
                 readiness::HOST => return Ok(None),
                 readiness::RECORDED => return Ok(Some((d.readiness[slot as usize], &d.backend))),
+                readiness::UNCONTRACTED => return Err(self.uncontracted(slot)),
                 readiness::ELIDED => {
                     if s.state
                         .compare_exchange(
@@ -1118,6 +1323,119 @@ impl Pool {
     }
 }
 
+/// The location a foreign pool's errors name.
+const FOREIGN_LOCATION: &str = "a tensor imported through DLPack";
+
+/// Release positions of a foreign device slot: distinct consumer streams that may read it
+/// at once (the default `max_fanout_release_streams`).
+const FOREIGN_RELEASE_CAPACITY: u32 = 8;
+
+/// Pools of released imports kept for reuse.
+const RECYCLED_FOREIGN_POOLS: usize = 1024;
+
+/// Foreign device slots the foreign retirement worker holds at once; past it a slot is
+/// returned without waiting (its error noted), as a session's worker does.
+const FOREIGN_RETIRING: usize = 4096;
+
+/// A foreign buffer to wrap ([`Pool::wrap_foreign`]).
+pub(crate) struct ForeignBytes<'a> {
+    /// Where the bytes live.
+    pub(crate) kind: MemoryKind,
+    /// Their address: a host address for `host` memory, else an address of `backend`'s
+    /// unified address space.
+    pub(crate) addr: u64,
+    /// Shape, dtype and byte size.
+    pub(crate) meta: TensorMeta,
+    /// The backend of a device-backed kind (`None` for `host`).
+    pub(crate) backend: Option<&'a Arc<dyn DeviceBackend>>,
+    /// Releases the buffer (the DLPack deleter), exactly once, when dropped.
+    pub(crate) owner: AllocationDeleter,
+}
+
+fn recycled_foreign() -> &'static ArrayQueue<Arc<Pool>> {
+    static POOLS: OnceLock<ArrayQueue<Arc<Pool>>> = OnceLock::new();
+    POOLS.get_or_init(|| ArrayQueue::new(RECYCLED_FOREIGN_POOLS))
+}
+
+/// The retirement worker of foreign device slots (a session's worker retires only its own
+/// pools' slots), started by the first device-memory import and kept for the process.
+fn foreign_retirer() -> Result<Arc<Retirer>> {
+    static RETIRER: Mutex<Option<Arc<Retirer>>> = Mutex::new(None);
+    let mut current = RETIRER.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(r) = &*current {
+        return Ok(Arc::clone(r));
+    }
+    let retirer = Retirer::new();
+    // Detached: the worker lives as long as the process.
+    drop(retirer.start(FOREIGN_RETIRING, std::time::Duration::ZERO)?);
+    *current = Some(Arc::clone(&retirer));
+    Ok(retirer)
+}
+
+impl Backing {
+    /// A placeholder while a recycled foreign pool is rebound.
+    const EMPTY_FOREIGN: Backing = Backing::Host {
+        ptr: std::ptr::null_mut(),
+        len: 0,
+        owner: HostBytes::Foreign,
+    };
+}
+
+/// The backing of a foreign buffer: host bytes, or a device backing that does not own its
+/// memory, with one readiness event and [`FOREIGN_RELEASE_CAPACITY`] release events —
+/// those of `old` (a recycled pool's) when it is on the same backend.
+fn foreign_backing(foreign: &ForeignBytes<'_>, old: Option<Backing>) -> Result<Backing> {
+    let len = foreign.meta.byte_size;
+    let Some(backend) = foreign.backend.filter(|_| foreign.kind != MemoryKind::Host) else {
+        return Ok(Backing::Host {
+            ptr: DevicePtr::from_raw(foreign.addr).as_host_ptr(),
+            len,
+            owner: HostBytes::Foreign,
+        });
+    };
+    let kind = AllocKind::try_from(foreign.kind)?;
+    let memory = MemoryObject::from_raw(foreign.addr);
+    if let Some(Backing::Device(mut d)) = old
+        && Arc::ptr_eq(&d.backend, backend)
+    {
+        d.kind = kind;
+        d.memory = memory;
+        d.bytes = len;
+        for s in &*d.release_streams {
+            s.store(0, Ordering::Relaxed);
+        }
+        return Ok(Backing::Device(d));
+    }
+    let mut out = DeviceBacking {
+        backend: Arc::clone(backend),
+        kind,
+        memory,
+        bytes: len,
+        owns_memory: false,
+        readiness: Box::new([]),
+        release_events: Box::new([]),
+        release_streams: Box::new([]),
+        release_capacity: FOREIGN_RELEASE_CAPACITY,
+        retirer: foreign_retirer()?,
+    };
+    let r = FOREIGN_RELEASE_CAPACITY as usize;
+    out.release_streams = (0..r).map(|_| AtomicU64::new(0)).collect();
+    // Created one by one into the backing, so a failure destroys those made before it.
+    out.readiness = Box::new([backend.create_event()?]);
+    let mut events = Vec::with_capacity(r);
+    for _ in 0..r {
+        match backend.create_event() {
+            Ok(e) => events.push(e),
+            Err(e) => {
+                out.release_events = events.into_boxed_slice();
+                return Err(e);
+            }
+        }
+    }
+    out.release_events = events.into_boxed_slice();
+    Ok(Backing::Device(out))
+}
+
 fn device_backing(
     spec: &PoolSpec,
     backend: &Arc<dyn DeviceBackend>,
@@ -1134,6 +1452,7 @@ fn device_backing(
         kind,
         memory,
         bytes,
+        owns_memory: true,
         readiness: Box::new([]),
         release_events: Box::new([]),
         release_streams: Box::new([]),

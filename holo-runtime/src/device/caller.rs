@@ -9,7 +9,10 @@
 //! that it lives in the backend's own context: one from another context is refused with
 //! `InvalidArgument`, never silently accepted.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{DeviceBackend, StreamHandle};
 
@@ -177,6 +180,151 @@ pub fn synchronize_stream(device: &dyn DeviceBackend, stream: StreamOrQueue) -> 
     result
 }
 
+/// A caller's stream or queue adopted by a device once: its context is checked when it is
+/// adopted ([`AdoptedStream::new`]), and hand-offs on it
+/// ([`Tensor::device_array_on`](crate::Tensor::device_array_on)) then check nothing — the
+/// steady-state form of the hand-off, for a caller that hands every frame to the same
+/// stream. Clones share the adoption; the last one to drop (arrays made on it hold one)
+/// ends it. The caller keeps its stream alive until then.
+#[derive(Clone)]
+pub struct AdoptedStream(Arc<Adoption>);
+
+struct Adoption {
+    device: Arc<dyn DeviceBackend>,
+    stream: StreamOrQueue,
+    handle: StreamHandle,
+}
+
+impl AdoptedStream {
+    /// Adopts `stream` on `device`: `InvalidArgument` for a stream of another context
+    /// (CUDA: `cuStreamGetCtx`), another device or another backend kind.
+    pub fn new(
+        device: &Arc<dyn DeviceBackend>,
+        stream: impl Into<StreamOrQueue>,
+    ) -> crate::Result<Self> {
+        let stream = stream.into();
+        let handle = device.adopt_stream(stream)?;
+        Ok(Self(Arc::new(Adoption {
+            device: Arc::clone(device),
+            stream,
+            handle,
+        })))
+    }
+
+    /// The caller's stream or queue, as given.
+    pub fn stream(&self) -> StreamOrQueue {
+        self.0.stream
+    }
+
+    /// The handle the device's stream calls take for it.
+    pub fn handle(&self) -> StreamHandle {
+        self.0.handle
+    }
+
+    /// The device that adopted it.
+    pub fn device(&self) -> &Arc<dyn DeviceBackend> {
+        &self.0.device
+    }
+
+    /// Blocks until everything enqueued on the stream has run.
+    pub fn synchronize(&self) -> crate::Result<()> {
+        self.0.device.synchronize_stream(self.0.handle)
+    }
+}
+
+impl Drop for Adoption {
+    fn drop(&mut self) {
+        self.device.release_adopted_stream(self.handle);
+    }
+}
+
+impl fmt::Debug for AdoptedStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdoptedStream")
+            .field("stream", &self.0.stream)
+            .field("device", &self.0.device.backend_kind())
+            .finish()
+    }
+}
+
+/// The caller streams a backend has adopted, counted: a backend's stream calls accept an
+/// adopted handle until its last adoption ends. The hot lookup (every wait and record on
+/// a caller stream) scans a few atomics; a lock is taken only to adopt, to release, and
+/// to look up past the first [`Adoptions::FAST`] streams adopted at once.
+pub(crate) struct Adoptions {
+    counts: Mutex<HashMap<u64, u32>>,
+    /// Raw handles adopted now (`EMPTY`: a free entry).
+    fast: [AtomicU64; Self::FAST],
+    /// Adopted handles that found no free fast entry.
+    overflow: AtomicU32,
+}
+
+impl Adoptions {
+    const FAST: usize = 16;
+    /// Not a handle: raw 0 is CUDA's null stream.
+    const EMPTY: u64 = u64::MAX;
+
+    pub(crate) fn new() -> Self {
+        Self {
+            counts: Mutex::new(HashMap::new()),
+            fast: std::array::from_fn(|_| AtomicU64::new(Self::EMPTY)),
+            overflow: AtomicU32::new(0),
+        }
+    }
+
+    /// Counts one adoption of `raw`.
+    pub(crate) fn adopt(&self, raw: u64) {
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = counts.entry(raw).or_insert(0);
+        *count += 1;
+        if *count == 1 {
+            match self
+                .fast
+                .iter()
+                .find(|e| e.load(Ordering::Relaxed) == Self::EMPTY)
+            {
+                Some(entry) => entry.store(raw, Ordering::Release),
+                None => {
+                    self.overflow.fetch_add(1, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    /// Ends one adoption of `raw` (nothing if it is not adopted).
+    pub(crate) fn release(&self, raw: u64) {
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(count) = counts.get_mut(&raw) else {
+            return;
+        };
+        *count -= 1;
+        if *count == 0 {
+            counts.remove(&raw);
+            match self.fast.iter().find(|e| e.load(Ordering::Relaxed) == raw) {
+                Some(entry) => entry.store(Self::EMPTY, Ordering::Release),
+                None => {
+                    self.overflow.fetch_sub(1, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    /// Whether `raw` is adopted now.
+    #[inline]
+    pub(crate) fn contains(&self, raw: u64) -> bool {
+        self.fast.iter().any(|e| e.load(Ordering::Acquire) == raw)
+            || (self.overflow.load(Ordering::Acquire) > 0 && self.contains_slow(raw))
+    }
+
+    #[cold]
+    fn contains_slow(&self, raw: u64) -> bool {
+        self.counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&raw)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +352,30 @@ mod tests {
                 crate::ErrorCode::InvalidArgument
             );
         }
+    }
+
+    #[test]
+    fn adoptions_are_counted_and_overflow_past_the_fast_entries() {
+        let a = Adoptions::new();
+        assert!(!a.contains(0));
+        a.adopt(0); // the null stream is a handle like any other
+        a.adopt(0);
+        assert!(a.contains(0));
+        a.release(0);
+        assert!(a.contains(0), "one adoption is left");
+        a.release(0);
+        assert!(!a.contains(0));
+        let many: Vec<u64> = (100..100 + Adoptions::FAST as u64 + 3).collect();
+        for &raw in &many {
+            a.adopt(raw);
+        }
+        assert!(many.iter().all(|&raw| a.contains(raw)));
+        for &raw in &many {
+            a.release(raw);
+        }
+        assert!(many.iter().all(|&raw| !a.contains(raw)));
+        a.release(7); // never adopted: nothing happens
+        assert!(!a.contains(7) && !a.contains(Adoptions::EMPTY));
     }
 
     #[test]

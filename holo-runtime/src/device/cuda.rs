@@ -205,10 +205,9 @@ pub struct CudaDevice {
     /// a caller's context is the caller's to destroy.
     primary: bool,
     instance: u64,
-    /// Caller streams adopted for hand-offs ([`DeviceBackend::adopt_stream`]): raw
-    /// `CUstream` → number of live adoptions. Looked up only when a stream is not one of
-    /// this device's own.
-    adopted: Mutex<HashMap<u64, u32>>,
+    /// Caller streams adopted for hand-offs ([`DeviceBackend::adopt_stream`]). Looked up
+    /// only when a stream is not one of this device's own.
+    adopted: super::Adoptions,
     /// Sharded: a read locks only the calling thread's shard, so the partition threads and
     /// the retirement worker checking handles at once do not bounce one lock word between
     /// their cores (a create or destroy, cold, locks every shard).
@@ -289,7 +288,7 @@ impl CudaDevice {
             context,
             primary,
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
-            adopted: Mutex::new(HashMap::new()),
+            adopted: super::Adoptions::new(),
             live: ShardedLock::new(Live::default()),
             allocations: Mutex::new(HashMap::new()),
             counters: DeviceCounters::default(),
@@ -353,12 +352,9 @@ impl CudaDevice {
         }
     }
 
-    #[cold]
+    #[inline]
     fn is_adopted(&self, raw: u64) -> bool {
-        self.adopted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains_key(&raw)
+        self.adopted.contains(raw)
     }
 
     fn event(live: &Live, event: EventHandle) -> Result<sys::CUevent> {
@@ -458,23 +454,12 @@ impl DeviceBackend for CudaDevice {
                 )));
             }
         }
-        *self
-            .adopted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(raw)
-            .or_insert(0) += 1;
+        self.adopted.adopt(raw);
         Ok(StreamHandle::from_raw(raw))
     }
 
     fn release_adopted_stream(&self, stream: StreamHandle) {
-        let mut adopted = self.adopted.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = adopted.get_mut(&stream.raw()) {
-            *count -= 1;
-            if *count == 0 {
-                adopted.remove(&stream.raw());
-            }
-        }
+        self.adopted.release(stream.raw());
     }
 
     fn destroy_stream(&self, stream: StreamHandle) -> Result<()> {
@@ -524,6 +509,29 @@ impl DeviceBackend for CudaDevice {
         let result = self.driver_call(|| unsafe { sys::cuEventRecord(event, stream) })?;
         check("cuEventRecord", result)?;
         self.counters.event_record.bump();
+        Ok(())
+    }
+
+    unsafe fn record_event_unchecked(
+        &self,
+        event: EventHandle,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        let (event, stream) = (event_ptr(event.raw()), stream_ptr(stream.raw()));
+        // SAFETY: the caller's contract: both handles are live (a stream of this device's
+        // context, or an adopted caller stream checked to be in it).
+        let result = self.driver_call(|| unsafe { sys::cuEventRecord(event, stream) })?;
+        check("cuEventRecord", result)?;
+        self.counters.event_record.bump();
+        Ok(())
+    }
+
+    unsafe fn wait_event_unchecked(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
+        let (event, stream) = (event_ptr(event.raw()), stream_ptr(stream.raw()));
+        // SAFETY: as `record_event_unchecked`; flags 0 is CU_EVENT_WAIT_DEFAULT.
+        let result = self.driver_call(|| unsafe { sys::cuStreamWaitEvent(stream, event, 0) })?;
+        check("cuStreamWaitEvent", result)?;
+        self.counters.stream_wait.bump();
         Ok(())
     }
 

@@ -49,7 +49,8 @@ use std::time::Duration;
 
 use crate::{Error, ErrorCode, MemoryKind, Result};
 
-pub use caller::{CudaStreamPtr, OpenClQueuePtr, StreamOrQueue, synchronize_stream};
+pub(crate) use caller::Adoptions;
+pub use caller::{AdoptedStream, CudaStreamPtr, OpenClQueuePtr, StreamOrQueue, synchronize_stream};
 pub use counters::{CounterSnapshot, DeviceCounters};
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaDevice, device_count, driver_present};
@@ -194,6 +195,30 @@ pub trait DeviceBackend: Send + Sync + 'static {
     /// Makes `stream` wait, on the device, for the event's latest recording at the time of
     /// this call. The calling thread does not wait.
     fn wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()>;
+
+    /// [`record_event`](Self::record_event) without the handle checks: for the channel
+    /// layer's hand-off path, which records only its pool's own events (live until the
+    /// pool drops) on streams it holds an adoption of. The default checks anyway.
+    ///
+    /// # Safety
+    /// `event` is a live event of this backend and `stream` a live stream of it or one
+    /// adopted by it ([`adopt_stream`](Self::adopt_stream)) and not yet released.
+    unsafe fn record_event_unchecked(
+        &self,
+        event: EventHandle,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        self.record_event(event, stream)
+    }
+
+    /// [`wait_event`](Self::wait_event) without the handle checks (see
+    /// [`record_event_unchecked`](Self::record_event_unchecked)).
+    ///
+    /// # Safety
+    /// As [`record_event_unchecked`](Self::record_event_unchecked).
+    unsafe fn wait_event_unchecked(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
+        self.wait_event(stream, event)
+    }
 
     /// Whether the event has completed (`true` also for an event never recorded). Never blocks.
     fn query_event(&self, event: EventHandle) -> Result<bool>;

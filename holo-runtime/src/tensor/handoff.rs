@@ -12,23 +12,29 @@
 
 use std::fmt;
 use std::mem::ManuallyDrop;
+use std::sync::Arc;
 use std::thread::ThreadId;
 
 use super::Tensor;
 use crate::channel::OrderingDomain;
 use crate::channel::pool::Holder;
-use crate::device::{CudaStreamPtr, DeviceBackend, DevicePtr, StreamHandle, StreamOrQueue};
+use crate::device::{
+    AdoptedStream, CudaStreamPtr, DeviceBackend, DevicePtr, StreamHandle, StreamOrQueue,
+};
 use crate::spec::DType;
 use crate::{Error, ErrorCode, Result};
 
 /// What a hand-off must undo when it ends: the adopted caller stream and the slot's
 /// release position in it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 struct Adoption {
     stream: StreamHandle,
     position: Holder,
     /// For CUDA's per-thread default stream: the thread whose stream it is.
     per_thread: Option<ThreadId>,
+    /// The shared adoption the array was made on ([`Tensor::device_array_on`]); `None`:
+    /// the array adopted the stream itself and ends that adoption when it drops.
+    shared: Option<AdoptedStream>,
 }
 
 /// A tensor handed to a caller's stream or queue ([`Tensor::device_array`]): the caller's
@@ -71,11 +77,41 @@ impl Tensor {
     /// - Bytes in host memory written on the host are complete: nothing is ordered.
     /// - Past the slot's cap of distinct release streams (`max_fanout_release_streams`):
     ///   `ResourceExhausted`, and nothing is registered.
+    ///
+    /// Each call adopts the stream (checking its context) and the array ends that adoption
+    /// when it drops; a caller that hands every frame to the same stream adopts it once
+    /// and uses [`device_array_on`](Self::device_array_on).
     pub fn device_array(&self, stream: impl Into<StreamOrQueue>) -> Result<DeviceArray> {
         let stream = stream.into();
-        let tensor = self.clone_for_handoff();
+        self.hand_off(stream, |backend| {
+            backend.adopt_stream(stream).map(|handle| (handle, None))
+        })
+    }
+
+    /// [`device_array`](Self::device_array) on a stream adopted once
+    /// ([`AdoptedStream::new`]): no context check per call. A stream adopted by another
+    /// device than the tensor's is `InvalidArgument`.
+    pub fn device_array_on(&self, stream: &AdoptedStream) -> Result<DeviceArray> {
+        self.hand_off(stream.stream(), |backend| {
+            if std::ptr::addr_eq(std::ptr::from_ref(backend), Arc::as_ptr(stream.device())) {
+                Ok((stream.handle(), Some(stream.clone())))
+            } else {
+                Err(Error::invalid_argument(format!(
+                    "{:?} was adopted by another device than the one the tensor lives on",
+                    stream.stream()
+                )))
+            }
+        })
+    }
+
+    /// The hand-off, with the caller stream adopted by `adopt` (per call, or shared).
+    fn hand_off(
+        &self,
+        stream: StreamOrQueue,
+        adopt: impl FnOnce(&dyn DeviceBackend) -> Result<(StreamHandle, Option<AdoptedStream>)>,
+    ) -> Result<DeviceArray> {
         let Some(d) = self.pool.device() else {
-            return Ok(DeviceArray::unordered(tensor, stream));
+            return Ok(DeviceArray::unordered(self.clone_for_handoff(), stream));
         };
         // The producer's own stream: the caller's work is ordered after the writes by the
         // stream itself. In device memory nothing else can touch the slot after it is
@@ -86,23 +122,26 @@ impl Tensor {
             == Some(stream.raw())
             && !matches!(stream, StreamOrQueue::OpenCl(_));
         if sdk_stream && !self.pool.kind.is_host_accessible() {
-            return Ok(DeviceArray::unordered(tensor, stream));
+            return Ok(DeviceArray::unordered(self.clone_for_handoff(), stream));
         }
         let backend: &dyn DeviceBackend = &*d.backend;
-        let adopted = backend.adopt_stream(stream)?;
-        match self.order_on(adopted, !sdk_stream) {
+        let (handle, shared) = adopt(backend)?;
+        match self.order_on(handle, !sdk_stream) {
             Ok(position) => Ok(DeviceArray {
-                tensor: ManuallyDrop::new(tensor),
+                tensor: ManuallyDrop::new(self.clone_for_handoff()),
                 stream,
                 adoption: Some(Adoption {
-                    stream: adopted,
+                    stream: handle,
                     position,
                     per_thread: (stream == StreamOrQueue::Cuda(CudaStreamPtr::PER_THREAD))
                         .then(|| std::thread::current().id()),
+                    shared,
                 }),
             }),
             Err(error) => {
-                backend.release_adopted_stream(adopted);
+                if shared.is_none() {
+                    backend.release_adopted_stream(handle);
+                }
                 Err(error)
             }
         }
@@ -125,7 +164,12 @@ impl Tensor {
         let position = self.pool.enter_domain(self.slot, stream);
         let waited = if wait {
             match self.pool.readiness_event(self.slot) {
-                Ok(Some((event, backend))) => backend.wait_event(stream, event),
+                // SAFETY: the readiness event is the pool's, live while this handle
+                // keeps the pool; `stream` is adopted by the caller of `order_on` until
+                // the array drops.
+                Ok(Some((event, backend))) => unsafe {
+                    backend.wait_event_unchecked(stream, event)
+                },
                 Ok(None) => Ok(()),
                 Err(error) => Err(error),
             }
@@ -248,7 +292,7 @@ impl DeviceArray {
     /// The backend handle of the array's stream: the adopted caller stream, or the
     /// tensor's own stream.
     fn device_stream(&self) -> StreamHandle {
-        match self.adoption {
+        match &self.adoption {
             Some(a) => a.stream,
             None => StreamHandle::from_raw(self.stream.raw()),
         }
@@ -258,13 +302,13 @@ impl DeviceArray {
 impl Drop for DeviceArray {
     fn drop(&mut self) {
         let tensor = &*self.tensor;
-        let backend = tensor.pool.device().map(|d| d.backend.clone());
-        let ended = self.adoption.map(|a| {
-            let recorded = match (a.per_thread, &backend) {
+        let backend = tensor.pool.device().map(|d| &d.backend);
+        if let (Some(a), Some(backend)) = (&self.adoption, backend) {
+            let r = match a.per_thread {
                 // Another thread's per-thread default stream is not the one the caller
                 // used: CUDA's legacy default stream is ordered after every per-thread
                 // default stream of the context, so the release is recorded there.
-                (Some(owner), Some(backend)) if owner != std::thread::current().id() => backend
+                Some(owner) if owner != std::thread::current().id() => backend
                     .adopt_stream(StreamOrQueue::Cuda(CudaStreamPtr::LEGACY))
                     .and_then(|legacy| {
                         let r =
@@ -276,22 +320,28 @@ impl Drop for DeviceArray {
                     }),
                 _ => tensor.pool.record_release_at(tensor.slot, a.position, None),
             };
-            (a, recorded.is_ok())
-        });
-        if let (Some((a, false)), Some(backend)) = (ended, &backend) {
-            // The release could not be recorded on the caller's stream: wait for the
-            // stream on the host instead, so the slot is not reused under its work.
-            crate::trace::event!(
-                warn,
-                pool = tensor.pool.location,
-                "a DeviceArray could not record its release on the caller's stream; waiting for the stream on the host"
-            );
-            let _ = backend.synchronize_stream(a.stream);
+            if r.is_err() {
+                // The release could not be recorded on the caller's stream: wait for the
+                // stream on the host instead, so the slot is not reused under its work.
+                crate::trace::event!(
+                    warn,
+                    pool = tensor.pool.location,
+                    "a DeviceArray could not record its release on the caller's stream; waiting for the stream on the host"
+                );
+                let _ = backend.synchronize_stream(a.stream);
+            }
         }
+        // The per-call adoption ends after the handle drops: the slot's last handle may
+        // still record on the stream (if the record above failed). A shared adoption ends
+        // with its last clone (this array's is dropped after this function).
+        let ends = match (&self.adoption, backend) {
+            (Some(a), Some(backend)) if a.shared.is_none() => Some((Arc::clone(backend), a.stream)),
+            _ => None,
+        };
         // SAFETY: dropped once, here; not used afterwards.
         unsafe { ManuallyDrop::drop(&mut self.tensor) };
-        if let (Some((a, _)), Some(backend)) = (ended, backend) {
-            backend.release_adopted_stream(a.stream);
+        if let Some((backend, stream)) = ends {
+            backend.release_adopted_stream(stream);
         }
     }
 }

@@ -11,6 +11,7 @@
 //! returns it.
 
 mod caller_write;
+pub mod dlpack;
 mod handoff;
 
 pub use handoff::{DeviceArray, HostCopy};
@@ -476,11 +477,13 @@ impl Tensor {
     }
 
     /// How the producer's writes are ordered: complete on the host, a recorded
-    /// readiness event, or elided by fusion (recorded lazily when something else needs it).
+    /// readiness event, elided by fusion (recorded lazily when something else needs it),
+    /// or not known (a device-memory DLPack import before `set_readiness_stream`).
     pub fn readiness(&self) -> TensorReadiness {
         match self.pool.readiness_state(self.slot) {
             readiness::HOST => TensorReadiness::Host,
             readiness::ELIDED => TensorReadiness::Elided,
+            readiness::UNCONTRACTED => TensorReadiness::Uncontracted,
             _ => TensorReadiness::Recorded,
         }
     }
@@ -504,12 +507,13 @@ impl Tensor {
     /// enqueued on `stream` completes: the hook for a stream the plan did not assign.
     pub fn synchronize_for_consumer_stream(&self, stream: impl Into<StreamHandle>) -> Result<()> {
         let stream = stream.into();
-        self.pool
-            .register_release(self.slot, OrderingDomain::caller(stream))?;
+        // The wait first: a tensor that cannot be ordered, or a stream the backend
+        // refuses, leaves no release registration behind.
         if let Some((event, backend)) = self.pool.readiness_event(self.slot)? {
             backend.wait_event(stream, event)?;
         }
-        Ok(())
+        self.pool
+            .register_release(self.slot, OrderingDomain::caller(stream))
     }
 
     /// Copies the tensor's first `dst.len()` bytes — all of it, a prefix, or one element
@@ -624,6 +628,10 @@ pub enum TensorReadiness {
     Recorded,
     /// A proven same-stream edge elided the readiness event.
     Elided,
+    /// A device-memory DLPack import whose producer's stream is not known yet: no
+    /// consumer can be ordered behind it until
+    /// [`set_readiness_stream`](Tensor::set_readiness_stream).
+    Uncontracted,
 }
 
 impl Clone for Tensor {

@@ -1,0 +1,132 @@
+//! Zero heap allocations per DLPack export → import round trip once warm, checked with a
+//! counting global allocator: a host tensor, and a device import (software device) exported
+//! and imported again — each exported (`Tensor::to_dlpack`), imported
+//! (`Tensor::from_dlpack`), read and dropped, which runs the import's deleter and the
+//! capsule's (returning the slot).
+//!
+//! One test function per binary: the allocator counts process-wide, so nothing else may
+//! run while it measures.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use holo_runtime::device::{AllocKind, DeviceBackend, SoftwareDevice};
+use holo_runtime::dlpack::{
+    DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPACK_VERSION, DLTensor, Dlpack,
+    DlpackFlags, dtype_to_dlpack,
+};
+use holo_runtime::{DType, Tensor};
+
+struct CountingAllocator;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call forwards to `System`; the counter is a static atomic.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded from the caller.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded from the caller.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded from the caller.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAllocator = CountingAllocator;
+
+const ROUND_TRIPS: u64 = 10_000;
+
+fn round_trip(t: &Tensor, backend: Option<&Arc<dyn DeviceBackend>>) {
+    let capsule = t.to_dlpack(None).unwrap();
+    let back = Tensor::from_dlpack(capsule, backend).unwrap();
+    black_box(back.device_ptr());
+    black_box(back.shape()[0]);
+    drop(back);
+}
+
+/// Allocations made by `ROUND_TRIPS` round trips of `t`, after as many to warm up.
+fn allocations(t: &Tensor, backend: Option<&Arc<dyn DeviceBackend>>) -> u64 {
+    for _ in 0..ROUND_TRIPS {
+        round_trip(t, backend);
+    }
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for _ in 0..ROUND_TRIPS {
+        round_trip(t, backend);
+    }
+    ALLOCATIONS.load(Ordering::Relaxed) - before
+}
+
+#[repr(C)]
+struct Foreign {
+    managed: DLManagedTensorVersioned,
+    shape: [i64; 1],
+    strides: [i64; 1],
+}
+
+unsafe extern "C" fn delete_foreign(m: *mut DLManagedTensorVersioned) {
+    // SAFETY: made below; called once.
+    drop(unsafe { Box::from_raw(m.cast::<Foreign>()) });
+}
+
+#[test]
+fn a_dlpack_round_trip_allocates_nothing_once_warm() {
+    // Host memory: a pass-through tensor of the caller's bytes.
+    let host = Tensor::from_host_vec(&[16, 16], DType::U8, vec![7; 256]).unwrap();
+    assert_eq!(allocations(&host, None), 0, "host round trips allocated");
+
+    // Device memory: another library's buffer on the software device, imported with its
+    // readiness recorded, then exported and imported again.
+    let backend: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+    let stream = backend.create_stream().unwrap();
+    let ptr = backend.alloc(AllocKind::Device, 256).unwrap();
+    let mut f = Box::new(Foreign {
+        managed: DLManagedTensorVersioned {
+            version: DLPACK_VERSION,
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(delete_foreign),
+            flags: DlpackFlags::empty(),
+            dl_tensor: DLTensor {
+                data: ptr.as_host_ptr().cast(),
+                device: DLDevice {
+                    device_type: DLDeviceType::CUDA,
+                    device_id: 0,
+                },
+                ndim: 1,
+                dtype: dtype_to_dlpack(DType::U8),
+                shape: std::ptr::null_mut(),
+                strides: std::ptr::null_mut(),
+                byte_offset: 0,
+            },
+        },
+        shape: [256],
+        strides: [1],
+    });
+    f.managed.dl_tensor.shape = f.shape.as_mut_ptr();
+    f.managed.dl_tensor.strides = f.strides.as_mut_ptr();
+    // SAFETY: a valid, owned, versioned tensor with a once-callable deleter.
+    let d = unsafe { Dlpack::from_raw(Box::into_raw(f).cast()) }.unwrap();
+    let device = Tensor::from_dlpack(d, Some(&backend)).unwrap();
+    device.set_readiness_stream(stream).unwrap();
+    assert_eq!(
+        allocations(&device, Some(&backend)),
+        0,
+        "device round trips allocated"
+    );
+    drop(device);
+    backend.synchronize_stream(stream).unwrap();
+    backend.destroy_stream(stream).unwrap();
+    // SAFETY: every import of the buffer is released and no stream uses it.
+    unsafe { backend.free(AllocKind::Device, ptr, 256).unwrap() };
+}
