@@ -15,9 +15,12 @@ for line in sys.stdin:
     try: m = json.loads(line)
     except ValueError: continue
     if m.get("reason") == "compiler-artifact" and m.get("executable") and "bench" in m["target"]["kind"] \
-            and m["target"]["name"] in ("device_hop", "device_ops", "host_hop", "handoff"):
+            and m["target"]["name"] in ("device_hop", "device_ops", "host_hop", "handoff", "dlpack"):
         print(m["executable"])
 ' | while read -r exe; do cp "$exe" .gpu/bench/ && strip ".gpu/bench/$(basename "$exe")"; done
+# The CuPy test's extension module (holo-py/tests/test_cupy.py runs it on the GPU machine).
+cargo build --release -p holo-py
+mkdir -p .gpu/py && cp target/release/libholo_py.so .gpu/py/holo_py.abi3.so && strip .gpu/py/holo_py.abi3.so
 cd .gpu
 rm -f bin/cli-* bin/holo_examples-* bin/holo_tests-* bin/params_* bin/app_* bin/macros_* \
   bin/operator_hygiene-* bin/compile_handwritten_specs-* bin/compile_diagnostics-* \

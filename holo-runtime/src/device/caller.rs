@@ -312,7 +312,7 @@ impl Adoptions {
     /// Whether `raw` is adopted now.
     #[inline]
     pub(crate) fn contains(&self, raw: u64) -> bool {
-        self.fast.iter().any(|e| e.load(Ordering::Acquire) == raw)
+        raw != Self::EMPTY && self.fast.iter().any(|e| e.load(Ordering::Acquire) == raw)
             || (self.overflow.load(Ordering::Acquire) > 0 && self.contains_slow(raw))
     }
 
