@@ -107,14 +107,17 @@ impl SubscriberOptions {
 /// let camera = graph.add_operator("camera", Camera { frames: Default::default() }, ParamSet::defaults()?)?;
 /// graph.export_topic(camera.frames, "camera/frames", TopicOptions::DEFAULT.with_depth(2));
 /// let plan = compile(&graph, CompileOptions::default())?;
-/// let session = RunSession::start(graph, &plan, SessionOptions::frames(3))?;
+/// // Stepped here, so that the camera's activation comes after the attach; a threaded
+/// // session (`RunSession::start`) takes clients the same way.
+/// let mut session = RunSession::start_stepped(graph, &plan, SessionOptions::default())?;
 /// let mut frames: ChannelSubscriber =
 ///     ChannelSubscriber::attach(&session, "camera/frames", SubscriberOptions::DEFAULT)?;
-/// if let Some((frame, info)) = frames.receive_with_info(Duration::from_secs(5))? {
-///     assert_eq!(frame.data()?, &[7; 64]);
-///     let _ = info.frame;
-/// }
-/// drop(frames);
+/// session.step()?;
+/// let (frame, info) = frames
+///     .receive_with_info(Duration::from_secs(5))?
+///     .expect("the camera's first frame");
+/// assert_eq!((frame.data()?, info.frame), (&[7; 64][..], 0));
+/// drop((frame, frames));
 /// session.join()?;
 /// # Ok::<(), holo_runtime::Error>(())
 /// ```
