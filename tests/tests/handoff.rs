@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use holo_runtime::__test_support::test_backends;
 use holo_runtime::device::{
-    AdoptedStream, DeviceBackend, OpenClQueuePtr, SoftwareDevice, StreamOrQueue, synchronize_stream,
+    AdoptedStream, AllocKind, DeviceBackend, OpenClQueuePtr, SoftwareDevice, StreamOrQueue,
+    synchronize_stream,
 };
 use holo_runtime::{
     CompileOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph, Input, Operator,
@@ -202,11 +203,15 @@ fn a_caller_stream_sees_the_producers_bytes_and_the_host_never_waits() {
 fn a_slot_is_not_reused_before_the_caller_streams_work() {
     for device in test_backends() {
         // The source runs until stopped (an activation that finds the pool empty skips).
-        let frames = 12;
+        let frames: usize = 12;
         let s = start(&device, u64::MAX, Duration::ZERO);
         let caller = device.create_stream().unwrap();
+        // The reads land in pinned memory: a copy into pageable memory would block the
+        // host until it ran (CUDA stages it), and the array would drop after the read.
+        let len = usize::try_from(LEN).unwrap();
+        let pinned = device.alloc(AllocKind::PinnedHost, len * frames).unwrap();
         let mut copies = Vec::new();
-        for _ in 0..frames {
+        for i in 0..frames {
             let (k, t) = next(&s);
             let array = t.device_array(caller).unwrap();
             drop(t);
@@ -217,26 +222,30 @@ fn a_slot_is_not_reused_before_the_caller_streams_work() {
             device
                 .enqueue_delay(caller, Duration::from_millis(20))
                 .unwrap();
-            let mut host = vec![0_u8; usize::try_from(LEN).unwrap()];
-            // SAFETY: `host` lives in `copies` until the stream is synchronized below; the
+            let dst = pinned.checked_add(len * i).unwrap();
+            // SAFETY: `dst` is not read until the stream is synchronized below; the
             // array's registration keeps the slot allocated until the read ran.
             unsafe {
                 device
-                    .copy_to_host_async(host.as_mut_ptr(), array.data_ptr(), host.len(), caller)
+                    .copy_async(dst, array.data_ptr(), len, caller)
                     .unwrap();
             }
             drop(array);
-            copies.push((k, host));
+            copies.push((k, dst));
         }
         device.synchronize_stream(caller).unwrap();
-        for (k, host) in &copies {
+        for &(k, dst) in &copies {
+            // SAFETY: the stream has run every copy into the pinned buffer.
+            let host = unsafe { std::slice::from_raw_parts(dst.as_host_ptr(), len) };
             assert!(
-                host.iter().all(|&b| b == expected(*k)),
+                host.iter().all(|&b| b == expected(k)),
                 "{}: frame {k} was overwritten before the caller's read: {:?}",
                 name(&device),
                 &host[..4]
             );
         }
+        // SAFETY: the stream that used it is synchronized.
+        unsafe { device.free(AllocKind::PinnedHost, pinned, len * frames) }.unwrap();
         let report = s.finish();
         assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
         device.destroy_stream(caller).unwrap();

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use common::Counter;
 use holo_runtime::__test_support::test_backends;
-use holo_runtime::device::{BackendKind, DeviceBackend};
+use holo_runtime::device::{AllocKind, BackendKind, DeviceBackend};
 use holo_runtime::plan::TopicDirection;
 use holo_runtime::{
     ChannelPublisher, ChannelSubscriber, CompileOptions, ConnectionOptions, DType, Diagnostics,
@@ -1568,7 +1568,11 @@ fn reuse_run(device: &Arc<dyn DeviceBackend>) -> u64 {
     let mut sub: ChannelSubscriber =
         ChannelSubscriber::attach(&run.session, "gpu", SubscriberOptions::DEFAULT).unwrap();
     run.go.store(true, Ordering::Release);
-    let mut host = vec![[0u8; 256]; IN_FLIGHT];
+    // The reads land in pinned memory: a copy into pageable memory would block the host
+    // until it ran (CUDA stages it), so only one read would ever be in flight.
+    let pinned = device
+        .alloc(AllocKind::PinnedHost, 256 * IN_FLIGHT)
+        .unwrap();
     let mut expect = [(0usize, 0u8); IN_FLIGHT];
     let (mut bad, mut read) = (0, 0);
     while read < 10 * IN_FLIGHT {
@@ -1583,23 +1587,31 @@ fn reuse_run(device: &Arc<dyn DeviceBackend>) -> u64 {
         device
             .enqueue_delay(stream, Duration::from_millis(3))
             .unwrap();
-        // SAFETY: `host[at]` is not touched until the stream synchronization below;
-        // the release event the array records on `stream` as it drops keeps the slot
-        // until the copy ran.
+        let dst = pinned.checked_add(256 * at).unwrap();
+        // SAFETY: `dst` (inside the pinned allocation) is not read until the stream
+        // synchronization below; the release event the array records on `stream` as it
+        // drops keeps the slot until the copy ran.
         unsafe {
-            device
-                .copy_to_host_async(host[at].as_mut_ptr(), array.data_ptr(), n, stream)
-                .unwrap();
+            device.copy_async(dst, array.data_ptr(), n, stream).unwrap();
         }
         drop(array);
         read += 1;
         if at == IN_FLIGHT - 1 {
             device.synchronize_stream(stream).unwrap();
-            for (h, &(n, v)) in host.iter().zip(&expect) {
-                bad += usize::from(h[..n].iter().any(|&b| b != v));
+            for (i, &(n, v)) in expect.iter().enumerate() {
+                // SAFETY: the stream has run every copy into the pinned buffer.
+                let h = unsafe {
+                    std::slice::from_raw_parts(
+                        pinned.checked_add(256 * i).unwrap().as_host_ptr(),
+                        n,
+                    )
+                };
+                bad += usize::from(h.iter().any(|&b| b != v));
             }
         }
     }
+    // SAFETY: the stream that used it is synchronized; nothing else holds it.
+    unsafe { device.free(AllocKind::PinnedHost, pinned, 256 * IN_FLIGHT) }.unwrap();
     run.done.store(true, Ordering::Release);
     assert_eq!(
         bad,
