@@ -454,3 +454,36 @@ fn a_stream_adopted_once_takes_every_frame_and_another_devices_is_refused() {
         device.destroy_stream(caller).unwrap();
     }
 }
+
+#[test]
+fn a_per_thread_stream_array_dropped_on_another_thread_records_on_the_legacy_stream() {
+    // The per-thread default stream is the calling thread's: an array made on it and
+    // dropped on another thread records its release on the legacy default stream (which
+    // CUDA orders after every per-thread default stream) — one record, no host wait.
+    for device in test_backends() {
+        let s = start(&device, 1, Duration::from_millis(20));
+        let (k, t) = next(&s);
+        let array = t
+            .device_array(holo_runtime::device::CudaStreamPtr::PER_THREAD)
+            .unwrap();
+        let bytes = array
+            .copy_to_host_async(vec![0; 8])
+            .unwrap()
+            .synchronize_stream()
+            .unwrap();
+        assert_eq!(bytes, vec![expected(k); 8], "{}", name(&device));
+        let before = device.counters().snapshot();
+        std::thread::spawn(move || drop(array)).join().unwrap();
+        let calls = device.counters().snapshot() - before;
+        assert_eq!(calls.event_record, 1, "{}", name(&device));
+        assert_eq!(
+            calls.stream_synchronize,
+            0,
+            "{}: the release fell back to a host wait",
+            name(&device)
+        );
+        drop(t);
+        let report = s.finish();
+        assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
+    }
+}
