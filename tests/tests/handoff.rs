@@ -487,3 +487,45 @@ fn a_per_thread_stream_array_dropped_on_another_thread_records_on_the_legacy_str
         assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
     }
 }
+
+#[test]
+fn a_hand_off_on_a_backend_stream_leaves_its_release_to_the_last_handle() {
+    // A stream the backend created may go on carrying work on the tensor after the array
+    // dropped (here: the caller keeps its tensor handle and reads it on that stream 30 ms
+    // later). The array's release must not be marked clean there, or the slot's last
+    // handle would skip recording it and the slot would go back to the producer under
+    // that read.
+    for device in test_backends() {
+        let s = start(&device, u64::MAX, Duration::ZERO);
+        let caller = device.create_stream().unwrap();
+        let len = usize::try_from(LEN).unwrap();
+        let pinned = device.alloc(AllocKind::PinnedHost, len).unwrap();
+        let (k, t) = next(&s);
+        drop(t.device_array(caller).unwrap());
+        device
+            .enqueue_delay(caller, Duration::from_millis(30))
+            .unwrap();
+        // SAFETY: `pinned` is read after the stream synchronization below; `t` keeps the
+        // slot until it drops, and its last handle's release covers the read.
+        unsafe { device.copy_async(pinned, t.device_ptr(), len, caller) }.unwrap();
+        drop(t);
+        // Let the producer cycle through its pool meanwhile.
+        let until = std::time::Instant::now() + Duration::from_millis(80);
+        while std::time::Instant::now() < until {
+            let _ = s.frames.recv_timeout(Duration::from_millis(5));
+        }
+        device.synchronize_stream(caller).unwrap();
+        // SAFETY: the stream has run the copy.
+        let host = unsafe { std::slice::from_raw_parts(pinned.as_host_ptr(), len) };
+        assert!(
+            host.iter().all(|&b| b == expected(k)),
+            "{}: frame {k} was overwritten before the read that followed the array: {:?}",
+            name(&device),
+            &host[..4]
+        );
+        s.finish();
+        // SAFETY: the stream that used it is synchronized.
+        unsafe { device.free(AllocKind::PinnedHost, pinned, len) }.unwrap();
+        device.destroy_stream(caller).unwrap();
+    }
+}

@@ -967,11 +967,16 @@ impl Pool {
     ///
     /// `on` records it on another stream that is ordered after the registered one (CUDA's
     /// legacy default stream for a per-thread default stream used from another thread).
+    ///
+    /// `mark_clean` false (a stream the backend runs itself, which other holders of the
+    /// slot may go on using): the event is recorded but the position is not marked, so the
+    /// slot's last handle records it again.
     pub(crate) fn record_release_at(
         &self,
         slot: u32,
         holder: Holder,
         on: Option<StreamHandle>,
+        mark_clean: bool,
     ) -> Result<()> {
         let (Some(d), Some(i)) = (self.device(), holder.position()) else {
             return Ok(());
@@ -988,7 +993,9 @@ impl Pool {
             d.backend
                 .record_event_unchecked(d.release_events[base + i], stream)?;
         }
-        s.release_clean.fetch_or(1 << i, Ordering::Release);
+        if mark_clean {
+            s.release_clean.fetch_or(1 << i, Ordering::Release);
+        }
         Ok(())
     }
 

@@ -193,6 +193,8 @@ struct Adoption {
     device: Arc<dyn DeviceBackend>,
     stream: StreamOrQueue,
     handle: StreamHandle,
+    /// [`DeviceBackend::is_backend_stream`], asked once.
+    backend_stream: bool,
 }
 
 impl AdoptedStream {
@@ -208,6 +210,7 @@ impl AdoptedStream {
             device: Arc::clone(device),
             stream,
             handle,
+            backend_stream: device.is_backend_stream(handle),
         })))
     }
 
@@ -219,6 +222,12 @@ impl AdoptedStream {
     /// The handle the device's stream calls take for it.
     pub fn handle(&self) -> StreamHandle {
         self.0.handle
+    }
+
+    /// Whether it is a stream the device itself created
+    /// ([`DeviceBackend::is_backend_stream`]).
+    pub(crate) fn is_backend_stream(&self) -> bool {
+        self.0.backend_stream
     }
 
     /// The device that adopted it.

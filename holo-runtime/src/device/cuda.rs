@@ -462,6 +462,10 @@ impl DeviceBackend for CudaDevice {
         self.adopted.release(stream.raw());
     }
 
+    fn is_backend_stream(&self, stream: StreamHandle) -> bool {
+        self.live().streams.contains(&stream.raw())
+    }
+
     fn destroy_stream(&self, stream: StreamHandle) -> Result<()> {
         let mut live = self.live.write().unwrap_or_else(PoisonError::into_inner);
         let raw = self.stream(&live, stream)?;

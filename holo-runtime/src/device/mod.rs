@@ -172,6 +172,16 @@ pub trait DeviceBackend: Send + Sync + 'static {
         ))
     }
 
+    /// Whether `stream` is one this backend created (a runtime stream, or one a caller made
+    /// through [`create_stream`](Self::create_stream)) rather than a caller's raw stream it
+    /// adopted. A hand-off on such a stream does not mark its release clean when it ends:
+    /// other holders of the slot may keep working on the stream, so the slot's last handle
+    /// records its release again. The default (`true`) is the safe answer.
+    fn is_backend_stream(&self, stream: StreamHandle) -> bool {
+        let _ = stream;
+        true
+    }
+
     /// Ends one adoption made by [`adopt_stream`](Self::adopt_stream): after the last one
     /// the handle is no longer accepted (the caller may destroy its stream).
     fn release_adopted_stream(&self, stream: StreamHandle) {

@@ -130,6 +130,10 @@ impl<F: Fn(DeviceCall, Duration) + Send + Sync + 'static> DeviceBackend for Obse
         self.inner.release_adopted_stream(stream);
     }
 
+    fn is_backend_stream(&self, stream: StreamHandle) -> bool {
+        self.inner.is_backend_stream(stream)
+    }
+
     fn destroy_stream(&self, stream: StreamHandle) -> Result<()> {
         self.inner.destroy_stream(stream)
     }

@@ -35,6 +35,11 @@ struct Adoption {
     /// The shared adoption the array was made on ([`Tensor::device_array_on`]); `None`:
     /// the array adopted the stream itself and ends that adoption when it drops.
     shared: Option<AdoptedStream>,
+    /// Whether the release recorded at drop is marked clean: only on a caller's raw stream
+    /// (which the caller may destroy once the array dropped, and which nothing of the
+    /// runtime uses). On a stream the backend runs itself, other holders of the slot may
+    /// keep working, so the slot's last handle records the release again.
+    mark_clean: bool,
 }
 
 /// A tensor handed to a caller's stream or queue ([`Tensor::device_array`]): the caller's
@@ -126,7 +131,11 @@ impl Tensor {
         }
         let backend: &dyn DeviceBackend = &*d.backend;
         let (handle, shared) = adopt(backend)?;
-        match self.order_on(handle, !sdk_stream) {
+        let mark_clean = !shared.as_ref().map_or_else(
+            || backend.is_backend_stream(handle),
+            AdoptedStream::is_backend_stream,
+        );
+        match self.order_on(handle, !sdk_stream, mark_clean) {
             Ok(position) => Ok(DeviceArray {
                 tensor: ManuallyDrop::new(self.clone_for_handoff()),
                 stream,
@@ -136,6 +145,7 @@ impl Tensor {
                     per_thread: (stream == StreamOrQueue::Cuda(CudaStreamPtr::PER_THREAD))
                         .then(|| std::thread::current().id()),
                     shared,
+                    mark_clean,
                 }),
             }),
             Err(error) => {
@@ -158,7 +168,7 @@ impl Tensor {
     /// the readiness (unless `wait` is false: the writer's own stream), and returns its
     /// release position. If the wait cannot be enqueued, the release is recorded at once
     /// (nothing of the caller's was ordered yet).
-    fn order_on(&self, stream: StreamHandle, wait: bool) -> Result<Holder> {
+    fn order_on(&self, stream: StreamHandle, wait: bool, mark_clean: bool) -> Result<Holder> {
         self.pool
             .register_release(self.slot, OrderingDomain::borrowed(stream))?;
         let position = self.pool.enter_domain(self.slot, stream);
@@ -178,7 +188,9 @@ impl Tensor {
         };
         if let Err(error) = waited {
             // A failed record leaves the position unclean; the last handle then records it.
-            let _ = self.pool.record_release_at(self.slot, position, None);
+            let _ = self
+                .pool
+                .record_release_at(self.slot, position, None, mark_clean);
             return Err(error);
         }
         if position == Holder::NONE {
@@ -311,14 +323,18 @@ impl Drop for DeviceArray {
                 Some(owner) if owner != std::thread::current().id() => backend
                     .adopt_stream(StreamOrQueue::Cuda(CudaStreamPtr::LEGACY))
                     .and_then(|legacy| {
-                        let r =
-                            tensor
-                                .pool
-                                .record_release_at(tensor.slot, a.position, Some(legacy));
+                        let r = tensor.pool.record_release_at(
+                            tensor.slot,
+                            a.position,
+                            Some(legacy),
+                            a.mark_clean,
+                        );
                         backend.release_adopted_stream(legacy);
                         r
                     }),
-                _ => tensor.pool.record_release_at(tensor.slot, a.position, None),
+                _ => tensor
+                    .pool
+                    .record_release_at(tensor.slot, a.position, None, a.mark_clean),
             };
             if r.is_err() {
                 // The release could not be recorded on the caller's stream: wait for the
