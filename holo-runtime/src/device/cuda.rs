@@ -507,13 +507,10 @@ impl DeviceBackend for CudaDevice {
 
     fn record_event(&self, event: EventHandle, stream: StreamHandle) -> Result<()> {
         let live = self.live();
-        let event = Self::event(&live, event)?;
-        let stream = self.stream(&live, stream)?;
+        Self::event(&live, event)?;
+        self.stream(&live, stream)?;
         // SAFETY: both handles are live (checked under the read lock, held until return).
-        let result = self.driver_call(|| unsafe { sys::cuEventRecord(event, stream) })?;
-        check("cuEventRecord", result)?;
-        self.counters.event_record.bump();
-        Ok(())
+        unsafe { self.record_event_unchecked(event, stream) }
     }
 
     unsafe fn record_event_unchecked(
@@ -541,14 +538,10 @@ impl DeviceBackend for CudaDevice {
 
     fn wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
         let live = self.live();
-        let event = Self::event(&live, event)?;
-        let stream = self.stream(&live, stream)?;
-        // SAFETY: both handles are live (checked under the read lock, held until return);
-        // flags 0 is CU_EVENT_WAIT_DEFAULT.
-        let result = self.driver_call(|| unsafe { sys::cuStreamWaitEvent(stream, event, 0) })?;
-        check("cuStreamWaitEvent", result)?;
-        self.counters.stream_wait.bump();
-        Ok(())
+        Self::event(&live, event)?;
+        self.stream(&live, stream)?;
+        // SAFETY: both handles are live (checked under the read lock, held until return).
+        unsafe { self.wait_event_unchecked(stream, event) }
     }
 
     fn query_event(&self, event: EventHandle) -> Result<bool> {

@@ -258,15 +258,7 @@ impl DeviceArray {
     /// overlaps the host use pinned memory and [`Tensor::copy_to_host_async`].
     pub fn copy_to_host_async(&self, mut dst: Vec<u8>) -> Result<HostCopy<'_>> {
         let n = dst.len();
-        if n > self.byte_size() {
-            return Err(Error::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "copy_to_host_async was given a destination of {n} bytes, longer than the tensor's {} bytes",
-                    self.byte_size()
-                ),
-            ));
-        }
+        self.tensor.check_copy_len(n, "copy_to_host_async")?;
         let Some(d) = self.tensor.pool.device() else {
             dst.copy_from_slice(&self.tensor.data()?[..n]);
             return Ok(HostCopy {

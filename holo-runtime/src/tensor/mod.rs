@@ -522,15 +522,7 @@ impl Tensor {
     /// retirement afterwards.
     pub fn copy_to_host(&self, dst: &mut [u8], stream: impl Into<StreamHandle>) -> Result<()> {
         let n = dst.len();
-        if n > self.byte_size() {
-            return Err(Error::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "copy_to_host was given a destination of {n} bytes, longer than the tensor's {} bytes",
-                    self.byte_size()
-                ),
-            ));
-        }
+        self.check_copy_len(n, "copy_to_host")?;
         let stream = stream.into();
         let Some(d) = self.pool.device() else {
             dst.copy_from_slice(&self.data()?[..n]);
@@ -550,6 +542,21 @@ impl Tensor {
                 .copy_to_host_async(dst.as_mut_ptr(), self.device_ptr(), n, stream)?;
         }
         d.backend.synchronize_stream(stream)
+    }
+
+    /// A copy of the tensor's first `n` bytes (all, a prefix, one element) by `call`: a
+    /// destination longer than the tensor is `InvalidArgument`.
+    fn check_copy_len(&self, n: usize, call: &str) -> Result<()> {
+        if n > self.byte_size() {
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{call} was given a destination of {n} bytes, longer than the tensor's {} bytes",
+                    self.byte_size()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Enqueues a copy of the bytes into `dst` on `stream` and returns: the caller owns
