@@ -11,6 +11,11 @@
 //! SDK-stream hand-off (the tensor's own stream) is timed too, with its device call count
 //! per hand-off (the rule: 0).
 //!
+//! The steady-state form is timed against the target: `device_array_on` on a stream
+//! adopted once, borrowing the tensor and the adoption (no handle cloned). The per-call
+//! adoption (`device_array`, one `cuStreamGetCtx` each) and the owning form
+//! (`into_device_array_on` on a clone of the tensor) are printed beside it.
+//!
 //! `cargo bench -p holo-runtime --bench handoff` (target: ≤ 1.1× on CUDA; SDK stream 0
 //! calls).
 
@@ -271,6 +276,15 @@ fn bench_cuda() {
     );
     println!(
         "cuda      hand-off, adopted once                            {holo:>8.1} ns   cuStreamWaitEvent+cuEventRecord {base:>8.1} ns   ratio {:.2} (target ≤ 1.10)",
+        holo / base
+    );
+    let (holo, base) = interleaved(
+        || drop(t.clone().into_device_array_on(&adopted).unwrap()),
+        baseline,
+        settle,
+    );
+    println!(
+        "cuda      hand-off, adopted once, owning form (a handle and the adoption cloned) {holo:>8.1} ns   cuStreamWaitEvent+cuEventRecord {base:>8.1} ns   ratio {:.2}",
         holo / base
     );
     drop(adopted);

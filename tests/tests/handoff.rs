@@ -174,16 +174,17 @@ fn a_caller_stream_sees_the_producers_bytes_and_the_host_never_waits() {
         let caller = device.create_stream().unwrap();
         for _ in 0..4 {
             let (k, t) = next(&s);
+            let ptr = t.device_ptr();
             let before = device.counters().snapshot();
-            let array = t.device_array(caller).unwrap();
+            // The owning form: the array outlives the tensor's handle.
+            let array = t.into_device_array(caller).unwrap();
             let calls = device.counters().snapshot() - before;
             // The hand-off returns at once: no host wait of any kind, one stream wait.
             assert_eq!(calls.event_synchronize, 0, "{}", name(&device));
             assert_eq!(calls.stream_synchronize, 0, "{}", name(&device));
             assert_eq!(calls.stream_wait, 1, "{}", name(&device));
             assert!(array.is_ordered());
-            assert_eq!(array.data_ptr(), t.device_ptr());
-            drop(t);
+            assert_eq!(array.data_ptr(), ptr);
             // A prefix copy, enqueued and returned; the one wait hands the bytes back.
             let copy = array.copy_to_host_async(vec![0xEE; 100]).unwrap();
             let bytes = copy.synchronize_stream().unwrap();
@@ -213,8 +214,7 @@ fn a_slot_is_not_reused_before_the_caller_streams_work() {
         let mut copies = Vec::new();
         for i in 0..frames {
             let (k, t) = next(&s);
-            let array = t.device_array(caller).unwrap();
-            drop(t);
+            let array = t.into_device_array(caller).unwrap();
             // The caller's "kernel": a 20 ms delay, then a raw read of the array's bytes
             // on the caller stream (no registration of its own), then the array drops at
             // once. A slot recycled before the read ran would be overwritten by a later
@@ -263,7 +263,7 @@ fn the_sdk_stream_records_and_waits_nothing() {
                 .expect("a stream-written tensor has an SDK stream");
             let registered = t.release_stream_count();
             let before = device.counters().snapshot();
-            let array = t.device_array(sdk).unwrap();
+            let array = t.clone().into_device_array(sdk).unwrap();
             assert!(!array.is_ordered());
             let count = t.release_stream_count();
             drop(t);
@@ -439,9 +439,8 @@ fn a_stream_adopted_once_takes_every_frame_and_another_devices_is_refused() {
                 "{}",
                 name(&device)
             );
-            let array = t.device_array_on(&adopted).unwrap();
+            let array = t.into_device_array_on(&adopted).unwrap();
             assert!(array.is_ordered());
-            drop(t);
             let bytes = array
                 .copy_to_host_async(vec![0; 32])
                 .unwrap()
@@ -464,7 +463,8 @@ fn a_per_thread_stream_array_dropped_on_another_thread_records_on_the_legacy_str
         let s = start(&device, 1, Duration::from_millis(20));
         let (k, t) = next(&s);
         let array = t
-            .device_array(holo_runtime::device::CudaStreamPtr::PER_THREAD)
+            .clone()
+            .into_device_array(holo_runtime::device::CudaStreamPtr::PER_THREAD)
             .unwrap();
         let bytes = array
             .copy_to_host_async(vec![0; 8])
@@ -527,5 +527,63 @@ fn a_hand_off_on_a_backend_stream_leaves_its_release_to_the_last_handle() {
         // SAFETY: the stream that used it is synchronized.
         unsafe { device.free(AllocKind::PinnedHost, pinned, len) }.unwrap();
         device.destroy_stream(caller).unwrap();
+    }
+}
+
+#[test]
+fn a_second_hand_off_on_a_caller_stream_still_holds_the_slot_until_its_work_ran() {
+    // On a caller's raw stream (CUDA's legacy default stream; the software device's
+    // default stream stands for it) only hand-offs use the slot's release position, so a
+    // hand-off keeps the clean mark an earlier one left instead of clearing and setting
+    // it again. That is sound only because each hand-off records its release when it
+    // ends: here the second array's stream reads the frame 30 ms late, after both arrays
+    // and the tensor dropped, and the slot must not go back to the producer before.
+    for device in test_backends() {
+        let s = start(&device, u64::MAX, Duration::ZERO);
+        let adopted = AdoptedStream::new(
+            &device,
+            StreamOrQueue::Cuda(holo_runtime::device::CudaStreamPtr::LEGACY),
+        )
+        .unwrap();
+        let caller = adopted.handle();
+        let len = usize::try_from(LEN).unwrap();
+        let pinned = device.alloc(AllocKind::PinnedHost, len).unwrap();
+        let (k, t) = next(&s);
+        drop(t.device_array_on(&adopted).unwrap());
+        let before = device.counters().snapshot();
+        let array = t.device_array_on(&adopted).unwrap();
+        device
+            .enqueue_delay(caller, Duration::from_millis(30))
+            .unwrap();
+        // SAFETY: `pinned` is read after the stream synchronization below; the array's
+        // release, recorded when it drops, covers the read.
+        unsafe { device.copy_async(pinned, array.data_ptr(), len, caller) }.unwrap();
+        drop(array);
+        let calls = device.counters().snapshot() - before;
+        assert_eq!(
+            (calls.stream_wait, calls.event_record),
+            (1, 1),
+            "{}: the second hand-off waits once and records its release once",
+            name(&device)
+        );
+        drop(t);
+        // Let the producer cycle through its pool meanwhile.
+        let until = std::time::Instant::now() + Duration::from_millis(80);
+        while std::time::Instant::now() < until {
+            let _ = s.frames.recv_timeout(Duration::from_millis(5));
+        }
+        adopted.synchronize().unwrap();
+        // SAFETY: the stream has run the copy.
+        let host = unsafe { std::slice::from_raw_parts(pinned.as_host_ptr(), len) };
+        assert!(
+            host.iter().all(|&b| b == expected(k)),
+            "{}: frame {k} was overwritten before the second hand-off's read: {:?}",
+            name(&device),
+            &host[..4]
+        );
+        s.finish();
+        // SAFETY: the stream that used it is synchronized.
+        unsafe { device.free(AllocKind::PinnedHost, pinned, len) }.unwrap();
+        drop(adopted);
     }
 }

@@ -993,10 +993,57 @@ impl Pool {
             d.backend
                 .record_event_unchecked(d.release_events[base + i], stream)?;
         }
-        if mark_clean {
+        // Already clean (an earlier hand-off's record, with no entry clearing it since:
+        // see `enter_borrowed`): nothing to write.
+        if mark_clean && s.release_clean.load(Ordering::Relaxed) & (1 << i) == 0 {
             s.release_clean.fetch_or(1 << i, Ordering::Release);
         }
         Ok(())
+    }
+
+    /// A hand-off enters a caller stream's domain
+    /// ([`DomainOwner::Borrowed`](crate::channel::DomainOwner::Borrowed)): registers
+    /// `stream` as a release stream of `slot` unless it already is one, and returns its
+    /// release position ([`Holder::NONE`] past the first 64).
+    ///
+    /// A stream already registered is found without the slot's registration lock: an
+    /// entry below the acquire-loaded count is written once, before the count, and stays
+    /// until the slot is loaned again, which the caller's handle keeps from happening.
+    ///
+    /// `hand_offs_only`: every user of the stream's position is a hand-off that records
+    /// its release when it ends ([`record_release_at`](Self::record_release_at) with
+    /// `mark_clean`: a caller's raw stream, which no partition submits to). Then the clean
+    /// mark an earlier hand-off left is kept: the slot cannot retire before this hand-off
+    /// ends (it holds a handle), and its end records the release again. Otherwise (a
+    /// stream the backend runs itself) the mark is cleared as
+    /// [`enter_domain`](Self::enter_domain) does.
+    #[inline]
+    pub(crate) fn enter_borrowed(
+        &self,
+        slot: u32,
+        stream: StreamHandle,
+        hand_offs_only: bool,
+    ) -> Result<Holder> {
+        let Some(d) = self.device() else {
+            return Ok(Holder::NONE);
+        };
+        let s = &self.slots[slot as usize];
+        let base = slot as usize * d.release_capacity as usize;
+        let n = (s.release_count.load(Ordering::Acquire) as usize).min(CLEAN_BITS);
+        let Some(i) =
+            (0..n).find(|&i| d.release_streams[base + i].load(Ordering::Relaxed) == stream.raw())
+        else {
+            self.register_release(slot, OrderingDomain::borrowed(stream))?;
+            return Ok(self.enter_domain(slot, stream));
+        };
+        if !hand_offs_only && s.release_clean.load(Ordering::Relaxed) & (1 << i) != 0 {
+            s.release_clean.fetch_and(!(1 << i), Ordering::Relaxed);
+        }
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "i < CLEAN_BITS = 64 fits in u8"
+        )]
+        Ok(Holder(i as u8))
     }
 
     /// A holder received `slot` into its stream `stream` (registered as a release stream

@@ -62,6 +62,9 @@ pub struct SoftwareDevice {
     /// The stream CUDA's default-stream handles (null, legacy, per-thread) adopt on this
     /// device, made on first use.
     default_stream: Mutex<Option<StreamHandle>>,
+    /// That stream's raw handle once made (0 before): the one stream of this device that
+    /// is a caller's, not the backend's ([`DeviceBackend::is_backend_stream`]).
+    default_raw: AtomicU64,
     counters: DeviceCounters,
 }
 
@@ -81,6 +84,7 @@ impl SoftwareDevice {
             allocations: Mutex::new(BTreeMap::new()),
             next_stream_name: AtomicU64::new(0),
             default_stream: Mutex::new(None),
+            default_raw: AtomicU64::new(0),
             counters: DeviceCounters::default(),
         })
     }
@@ -176,6 +180,7 @@ impl DeviceBackend for SoftwareDevice {
                 }
                 let handle = self.create_stream()?;
                 *default = Some(handle);
+                self.default_raw.store(handle.raw(), Ordering::Relaxed);
                 return Ok(handle);
             }
             StreamOrQueue::Cuda(ptr) => StreamHandle::from_raw(ptr.raw()),
@@ -191,6 +196,12 @@ impl DeviceBackend for SoftwareDevice {
             ))
         })?;
         Ok(handle)
+    }
+
+    /// Every stream but the default stream, which stands for CUDA's default streams: a
+    /// caller's stream, which nothing of the runtime submits to.
+    fn is_backend_stream(&self, stream: StreamHandle) -> bool {
+        stream.raw() != self.default_raw.load(Ordering::Relaxed)
     }
 
     fn destroy_stream(&self, stream: StreamHandle) -> Result<()> {

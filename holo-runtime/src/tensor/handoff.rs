@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 
 use super::Tensor;
-use crate::channel::OrderingDomain;
 use crate::channel::pool::Holder;
 use crate::device::{
     AdoptedStream, CudaStreamPtr, DeviceBackend, DevicePtr, StreamHandle, StreamOrQueue,
@@ -32,9 +31,8 @@ struct Adoption {
     position: Holder,
     /// For CUDA's per-thread default stream: the thread whose stream it is.
     per_thread: Option<ThreadId>,
-    /// The shared adoption the array was made on ([`Tensor::device_array_on`]); `None`:
-    /// the array adopted the stream itself and ends that adoption when it drops.
-    shared: Option<AdoptedStream>,
+    /// Who ends the stream's adoption.
+    ends: AdoptionEnd,
     /// Whether the release recorded at drop is marked clean: only on a caller's raw stream
     /// (which the caller may destroy once the array dropped, and which nothing of the
     /// runtime uses). On a stream the backend runs itself, other holders of the slot may
@@ -42,17 +40,60 @@ struct Adoption {
     mark_clean: bool,
 }
 
+/// Who ends the adoption of a hand-off's stream.
+#[derive(Debug)]
+enum AdoptionEnd {
+    /// The array adopted the stream itself ([`Tensor::device_array`]) and ends that
+    /// adoption when it drops.
+    PerCall,
+    /// An [`AdoptedStream`] the array borrows ([`Tensor::device_array_on`]): its owner
+    /// ends it, after the array (the borrow sees to that).
+    Borrowed,
+    /// A clone of an [`AdoptedStream`] the array holds
+    /// ([`Tensor::into_device_array_on`]): the last clone ends it.
+    Shared(
+        #[allow(
+            dead_code,
+            reason = "held for its drop: the last clone ends the adoption"
+        )]
+        AdoptedStream,
+    ),
+}
+
+/// The tensor an array hands off: borrowed from the caller (the steady-state form, no
+/// handle to clone or drop), or owned.
+enum Held<'a> {
+    Borrowed(&'a Tensor),
+    Owned(ManuallyDrop<Tensor>),
+}
+
+impl Held<'_> {
+    #[inline]
+    fn get(&self) -> &Tensor {
+        match self {
+            Held::Borrowed(t) => t,
+            Held::Owned(t) => t,
+        }
+    }
+}
+
 /// A tensor handed to a caller's stream or queue ([`Tensor::device_array`]): the caller's
 /// stream is ordered after the tensor's writes, and the slot stays out of its pool until
 /// the work the caller enqueues on that stream before dropping the array has run.
+///
+/// `'a` is the borrow of the tensor (and of the [`AdoptedStream`] for
+/// [`Tensor::device_array_on`]): the hand-off clones no handle. An array that must outlive
+/// the tensor's owner — kept in a struct, sent to another thread, held by a DLPack capsule
+/// — is made from an owned tensor: [`Tensor::into_device_array`] gives a
+/// `DeviceArray<'static>`.
 ///
 /// The caller keeps its stream alive until the array has dropped (the array records the
 /// stream's release event when it drops). An array may be dropped on any thread; one
 /// made on [`CudaStreamPtr::PER_THREAD`] and dropped on another thread records its
 /// release on CUDA's legacy default stream, which is ordered after every per-thread
 /// default stream of the context.
-pub struct DeviceArray {
-    tensor: ManuallyDrop<Tensor>,
+pub struct DeviceArray<'a> {
+    tensor: Held<'a>,
     stream: StreamOrQueue,
     /// `None` when nothing was ordered: the tensor's own (SDK) stream, or host bytes.
     adoption: Option<Adoption>,
@@ -83,40 +124,102 @@ impl Tensor {
     /// - Past the slot's cap of distinct release streams (`max_fanout_release_streams`):
     ///   `ResourceExhausted`, and nothing is registered.
     ///
-    /// Each call adopts the stream (checking its context) and the array ends that adoption
-    /// when it drops; a caller that hands every frame to the same stream adopts it once
-    /// and uses [`device_array_on`](Self::device_array_on).
-    pub fn device_array(&self, stream: impl Into<StreamOrQueue>) -> Result<DeviceArray> {
+    /// The array borrows the tensor; [`into_device_array`](Self::into_device_array) is
+    /// the owning form. Each call adopts the stream (checking its context) and the array
+    /// ends that adoption when it drops; a caller that hands every frame to the same
+    /// stream adopts it once and uses [`device_array_on`](Self::device_array_on).
+    pub fn device_array(&self, stream: impl Into<StreamOrQueue>) -> Result<DeviceArray<'_>> {
         let stream = stream.into();
         self.hand_off(stream, |backend| {
-            backend.adopt_stream(stream).map(|handle| (handle, None))
+            let handle = backend.adopt_stream(stream)?;
+            Ok((
+                handle,
+                AdoptionEnd::PerCall,
+                backend.is_backend_stream(handle),
+            ))
+        })
+        .map(|(stream, adoption)| DeviceArray {
+            tensor: Held::Borrowed(self),
+            stream,
+            adoption,
         })
     }
 
     /// [`device_array`](Self::device_array) on a stream adopted once
-    /// ([`AdoptedStream::new`]): no context check per call. A stream adopted by another
-    /// device than the tensor's is `InvalidArgument`.
-    pub fn device_array_on(&self, stream: &AdoptedStream) -> Result<DeviceArray> {
+    /// ([`AdoptedStream::new`]): no context check per call, and no handle cloned — the
+    /// steady-state hand-off. A stream adopted by another device than the tensor's is
+    /// `InvalidArgument`.
+    pub fn device_array_on<'a>(&'a self, stream: &'a AdoptedStream) -> Result<DeviceArray<'a>> {
         self.hand_off(stream.stream(), |backend| {
-            if std::ptr::addr_eq(std::ptr::from_ref(backend), Arc::as_ptr(stream.device())) {
-                Ok((stream.handle(), Some(stream.clone())))
-            } else {
-                Err(Error::invalid_argument(format!(
-                    "{:?} was adopted by another device than the one the tensor lives on",
-                    stream.stream()
-                )))
-            }
+            same_device(backend, stream)?;
+            let backend_stream = stream.is_backend_stream();
+            Ok((stream.handle(), AdoptionEnd::Borrowed, backend_stream))
+        })
+        .map(|(stream, adoption)| DeviceArray {
+            tensor: Held::Borrowed(self),
+            stream,
+            adoption,
         })
     }
 
-    /// The hand-off, with the caller stream adopted by `adopt` (per call, or shared).
+    /// [`device_array`](Self::device_array) taking the tensor: the array owns it and lives
+    /// as long as the caller needs (`'static`). On an error the tensor is dropped.
+    pub fn into_device_array(
+        self,
+        stream: impl Into<StreamOrQueue>,
+    ) -> Result<DeviceArray<'static>> {
+        let stream = stream.into();
+        let (stream, adoption) = self.hand_off(stream, |backend| {
+            let handle = backend.adopt_stream(stream)?;
+            Ok((
+                handle,
+                AdoptionEnd::PerCall,
+                backend.is_backend_stream(handle),
+            ))
+        })?;
+        Ok(self.into_array(stream, adoption))
+    }
+
+    /// [`device_array_on`](Self::device_array_on) taking the tensor: the array owns it
+    /// and a clone of the adoption. On an error the tensor is dropped.
+    pub fn into_device_array_on(self, stream: &AdoptedStream) -> Result<DeviceArray<'static>> {
+        let (stream, adoption) = self.hand_off(stream.stream(), |backend| {
+            same_device(backend, stream)?;
+            let backend_stream = stream.is_backend_stream();
+            Ok((
+                stream.handle(),
+                AdoptionEnd::Shared(stream.clone()),
+                backend_stream,
+            ))
+        })?;
+        Ok(self.into_array(stream, adoption))
+    }
+
+    /// The owning array: the handle keeps no partition's release position (the array
+    /// records its own release when it drops, the slot's last handle the rest).
+    fn into_array(
+        mut self,
+        stream: StreamOrQueue,
+        adoption: Option<Adoption>,
+    ) -> DeviceArray<'static> {
+        self.holder = Holder::NONE;
+        DeviceArray {
+            tensor: Held::Owned(ManuallyDrop::new(self)),
+            stream,
+            adoption,
+        }
+    }
+
+    /// The hand-off, with the caller stream adopted by `adopt` (per call, or shared):
+    /// orders the stream and returns what the array must undo when it ends (`None`:
+    /// nothing was ordered).
     fn hand_off(
         &self,
         stream: StreamOrQueue,
-        adopt: impl FnOnce(&dyn DeviceBackend) -> Result<(StreamHandle, Option<AdoptedStream>)>,
-    ) -> Result<DeviceArray> {
+        adopt: impl FnOnce(&dyn DeviceBackend) -> Result<(StreamHandle, AdoptionEnd, bool)>,
+    ) -> Result<(StreamOrQueue, Option<Adoption>)> {
         let Some(d) = self.pool.device() else {
-            return Ok(DeviceArray::unordered(self.clone_for_handoff(), stream));
+            return Ok((stream, None));
         };
         // The producer's own stream: the caller's work is ordered after the writes by the
         // stream itself. In device memory nothing else can touch the slot after it is
@@ -127,29 +230,26 @@ impl Tensor {
             == Some(stream.raw())
             && !matches!(stream, StreamOrQueue::OpenCl(_));
         if sdk_stream && !self.pool.kind.is_host_accessible() {
-            return Ok(DeviceArray::unordered(self.clone_for_handoff(), stream));
+            return Ok((stream, None));
         }
         let backend: &dyn DeviceBackend = &*d.backend;
-        let (handle, shared) = adopt(backend)?;
-        let mark_clean = !shared.as_ref().map_or_else(
-            || backend.is_backend_stream(handle),
-            AdoptedStream::is_backend_stream,
-        );
+        let (handle, ends, backend_stream) = adopt(backend)?;
+        // A caller's raw stream, not one the backend runs itself.
+        let mark_clean = !backend_stream;
         match self.order_on(handle, !sdk_stream, mark_clean) {
-            Ok(position) => Ok(DeviceArray {
-                tensor: ManuallyDrop::new(self.clone_for_handoff()),
+            Ok(position) => Ok((
                 stream,
-                adoption: Some(Adoption {
+                Some(Adoption {
                     stream: handle,
                     position,
                     per_thread: (stream == StreamOrQueue::Cuda(CudaStreamPtr::PER_THREAD))
                         .then(|| std::thread::current().id()),
-                    shared,
+                    ends,
                     mark_clean,
                 }),
-            }),
+            )),
             Err(error) => {
-                if shared.is_none() {
+                if matches!(ends, AdoptionEnd::PerCall) {
                     backend.release_adopted_stream(handle);
                 }
                 Err(error)
@@ -157,21 +257,14 @@ impl Tensor {
         }
     }
 
-    /// A handle for a hand-off: the same slot, holding no partition's release position.
-    fn clone_for_handoff(&self) -> Tensor {
-        let mut tensor = self.clone();
-        tensor.holder = Holder::NONE;
-        tensor
-    }
-
     /// Registers the adopted `stream` as a release stream of the slot, makes it wait on
     /// the readiness (unless `wait` is false: the writer's own stream), and returns its
     /// release position. If the wait cannot be enqueued, the release is recorded at once
     /// (nothing of the caller's was ordered yet).
     fn order_on(&self, stream: StreamHandle, wait: bool, mark_clean: bool) -> Result<Holder> {
-        self.pool
-            .register_release(self.slot, OrderingDomain::borrowed(stream))?;
-        let position = self.pool.enter_domain(self.slot, stream);
+        // A stream whose releases are marked clean is a caller's raw stream: only
+        // hand-offs use its position.
+        let position = self.pool.enter_borrowed(self.slot, stream, mark_clean)?;
         let waited = if wait {
             match self.pool.readiness_event(self.slot) {
                 // SAFETY: the readiness event is the pool's, live while this handle
@@ -203,24 +296,28 @@ impl Tensor {
     }
 }
 
-impl DeviceArray {
-    fn unordered(tensor: Tensor, stream: StreamOrQueue) -> Self {
-        Self {
-            tensor: ManuallyDrop::new(tensor),
-            stream,
-            adoption: None,
-        }
+/// `InvalidArgument` unless `stream` was adopted by `backend`.
+fn same_device(backend: &dyn DeviceBackend, stream: &AdoptedStream) -> Result<()> {
+    if std::ptr::addr_eq(std::ptr::from_ref(backend), Arc::as_ptr(stream.device())) {
+        Ok(())
+    } else {
+        Err(Error::invalid_argument(format!(
+            "{:?} was adopted by another device than the one the tensor lives on",
+            stream.stream()
+        )))
     }
+}
 
+impl DeviceArray<'_> {
     /// The tensor's address on the device (a `CUdeviceptr`; the host address for host
     /// memory). A plain accessor: it synchronizes nothing.
     pub fn data_ptr(&self) -> DevicePtr {
-        self.tensor.device_ptr()
+        self.tensor.get().device_ptr()
     }
 
     /// The tensor handed off.
     pub fn tensor(&self) -> &Tensor {
-        &self.tensor
+        self.tensor.get()
     }
 
     /// The caller's stream or queue the array is ordered on.
@@ -236,17 +333,17 @@ impl DeviceArray {
 
     /// The extents.
     pub fn shape(&self) -> &[u64] {
-        self.tensor.shape()
+        self.tensor.get().shape()
     }
 
     /// The element type.
     pub fn dtype(&self) -> DType {
-        self.tensor.dtype()
+        self.tensor.get().dtype()
     }
 
     /// The byte size.
     pub fn byte_size(&self) -> usize {
-        self.tensor.byte_size()
+        self.tensor.get().byte_size()
     }
 
     /// Enqueues a copy of the array's first `dst.len()` bytes (all of it, a prefix, or
@@ -258,9 +355,9 @@ impl DeviceArray {
     /// overlaps the host use pinned memory and [`Tensor::copy_to_host_async`].
     pub fn copy_to_host_async(&self, mut dst: Vec<u8>) -> Result<HostCopy<'_>> {
         let n = dst.len();
-        self.tensor.check_copy_len(n, "copy_to_host_async")?;
-        let Some(d) = self.tensor.pool.device() else {
-            dst.copy_from_slice(&self.tensor.data()?[..n]);
+        self.tensor.get().check_copy_len(n, "copy_to_host_async")?;
+        let Some(d) = self.tensor.get().pool.device() else {
+            dst.copy_from_slice(&self.tensor.get().data()?[..n]);
             return Ok(HostCopy {
                 array: self,
                 dst,
@@ -287,7 +384,7 @@ impl DeviceArray {
     /// Blocks the calling thread until everything enqueued on the array's stream has run
     /// (the one wait of the hand-off). Returns at once for host bytes.
     pub fn synchronize_stream(&self) -> Result<()> {
-        match self.tensor.pool.device() {
+        match self.tensor.get().pool.device() {
             Some(d) => d.backend.synchronize_stream(self.device_stream()),
             None => Ok(()),
         }
@@ -303,9 +400,9 @@ impl DeviceArray {
     }
 }
 
-impl Drop for DeviceArray {
+impl Drop for DeviceArray<'_> {
     fn drop(&mut self) {
-        let tensor = &*self.tensor;
+        let tensor = self.tensor.get();
         let backend = tensor.pool.device().map(|d| &d.backend);
         if let (Some(a), Some(backend)) = (&self.adoption, backend) {
             let r = match a.per_thread {
@@ -339,25 +436,35 @@ impl Drop for DeviceArray {
                 let _ = backend.synchronize_stream(a.stream);
             }
         }
-        // The per-call adoption ends after the handle drops: the slot's last handle may
-        // still record on the stream (if the record above failed). A shared adoption ends
-        // with its last clone (this array's is dropped after this function).
+        // The per-call adoption ends after an owned handle drops: the slot's last handle
+        // may still record on the stream (if the record above failed). A shared adoption
+        // ends with its last clone (this array's is dropped after this function); a
+        // borrowed one with its owner.
         let ends = match (&self.adoption, backend) {
-            (Some(a), Some(backend)) if a.shared.is_none() => Some((Arc::clone(backend), a.stream)),
+            (
+                Some(Adoption {
+                    ends: AdoptionEnd::PerCall,
+                    stream,
+                    ..
+                }),
+                Some(backend),
+            ) => Some((Arc::clone(backend), *stream)),
             _ => None,
         };
-        // SAFETY: dropped once, here; not used afterwards.
-        unsafe { ManuallyDrop::drop(&mut self.tensor) };
+        if let Held::Owned(tensor) = &mut self.tensor {
+            // SAFETY: dropped once, here; not used afterwards.
+            unsafe { ManuallyDrop::drop(tensor) };
+        }
         if let Some((backend, stream)) = ends {
             backend.release_adopted_stream(stream);
         }
     }
 }
 
-impl fmt::Debug for DeviceArray {
+impl fmt::Debug for DeviceArray<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeviceArray")
-            .field("tensor", &*self.tensor)
+            .field("tensor", self.tensor.get())
             .field("stream", &self.stream)
             .field("adoption", &self.adoption)
             .finish()
@@ -369,7 +476,7 @@ impl fmt::Debug for DeviceArray {
 /// Dropped unsynchronized, it waits for the stream before freeing the destination.
 #[must_use = "synchronize_stream() hands the destination back once the copy has run"]
 pub struct HostCopy<'a> {
-    array: &'a DeviceArray,
+    array: &'a DeviceArray<'a>,
     dst: Vec<u8>,
     pending: bool,
 }
@@ -408,5 +515,5 @@ impl fmt::Debug for HostCopy<'_> {
 // A hand-off crosses threads: the array may be dropped wherever the caller's work ends.
 const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
-    assert_send_sync::<DeviceArray>();
+    assert_send_sync::<DeviceArray<'static>>();
 };

@@ -305,12 +305,12 @@ impl ChannelSubscriber<Tensor> {
         &mut self,
         stream: impl Into<StreamOrQueue>,
         timeout: Duration,
-    ) -> Result<Option<DeviceArray>> {
+    ) -> Result<Option<DeviceArray<'static>>> {
         let stream = stream.into();
         let Some(t) = self.receive(timeout)? else {
             return Ok(None);
         };
-        t.device_array(stream).map(Some)
+        t.into_device_array(stream).map(Some)
     }
 }
 

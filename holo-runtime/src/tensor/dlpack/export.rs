@@ -39,7 +39,7 @@ struct Capsule {
 #[allow(dead_code, reason = "never read: kept for what its drop releases")]
 enum Holder {
     /// The tensor handed to the consumer's stream: dropping it records the release there.
-    Array(DeviceArray),
+    Array(DeviceArray<'static>),
     /// A slot handle, for a consumer that synchronizes itself.
     Tensor(Tensor),
 }
@@ -183,7 +183,7 @@ impl Tensor {
         let ordinal = pool.device().map_or(0, |d| d.backend.ordinal());
         let holder = match request.stream {
             None => Holder::Tensor(self.clone()),
-            Some(stream) => match self.device_array(stream) {
+            Some(stream) => match self.clone().into_device_array(stream) {
                 Ok(array) => Holder::Array(array),
                 Err(e) => {
                     drop(recycled().push(block));
