@@ -971,6 +971,7 @@ impl Pool {
     /// `mark_clean` false (a stream the backend runs itself, which other holders of the
     /// slot may go on using): the event is recorded but the position is not marked, so the
     /// slot's last handle records it again.
+    #[inline]
     pub(crate) fn record_release_at(
         &self,
         slot: u32,
@@ -1283,6 +1284,21 @@ impl Pool {
     /// bytes that are complete on the host.
     #[inline]
     pub(crate) fn readiness_event(
+        &self,
+        slot: u32,
+    ) -> Result<Option<(EventHandle, &Arc<dyn DeviceBackend>)>> {
+        // The usual case, inlined into the hand-off and the delivery: recorded already.
+        if let Some(d) = self.device()
+            && self.slots[slot as usize].state.load(Ordering::Acquire) == readiness::RECORDED
+        {
+            return Ok(Some((d.readiness[slot as usize], &d.backend)));
+        }
+        self.readiness_event_slow(slot)
+    }
+
+    /// [`readiness_event`](Self::readiness_event) for every state but a recorded one.
+    #[inline(never)]
+    fn readiness_event_slow(
         &self,
         slot: u32,
     ) -> Result<Option<(EventHandle, &Arc<dyn DeviceBackend>)>> {

@@ -261,6 +261,7 @@ impl Tensor {
     /// the readiness (unless `wait` is false: the writer's own stream), and returns its
     /// release position. If the wait cannot be enqueued, the release is recorded at once
     /// (nothing of the caller's was ordered yet).
+    #[inline]
     fn order_on(&self, stream: StreamHandle, wait: bool, mark_clean: bool) -> Result<Holder> {
         // A stream whose releases are marked clean is a caller's raw stream: only
         // hand-offs use its position.
@@ -421,9 +422,12 @@ impl Drop for DeviceArray<'_> {
                         backend.release_adopted_stream(legacy);
                         r
                     }),
-                _ => tensor
-                    .pool
-                    .record_release_at(tensor.slot, a.position, None, a.mark_clean),
+                _ => tensor.pool.record_release_at(
+                    tensor.slot,
+                    a.position,
+                    Some(a.stream),
+                    a.mark_clean,
+                ),
             };
             if r.is_err() {
                 // The release could not be recorded on the caller's stream: wait for the
