@@ -241,18 +241,25 @@ pub(crate) struct DeviceBacking {
 
 impl Drop for DeviceBacking {
     fn drop(&mut self) {
+        // A failure is noted for the session (its `join` reports it when the pool is
+        // freed at teardown; a pool freed later, by a tensor kept past the session, has
+        // only the trace event).
         for &e in self.readiness.iter().chain(self.release_events.iter()) {
-            let _ = self.backend.destroy_event(e);
+            if let Err(error) = self.backend.destroy_event(e) {
+                self.retirer.note_error(error, "a pool's events");
+            }
         }
         if !self.owns_memory {
             return;
         }
         // SAFETY: the pool is dropped only when no handle remains, and the session
         // synchronized every stream at teardown, so no pending operation uses the memory.
-        let _ = unsafe {
+        if let Err(error) = unsafe {
             self.backend
                 .free_memory_object(self.kind, self.memory, self.bytes)
-        };
+        } {
+            self.retirer.note_error(error, "a pool's memory");
+        }
     }
 }
 
@@ -946,16 +953,19 @@ impl Pool {
         }
         let base = slot as usize * d.release_capacity as usize;
         let stream = StreamHandle::from_raw(d.release_streams[base + i].load(Ordering::Relaxed));
-        if d.backend
-            .record_event(d.release_events[base + i], stream)
-            .is_ok()
-        {
-            s.release_clean.fetch_or(1 << i, Ordering::Release);
-            return true;
+        match d.backend.record_event(d.release_events[base + i], stream) {
+            Ok(()) => {
+                s.release_clean.fetch_or(1 << i, Ordering::Release);
+                true
+            }
+            Err(e) => {
+                // Left unclean: the last handle records it again (or waits for the
+                // stream). The failure stops the session.
+                d.retirer.note_error(e, self.location);
+                s.release_clean.fetch_and(!(1 << i), Ordering::Release);
+                false
+            }
         }
-        // Left unclean: the last handle records it (or notes the failure).
-        s.release_clean.fetch_and(!(1 << i), Ordering::Release);
-        false
     }
 
     /// A hand-off that holds `slot` in a borrowed stream's release position `holder`
@@ -1097,14 +1107,21 @@ impl Pool {
                 continue;
             }
             let stream = StreamHandle::from_raw(raw);
-            if d.backend
-                .record_event(d.release_events[base + i], stream)
-                .is_err()
-            {
-                // A stream that cannot take a record (destroyed at teardown) has no
-                // pending work left to order: the retirement poll finds the event
-                // complete (never recorded) or records an error there.
-                d.retirer.note_error(this.location);
+            if let Err(e) = d.backend.record_event(d.release_events[base + i], stream) {
+                // The event still holds an earlier recording, which does not cover the
+                // stream's latest work on the slot: wait for the stream on the host
+                // instead (a cold path), so the poll cannot return the slot early. The
+                // failure stops the session; if the stream cannot be waited on either,
+                // the slot is withheld.
+                d.retirer.note_error(e, this.location);
+                if let Err(e) = d.backend.synchronize_stream(stream) {
+                    d.retirer.note_error(e, this.location);
+                    // SAFETY: the slot's count, carried by the caller's handle, moves
+                    // into this Arc, which is withheld (never dropped).
+                    d.retirer
+                        .withhold(unsafe { Arc::from_raw(Arc::as_ptr(this)) });
+                    return;
+                }
             }
         }
         // SAFETY: the slot's count moves into this Arc (no increment: the caller's handle
@@ -1209,6 +1226,20 @@ impl Pool {
             }
         }
         Ok(true)
+    }
+
+    /// Waits on the host for every release event of `slot` (the retirement worker's
+    /// fallback when polling failed).
+    pub(crate) fn wait_release(&self, slot: u32) -> Result<()> {
+        let Backing::Device(d) = &self.backing else {
+            return Ok(());
+        };
+        let s = &self.slots[slot as usize];
+        let base = slot as usize * d.release_capacity as usize;
+        for i in 0..s.release_count.load(Ordering::Relaxed) as usize {
+            d.backend.synchronize_event(d.release_events[base + i])?;
+        }
+        Ok(())
     }
 
     /// Returns a retired slot, with the count `pool` carries, to the free list.

@@ -36,6 +36,9 @@ pub(crate) struct Retirer {
     /// Polls made (event queries), for tests.
     pub(crate) polls: AtomicU64,
     error: Mutex<Option<Error>>,
+    /// Called once an error is noted: the session's stop request (a device call that
+    /// failed on the release path stops the session with that error).
+    on_error: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Retirer {
@@ -49,6 +52,7 @@ impl Retirer {
             outstanding: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             error: Mutex::new(None),
+            on_error: OnceLock::new(),
         })
     }
 
@@ -117,8 +121,14 @@ impl Retirer {
             Some(q) => {
                 // Room for every slot of every device pool: a slot is queued at most once.
                 if let Err((pool, slot)) = q.push((pool, slot)) {
-                    self.note_error(pool.location);
-                    self.give_back(pool, slot);
+                    self.note_error(
+                        Error::new(
+                            ErrorCode::Internal,
+                            "the retirement queue is full (it has room for every device slot)",
+                        ),
+                        pool.location,
+                    );
+                    self.settle(pool, slot);
                 }
                 if let Some(t) = self.thread.get() {
                     t.unpark();
@@ -141,25 +151,54 @@ impl Retirer {
         self.outstanding.load(Ordering::Acquire)
     }
 
-    pub(crate) fn note_error(&self, location: &'static str) {
+    /// Sets what [`note_error`](Self::note_error) calls (once): the session's stop.
+    pub(crate) fn set_on_error(&self, hook: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.on_error.set(hook);
+    }
+
+    /// A device call on the release path failed: keeps the first such error (its code and
+    /// message, at `location`) for the session's `join`, and stops the session.
+    pub(crate) fn note_error(&self, error: Error, location: &'static str) {
         crate::trace::event!(
             warn,
             pool = location,
-            "a release event could not be recorded or queried"
+            error = %error,
+            "a device call on the release path failed"
         );
-        let mut e = self
-            .error
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if e.is_none() {
-            *e = Some(
-                Error::new(
-                    ErrorCode::Internal,
-                    "a release event could not be recorded or queried",
-                )
-                .at(location),
-            );
+        {
+            let mut e = self
+                .error
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if e.is_none() {
+                *e = Some(error.at(location));
+            }
         }
+        if let Some(hook) = self.on_error.get() {
+            hook();
+        }
+    }
+
+    /// A slot whose release could not be confirmed by polling: waits on the host for its
+    /// release events instead, and returns it only if that succeeds. A slot whose release
+    /// cannot be confirmed at all is withheld — lost to its pool, which is then never
+    /// freed — rather than reused under work still running on the device.
+    fn settle(&self, pool: Arc<Pool>, slot: u32) {
+        match pool.wait_release(slot) {
+            Ok(()) => self.give_back(pool, slot),
+            Err(e) => {
+                self.note_error(e, pool.location);
+                self.withhold(pool);
+            }
+        }
+    }
+
+    /// Withholds an entered slot whose release cannot be confirmed: the count `pool`
+    /// carries is never given back (the pool is never freed), and the slot is no longer
+    /// outstanding.
+    pub(crate) fn withhold(&self, pool: Arc<Pool>) {
+        std::mem::forget(pool);
+        self.outstanding.fetch_sub(1, Ordering::AcqRel);
     }
 
     pub(crate) fn take_error(&self) -> Option<Error> {
@@ -196,15 +235,16 @@ impl Retirer {
                 let (pool, slot) = &pending[i];
                 match pool.release_complete(*slot) {
                     Ok(false) => i += 1,
-                    done => {
-                        if done.is_err() {
-                            self.note_error(pool.location);
-                        } else {
-                            self.retired.fetch_add(1, Ordering::Relaxed);
-                        }
+                    Ok(true) => {
+                        self.retired.fetch_add(1, Ordering::Relaxed);
                         // The slot and the pool count it carries go back together.
                         let (pool, slot) = pending.swap_remove(i);
                         self.give_back(pool, slot);
+                    }
+                    Err(e) => {
+                        self.note_error(e, pool.location);
+                        let (pool, slot) = pending.swap_remove(i);
+                        self.settle(pool, slot);
                     }
                 }
             }

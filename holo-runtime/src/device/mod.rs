@@ -10,6 +10,9 @@
 //!   no GPU; CI runs the device-contract suite on it.
 //! - [`Observed`]: wraps another backend and reports each stream-ordered call, query and
 //!   host wait (which thread, which stream, how long) to a closure: tracing, tests.
+//! - [`FaultInjecting`]: wraps another backend and fails the calls it is told to (the N-th
+//!   of a kind, or every one from the N-th), counting what is still alive: tests of what a
+//!   device failure does to a session.
 //! - [`CudaDevice`] (feature `cuda`): the CUDA driver API through `cudarc`'s `result`/`sys`
 //!   layer, loaded at run time; a machine without `libcuda` gets
 //!   [`ErrorCode::DeviceUnavailable`], never a panic.
@@ -40,6 +43,7 @@ mod caller;
 mod counters;
 #[cfg(feature = "cuda")]
 mod cuda;
+mod faults;
 mod handle;
 mod observed;
 mod software;
@@ -54,6 +58,7 @@ pub use caller::{AdoptedStream, CudaStreamPtr, OpenClQueuePtr, StreamOrQueue, sy
 pub use counters::{CounterSnapshot, DeviceCounters};
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaDevice, device_count, driver_present};
+pub use faults::{CallKind, FaultInjecting, LiveObjects};
 pub use handle::{DevicePtr, EventHandle, MemoryObject, StreamHandle};
 pub use observed::{DeviceCall, Observed};
 pub use software::SoftwareDevice;

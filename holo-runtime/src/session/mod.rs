@@ -456,9 +456,6 @@ impl RunSession {
         {
             let _ = t.join();
         }
-        if let Some(e) = self.retirer.take_error() {
-            self.shared.fail(e);
-        }
         let mut pools = Vec::with_capacity(self.pools.len());
         let mut leak = None;
         for p in &self.pools {
@@ -481,6 +478,16 @@ impl RunSession {
                 loans: p.counters.loans.load(Ordering::Relaxed),
                 exhausted: p.counters.exhausted.load(Ordering::Relaxed),
             });
+        }
+        // Free what the session made now, so that a device refusing to free or destroy
+        // something is reported here: the pools (their memory and events, unless a
+        // tensor kept past the session still holds one), then the streams.
+        self.pools.clear();
+        if let Err(e) = self.streams.destroy() {
+            self.shared.fail(e);
+        }
+        if let Some(e) = self.retirer.take_error() {
+            self.shared.fail(e);
         }
         if let Some(e) = self.shared.take_error() {
             return Err(e);

@@ -1004,6 +1004,14 @@ pub(crate) fn start(
         idle_spin: options.idle_spin,
     });
     registry.set_shared(Arc::clone(&shared));
+    // A device call that fails on the release path (the retirement worker's poll, a
+    // release record) stops the session; `join` reports its error.
+    let stop_on_error = Arc::downgrade(&shared);
+    retirer.set_on_error(Box::new(move || {
+        if let Some(shared) = stop_on_error.upgrade() {
+            shared.request_stop();
+        }
+    }));
     let topics = Arc::new(registry);
     // The first rate generation: the plan's compiled rates, or the caller's candidate.
     // A rejected first candidate leaves nothing published; the session still runs on the

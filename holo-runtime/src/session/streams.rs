@@ -96,12 +96,26 @@ impl Streams {
     }
 }
 
-impl Drop for Streams {
-    fn drop(&mut self) {
+impl Streams {
+    /// Destroys every stream (teardown, after [`synchronize`](Self::synchronize)); the
+    /// first failure is returned, the other streams are destroyed all the same.
+    pub(crate) fn destroy(&mut self) -> Result<()> {
+        let mut first = Ok(());
         if let Some(d) = &self.device {
             for s in self.handles.drain(..) {
-                let _ = d.destroy_stream(s);
+                if let Err(e) = d.destroy_stream(s)
+                    && first.is_ok()
+                {
+                    first = Err(e);
+                }
             }
         }
+        first
+    }
+}
+
+impl Drop for Streams {
+    fn drop(&mut self) {
+        let _ = self.destroy();
     }
 }
