@@ -26,8 +26,8 @@ use std::time::Duration;
 use holo_runtime::device::{CallKind, DeviceBackend, FaultInjecting, SoftwareDevice};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, Error, ErrorCode, ExecutionContext,
-    Graph, Input, Operator, Output, ParamSet, PartitionSpec, Partitioning, Result, RunReport,
-    RunSession, SessionOptions, Tensor, TensorLoanRequest, compile, operator,
+    Graph, Input, LifecycleContext, Operator, Output, ParamSet, PartitionSpec, Partitioning,
+    Result, RunReport, RunSession, SessionOptions, Tensor, TensorLoanRequest, compile, operator,
 };
 
 const LEN: u64 = 64;
@@ -50,14 +50,66 @@ fn flow(result: Result<()>) -> Result<()> {
     }
 }
 
+/// Where an operator fails on purpose (the operator-failure cases).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Start,
+    /// The third activation.
+    Compute,
+    Stop,
+}
+
+/// An operator failure to inject: in which phase, and by returning an error (with
+/// [`OPERATOR_CODE`]) or by panicking.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fault {
+    at: Option<Phase>,
+    panic: bool,
+}
+
+/// The code an operator's injected error carries (nothing else in the pipeline returns it).
+const OPERATOR_CODE: ErrorCode = ErrorCode::NotFound;
+
+impl Fault {
+    fn check(self, phase: Phase, activation: u64) -> Result<()> {
+        if self.at != Some(phase) || phase == Phase::Compute && activation != 3 {
+            return Ok(());
+        }
+        assert!(!self.panic, "an injected {phase:?} panic");
+        Err(Error::new(
+            OPERATOR_CODE,
+            format!("an injected {phase:?} failure"),
+        ))
+    }
+}
+
+/// `start`, `stop` and the activation count every test operator shares.
+macro_rules! lifecycle {
+    () => {
+        fn start(&mut self, _ctx: &mut LifecycleContext<'_>) -> Result<()> {
+            self.fault.check(Phase::Start, 0)
+        }
+
+        fn stop(&mut self, _ctx: &mut LifecycleContext<'_>) -> Result<()> {
+            self.fault.check(Phase::Stop, 0)
+        }
+    };
+}
+
 #[operator]
 struct Source {
     #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 64)]
     frames: Output<Tensor>,
+    fault: Fault,
+    n: u64,
 }
 
 impl Operator for Source {
+    lifecycle!();
+
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        self.n += 1;
+        self.fault.check(Phase::Compute, self.n)?;
         let stream = ctx.cuda_stream()?;
         let device = Arc::clone(ctx.device().expect("a device operator has a device"));
         flow((|| {
@@ -82,10 +134,16 @@ struct Forward {
     input: Input<Tensor>,
     #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 64)]
     out: Output<Tensor>,
+    fault: Fault,
+    n: u64,
 }
 
 impl Operator for Forward {
+    lifecycle!();
+
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        self.n += 1;
+        self.fault.check(Phase::Compute, self.n)?;
         let stream = ctx.cuda_stream()?;
         let device = Arc::clone(ctx.device().expect("a device operator has a device"));
         while let Some(t) = self.input.receive() {
@@ -121,10 +179,16 @@ struct Sink {
     input: Input<Tensor>,
     /// Wait on the host for the readiness event before the copy.
     host_wait: bool,
+    fault: Fault,
+    n: u64,
 }
 
 impl Operator for Sink {
+    lifecycle!();
+
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        self.n += 1;
+        self.fault.check(Phase::Compute, self.n)?;
         let stream = ctx.cuda_stream()?;
         while let Some(t) = self.input.receive() {
             if self.host_wait {
@@ -169,10 +233,17 @@ enum Outcome {
     StartFailed(Error),
     JoinFailed(Error),
     Ran(RunReport),
+    Dropped,
 }
 
 /// Builds, starts and runs the fork on `device` for [`FRAMES`] source activations.
 fn run(device: &Arc<FaultInjecting>) -> Outcome {
+    run_with(device, |_| Fault::default(), true)
+}
+
+/// [`run`] with an operator fault per operator name; `join`: join the session (else drop
+/// it once idle).
+fn run_with(device: &Arc<FaultInjecting>, fault: impl Fn(&str) -> Fault, join: bool) -> Outcome {
     let mut g = Graph::new();
     let params = || ParamSet::defaults().unwrap();
     let src = g
@@ -180,6 +251,8 @@ fn run(device: &Arc<FaultInjecting>) -> Outcome {
             "src",
             Source {
                 frames: Output::default(),
+                fault: fault("src"),
+                n: 0,
             },
             params(),
         )
@@ -190,6 +263,8 @@ fn run(device: &Arc<FaultInjecting>) -> Outcome {
             Forward {
                 input: Input::default(),
                 out: Output::default(),
+                fault: fault("fwd"),
+                n: 0,
             },
             params(),
         )
@@ -200,6 +275,8 @@ fn run(device: &Arc<FaultInjecting>) -> Outcome {
             Sink {
                 input: Input::default(),
                 host_wait: true,
+                fault: fault("sink_a"),
+                n: 0,
             },
             params(),
         )
@@ -210,6 +287,8 @@ fn run(device: &Arc<FaultInjecting>) -> Outcome {
             Sink {
                 input: Input::default(),
                 host_wait: false,
+                fault: fault("sink_b"),
+                n: 0,
             },
             params(),
         )
@@ -236,6 +315,10 @@ fn run(device: &Arc<FaultInjecting>) -> Outcome {
             Err(e) => return Outcome::StartFailed(e),
         };
     session.wait_idle(Duration::from_secs(20));
+    if !join {
+        drop(session);
+        return Outcome::Dropped;
+    }
     match session.join() {
         Ok(report) => Outcome::Ran(report),
         Err(e) => Outcome::JoinFailed(e),
@@ -334,4 +417,86 @@ fn every_device_call_kind_fails_closed_and_leaks_nothing() {
         problems.len(),
         problems.join("\n")
     );
+}
+
+#[test]
+fn an_operator_failing_or_panicking_anywhere_stops_the_session_with_its_error() {
+    // Every operator, in every partition position, fails in `start`, in its third
+    // `compute` or in `stop`, by returning an error or by panicking: the session gives
+    // that error back (a panic as `Internal`, naming the phase), from `start` or `join`,
+    // and leaves nothing alive.
+    let mut problems = Vec::new();
+    let mut cases = 0;
+    for operator in ["src", "fwd", "sink_a", "sink_b"] {
+        for at in [Phase::Start, Phase::Compute, Phase::Stop] {
+            for panic in [false, true] {
+                cases += 1;
+                let device = fault_device();
+                let fault = Fault {
+                    at: Some(at),
+                    panic,
+                };
+                let outcome = run_with(
+                    &device,
+                    |name| {
+                        if name == operator {
+                            fault
+                        } else {
+                            Fault::default()
+                        }
+                    },
+                    true,
+                );
+                let case = format!(
+                    "{operator} {at:?} {}",
+                    if panic { "panic" } else { "error" }
+                );
+                let ((Outcome::StartFailed(error), Phase::Start)
+                | (Outcome::JoinFailed(error), Phase::Compute | Phase::Stop)) = (&outcome, at)
+                else {
+                    problems.push(format!("{case}: {outcome:?}"));
+                    continue;
+                };
+                let phase = match at {
+                    Phase::Start => "start",
+                    Phase::Compute => "compute",
+                    Phase::Stop => "stop",
+                };
+                let expected = if panic {
+                    ErrorCode::Internal
+                } else {
+                    OPERATOR_CODE
+                };
+                if error.code() != expected
+                    || panic && !error.to_string().contains(&format!("{phase} panicked"))
+                    || !error.to_string().contains(operator)
+                {
+                    problems.push(format!("{case}: {error}"));
+                }
+                if !device.live().is_empty() {
+                    problems.push(format!("{case}: left alive {:?}", device.live()));
+                }
+                let threads = holo_threads_settled(0);
+                if threads != 0 {
+                    problems.push(format!("{case}: {threads} holo threads left"));
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 24);
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn a_session_dropped_without_join_leaves_nothing_alive() {
+    let device = fault_device();
+    let outcome = run_with(&device, |_| Fault::default(), false);
+    assert!(matches!(outcome, Outcome::Dropped));
+    assert!(device.live().is_empty(), "{:?}", device.live());
+    assert_eq!(holo_threads_settled(0), 0);
 }
