@@ -14,14 +14,112 @@
 //! it back (moving its private slots to the shared queue) before it exits, so once the
 //! session joined its threads every free slot is in the shared queue again.
 
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use sync::{AtomicUsize, Ordering, SharedQueue, SlotCell};
 
-use crossbeam_queue::ArrayQueue;
+/// The atomics, the shared queue and the owner's cells: `std`'s and crossbeam's, or
+/// loom's under `--cfg holo_loom` (the models at the end of this file, which explore
+/// every interleaving of the owner and the other threads).
+#[cfg(not(holo_loom))]
+mod sync {
+    pub(super) use std::sync::atomic::{AtomicUsize, Ordering};
 
-thread_local! {
-    /// Its address identifies the current thread (distinct for every live thread).
-    static TOKEN: u8 = const { 0 };
+    /// Any thread pushes and pops.
+    pub(super) type SharedQueue = crossbeam_queue::ArrayQueue<u32>;
+
+    /// One entry of the owner's private stack.
+    pub(super) struct SlotCell(std::cell::UnsafeCell<u32>);
+
+    impl SlotCell {
+        pub(super) const fn new(v: u32) -> Self {
+            Self(std::cell::UnsafeCell::new(v))
+        }
+
+        /// # Safety
+        /// Only the free list's owner thread calls it (no concurrent write).
+        #[inline]
+        pub(super) unsafe fn get(&self) -> u32 {
+            // SAFETY: the caller's contract.
+            unsafe { *self.0.get() }
+        }
+
+        /// # Safety
+        /// Only the free list's owner thread calls it (no concurrent access).
+        #[inline]
+        pub(super) unsafe fn set(&self, v: u32) {
+            // SAFETY: the caller's contract.
+            unsafe { *self.0.get() = v }
+        }
+    }
+
+    std::thread_local! {
+        /// Its address identifies the current thread (distinct for every live thread).
+        pub(super) static TOKEN: u8 = const { 0 };
+    }
+}
+
+#[cfg(holo_loom)]
+mod sync {
+    use std::collections::VecDeque;
+
+    pub(super) use loom::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A model of crossbeam's `ArrayQueue` (bounded, any thread pushes and pops): a
+    /// locked deque. Its own correctness is crossbeam's (checked by crossbeam's loom
+    /// suite); the models check the free list's protocol around it.
+    pub(super) struct SharedQueue {
+        items: loom::sync::Mutex<VecDeque<u32>>,
+        cap: usize,
+    }
+
+    impl SharedQueue {
+        pub(super) fn new(cap: usize) -> Self {
+            Self {
+                items: loom::sync::Mutex::new(VecDeque::with_capacity(cap)),
+                cap,
+            }
+        }
+
+        pub(super) fn push(&self, v: u32) -> Result<(), u32> {
+            let mut items = self.items.lock().unwrap();
+            if items.len() >= self.cap {
+                return Err(v);
+            }
+            items.push_back(v);
+            Ok(())
+        }
+
+        pub(super) fn pop(&self) -> Option<u32> {
+            self.items.lock().unwrap().pop_front()
+        }
+
+        pub(super) fn len(&self) -> usize {
+            self.items.lock().unwrap().len()
+        }
+    }
+
+    /// One entry of the owner's private stack; loom checks that no two threads touch it
+    /// without ordering.
+    pub(super) struct SlotCell(loom::cell::UnsafeCell<u32>);
+
+    impl SlotCell {
+        pub(super) fn new(v: u32) -> Self {
+            Self(loom::cell::UnsafeCell::new(v))
+        }
+
+        pub(super) unsafe fn get(&self) -> u32 {
+            // SAFETY: the caller's contract (loom checks it).
+            self.0.with(|p| unsafe { *p })
+        }
+
+        pub(super) unsafe fn set(&self, v: u32) {
+            // SAFETY: the caller's contract (loom checks it).
+            self.0.with_mut(|p| unsafe { *p = v });
+        }
+    }
+
+    loom::thread_local! {
+        pub(super) static TOKEN: u8 = 0;
+    }
 }
 
 /// The calling thread's identity: the address of its `TOKEN`, one instruction. Never 0.
@@ -30,19 +128,19 @@ thread_local! {
 /// clears it before that thread exits.
 #[inline]
 pub(crate) fn token() -> usize {
-    TOKEN.with(|t| std::ptr::from_ref(t) as usize)
+    sync::TOKEN.with(|t| std::ptr::from_ref(t) as usize)
 }
 
 const NO_OWNER: usize = 0;
 
 pub(crate) struct FreeList {
-    shared: ArrayQueue<u32>,
+    shared: SharedQueue,
     /// The token of the thread that owns `local`, or `NO_OWNER`. Written only by that
     /// thread (claim and give back), so a thread reads its own token here exactly while it
     /// is the owner.
     owner: AtomicUsize,
     /// The owner's private stack: room for every slot, touched only by the owner.
-    local: Box<[UnsafeCell<u32>]>,
+    local: Box<[SlotCell]>,
     /// Entries in `local`: written only by the owner; read by anyone for `len`.
     local_len: AtomicUsize,
 }
@@ -62,14 +160,14 @@ impl FreeList {
         let n = count.max(1) as usize;
         // An ArrayQueue slot: a stamp and the index.
         crate::cold::probe(n, size_of::<(AtomicUsize, u32)>())?;
-        let shared = ArrayQueue::new(n);
+        let shared = SharedQueue::new(n);
         for i in 0..count {
             let _ = shared.push(i);
         }
         Ok(FreeList {
             shared,
             owner: AtomicUsize::new(NO_OWNER),
-            local: crate::cold::boxed_slice(count as usize, |_| UnsafeCell::new(0))?,
+            local: crate::cold::boxed_slice(count as usize, |_| SlotCell::new(0))?,
             local_len: AtomicUsize::new(0),
         })
     }
@@ -77,7 +175,7 @@ impl FreeList {
     /// A list with room for one slot and none free (a pass-through tensor's pool).
     pub(crate) fn empty() -> FreeList {
         FreeList {
-            shared: ArrayQueue::new(1),
+            shared: SharedQueue::new(1),
             owner: AtomicUsize::new(NO_OWNER),
             local: Box::new([]),
             local_len: AtomicUsize::new(0),
@@ -97,7 +195,7 @@ impl FreeList {
             if n > 0 {
                 // SAFETY: only the owner touches `local` (the type's contract), and
                 // `n - 1 < local.len()` holds an entry the owner pushed.
-                let slot = unsafe { *self.local[n - 1].get() };
+                let slot = unsafe { self.local[n - 1].get() };
                 self.local_len.store(n - 1, Ordering::Relaxed);
                 return Some(slot);
             }
@@ -117,7 +215,7 @@ impl FreeList {
             return false;
         }
         // SAFETY: owner only; `n` is in bounds and vacant.
-        unsafe { *self.local[n].get() = slot };
+        unsafe { self.local[n].set(slot) };
         self.local_len.store(n + 1, Ordering::Relaxed);
         true
     }
@@ -142,11 +240,15 @@ impl FreeList {
         self.shared.len() + self.local_len.load(Ordering::Relaxed)
     }
 
-    /// Makes the calling thread the owner, unless another thread is.
+    /// Makes the calling thread the owner, unless another thread is. A successful claim
+    /// acquires what the previous owner's [`give_back`](Self::give_back) released (its
+    /// private stack's last writes): without it a new owner could read a stale
+    /// `local_len` and borrow a slot already given back (found by the loom model
+    /// `loom_ownership_passes_from_thread_to_thread_without_a_race`).
     pub(crate) fn claim(&self) {
         let _ =
             self.owner
-                .compare_exchange(NO_OWNER, token(), Ordering::Relaxed, Ordering::Relaxed);
+                .compare_exchange(NO_OWNER, token(), Ordering::Acquire, Ordering::Relaxed);
     }
 
     /// The owner gives its private slots back to the shared queue and stops being the
@@ -158,14 +260,14 @@ impl FreeList {
         let n = self.local_len.load(Ordering::Relaxed);
         for i in 0..n {
             // SAFETY: owner only; `i < n` holds an entry.
-            let _ = self.shared.push(unsafe { *self.local[i].get() });
+            let _ = self.shared.push(unsafe { self.local[i].get() });
         }
         self.local_len.store(0, Ordering::Relaxed);
         self.owner.store(NO_OWNER, Ordering::Release);
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(holo_loom)))]
 mod tests {
     use super::*;
 
@@ -225,5 +327,119 @@ mod tests {
         assert!(f.is_owner(), "the first claim holds");
         f.give_back();
         assert!(!f.is_owner());
+    }
+}
+
+/// loom models: every interleaving of the owner thread and the other threads (up to
+/// loom's preemption bound) keeps each slot in the list exactly once.
+///
+/// ```text
+/// RUSTFLAGS="--cfg holo_loom" CARGO_TARGET_DIR=target/loom cargo test -p holo-runtime --lib loom
+/// ```
+#[cfg(all(test, holo_loom))]
+mod loom_models {
+    use std::sync::Arc;
+
+    use super::FreeList;
+
+    /// Takes every free slot (on the calling thread) and checks each is there once.
+    fn drain_all(f: &FreeList, count: u32) {
+        let mut seen: Vec<u32> = std::iter::from_fn(|| f.pop()).collect();
+        seen.sort_unstable();
+        assert_eq!(
+            seen,
+            (0..count).collect::<Vec<_>>(),
+            "a slot lost or listed twice"
+        );
+    }
+
+    #[test]
+    fn loom_owner_and_another_thread_return_and_borrow_concurrently() {
+        // The owner borrows two slots and returns one privately while another thread
+        // borrows from the shared queue and returns what it took; then the owner gives its
+        // private slots back. No slot may be lost, duplicated or seen by both.
+        loom::model(|| {
+            let f = Arc::new(FreeList::full(3).unwrap());
+            f.claim();
+            let a = f.pop().unwrap();
+            let other = {
+                let f = Arc::clone(&f);
+                loom::thread::spawn(move || {
+                    let taken = f.pop();
+                    if let Some(s) = taken {
+                        f.push(s);
+                    }
+                    taken
+                })
+            };
+            let b = f.pop();
+            f.push(a);
+            if let Some(b) = b {
+                f.push(b);
+            }
+            let taken = other.join().unwrap();
+            assert_ne!(
+                taken,
+                Some(a),
+                "the other thread saw the owner's borrowed slot"
+            );
+            f.give_back();
+            drain_all(&f, 3);
+        });
+    }
+
+    #[test]
+    fn loom_a_slot_returned_by_another_thread_reaches_the_owner_once() {
+        // The owner holds every slot but one; another thread returns one of them (a
+        // consumer dropping the last handle) while the owner borrows and returns.
+        loom::model(|| {
+            let f = Arc::new(FreeList::full(2).unwrap());
+            f.claim();
+            let a = f.pop().unwrap();
+            let b = f.pop().unwrap();
+            let other = {
+                let f = Arc::clone(&f);
+                loom::thread::spawn(move || f.push(b))
+            };
+            let got = f.pop();
+            if let Some(s) = got {
+                assert_eq!(s, b, "the owner borrowed a slot that was never returned");
+                f.push(s);
+            }
+            f.push(a);
+            other.join().unwrap();
+            f.give_back();
+            drain_all(&f, 2);
+        });
+    }
+
+    #[test]
+    fn loom_ownership_passes_from_thread_to_thread_without_a_race() {
+        // Two threads each claim, use the private stack if they own the list, and give it
+        // back. Ownership may pass from one to the other (after a give_back); loom checks
+        // that no two threads ever touch the private stack without ordering (a claim
+        // acquires what the last owner's give_back released), and every slot survives.
+        loom::model(|| {
+            let f = Arc::new(FreeList::full(2).unwrap());
+            let turn = |f: &FreeList| {
+                f.claim();
+                let owner = f.is_owner();
+                if owner {
+                    let s = f.pop().unwrap();
+                    f.push(s);
+                }
+                // A no-op on a thread that is not the owner.
+                f.give_back();
+                owner
+            };
+            let other = {
+                let f = Arc::clone(&f);
+                loom::thread::spawn(move || turn(&f))
+            };
+            let mine = turn(&f);
+            let theirs = other.join().unwrap();
+            assert!(mine || theirs, "nobody could claim a list with no owner");
+            drain_all(&f, 2);
+        });
     }
 }
