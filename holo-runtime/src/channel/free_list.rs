@@ -342,6 +342,18 @@ mod loom_models {
 
     use super::FreeList;
 
+    /// `loom::model(f)`, printing how many interleavings it explored.
+    fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
+        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let start = RUNS.load(std::sync::atomic::Ordering::SeqCst);
+        loom::model(move || {
+            RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            f();
+        });
+        let explored = RUNS.load(std::sync::atomic::Ordering::SeqCst) - start;
+        eprintln!("loom model {name}: {explored} interleavings explored");
+    }
+
     /// Takes every free slot (on the calling thread) and checks each is there once.
     fn drain_all(f: &FreeList, count: u32) {
         let mut seen: Vec<u32> = std::iter::from_fn(|| f.pop()).collect();
@@ -358,59 +370,65 @@ mod loom_models {
         // The owner borrows two slots and returns one privately while another thread
         // borrows from the shared queue and returns what it took; then the owner gives its
         // private slots back. No slot may be lost, duplicated or seen by both.
-        loom::model(|| {
-            let f = Arc::new(FreeList::full(3).unwrap());
-            f.claim();
-            let a = f.pop().unwrap();
-            let other = {
-                let f = Arc::clone(&f);
-                loom::thread::spawn(move || {
-                    let taken = f.pop();
-                    if let Some(s) = taken {
-                        f.push(s);
-                    }
-                    taken
-                })
-            };
-            let b = f.pop();
-            f.push(a);
-            if let Some(b) = b {
-                f.push(b);
-            }
-            let taken = other.join().unwrap();
-            assert_ne!(
-                taken,
-                Some(a),
-                "the other thread saw the owner's borrowed slot"
-            );
-            f.give_back();
-            drain_all(&f, 3);
-        });
+        model(
+            "owner_and_another_thread_return_and_borrow_concurrently",
+            || {
+                let f = Arc::new(FreeList::full(3).unwrap());
+                f.claim();
+                let a = f.pop().unwrap();
+                let other = {
+                    let f = Arc::clone(&f);
+                    loom::thread::spawn(move || {
+                        let taken = f.pop();
+                        if let Some(s) = taken {
+                            f.push(s);
+                        }
+                        taken
+                    })
+                };
+                let b = f.pop();
+                f.push(a);
+                if let Some(b) = b {
+                    f.push(b);
+                }
+                let taken = other.join().unwrap();
+                assert_ne!(
+                    taken,
+                    Some(a),
+                    "the other thread saw the owner's borrowed slot"
+                );
+                f.give_back();
+                drain_all(&f, 3);
+            },
+        );
     }
 
     #[test]
     fn loom_a_slot_returned_by_another_thread_reaches_the_owner_once() {
         // The owner holds every slot but one; another thread returns one of them (a
         // consumer dropping the last handle) while the owner borrows and returns.
-        loom::model(|| {
-            let f = Arc::new(FreeList::full(2).unwrap());
-            f.claim();
-            let a = f.pop().unwrap();
-            let b = f.pop().unwrap();
-            let other = {
-                let f = Arc::clone(&f);
-                loom::thread::spawn(move || f.push(b))
-            };
-            let got = f.pop();
-            if let Some(s) = got {
-                assert_eq!(s, b, "the owner borrowed a slot that was never returned");
-                f.push(s);
-            }
-            f.push(a);
-            other.join().unwrap();
-            f.give_back();
-            drain_all(&f, 2);
-        });
+        model(
+            "a_slot_returned_by_another_thread_reaches_the_owner_once",
+            || {
+                let f = Arc::new(FreeList::full(2).unwrap());
+                f.claim();
+                let a = f.pop().unwrap();
+                let b = f.pop().unwrap();
+                let other = {
+                    let f = Arc::clone(&f);
+                    loom::thread::spawn(move || f.push(b))
+                };
+                let got = f.pop();
+                if let Some(s) = got {
+                    assert_eq!(s, b, "the owner borrowed a slot that was never returned");
+                    f.push(s);
+                }
+                f.push(a);
+                other.join().unwrap();
+                f.give_back();
+                drain_all(&f, 2);
+            },
+        );
     }
 
     #[test]
@@ -419,27 +437,30 @@ mod loom_models {
         // back. Ownership may pass from one to the other (after a give_back); loom checks
         // that no two threads ever touch the private stack without ordering (a claim
         // acquires what the last owner's give_back released), and every slot survives.
-        loom::model(|| {
-            let f = Arc::new(FreeList::full(2).unwrap());
-            let turn = |f: &FreeList| {
-                f.claim();
-                let owner = f.is_owner();
-                if owner {
-                    let s = f.pop().unwrap();
-                    f.push(s);
-                }
-                // A no-op on a thread that is not the owner.
-                f.give_back();
-                owner
-            };
-            let other = {
-                let f = Arc::clone(&f);
-                loom::thread::spawn(move || turn(&f))
-            };
-            let mine = turn(&f);
-            let theirs = other.join().unwrap();
-            assert!(mine || theirs, "nobody could claim a list with no owner");
-            drain_all(&f, 2);
-        });
+        model(
+            "ownership_passes_from_thread_to_thread_without_a_race",
+            || {
+                let f = Arc::new(FreeList::full(2).unwrap());
+                let turn = |f: &FreeList| {
+                    f.claim();
+                    let owner = f.is_owner();
+                    if owner {
+                        let s = f.pop().unwrap();
+                        f.push(s);
+                    }
+                    // A no-op on a thread that is not the owner.
+                    f.give_back();
+                    owner
+                };
+                let other = {
+                    let f = Arc::clone(&f);
+                    loom::thread::spawn(move || turn(&f))
+                };
+                let mine = turn(&f);
+                let theirs = other.join().unwrap();
+                assert!(mine || theirs, "nobody could claim a list with no owner");
+                drain_all(&f, 2);
+            },
+        );
     }
 }
