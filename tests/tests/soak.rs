@@ -91,7 +91,7 @@ impl Operator for Copy {
             // SAFETY: both slots hold LEN bytes until commit / drop; the copy is ordered
             // after the input's readiness (received on this stream).
             unsafe {
-                device.copy_async(w.device_ptr(), t.device_ptr(), t.byte_size(), w.stream())?
+                device.copy_async(w.device_ptr(), t.device_ptr(), t.byte_size(), w.stream())?;
             };
             match self.out.emit(w.commit()?, EmitOptions::default()) {
                 Err(e) if e.code() == ErrorCode::Backpressured => {}
