@@ -398,6 +398,9 @@ fn run_plan_with(
             crate::device::BackendKind::Cuda => {
                 human.println(format_args!("device: cuda:{}", d.ordinal()));
             }
+            crate::device::BackendKind::OpenCl => {
+                human.println(format_args!("device: opencl:{}", d.ordinal()));
+            }
             crate::device::BackendKind::Software => human.println(
                 "device: no CUDA device here, so the plan runs on holo's software device (worker-thread streams over host memory); set HOLO_REQUIRE_DEVICE=cuda to make this an error",
             ),
