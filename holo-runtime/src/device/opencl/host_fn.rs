@@ -5,19 +5,30 @@
 //! The recipe: a marker on the queue, a user event, and a barrier on the user event; a
 //! callback on the marker (`clSetEventCallback`, `CL_COMPLETE`) does the host work when the
 //! queue reaches it and then completes the user event, so the queue's later work waits for
-//! it. A delay hands the user event to one timer thread per device, which completes it when
-//! the delay has passed since the queue reached it: the queue is really busy meanwhile,
-//! and nothing blocks an OpenCL callback thread.
+//! it. A delay hands the user event to one timer thread, which completes it when the delay
+//! has passed since the queue reached it: the queue is really busy meanwhile, and nothing
+//! blocks an OpenCL callback thread.
+//!
+//! Nothing here allocates on the enqueuing thread: pending calls sit in a process-wide,
+//! preallocated table ([`PENDING`] entries; past it, `ResourceExhausted`), the callback's
+//! argument is the entry's index, and delays reach the timer through a bounded queue.
 
 use std::collections::BinaryHeap;
 use std::ffi::c_void;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
+use crossbeam_queue::ArrayQueue;
+
 use super::ffi::{self, check, cl, cl_command_queue, cl_context, cl_event, cl_int};
-use crate::Result;
+use crate::{Error, ErrorCode, Result};
+
+/// Host calls pending at once over every OpenCL queue of the process.
+const PENDING: usize = 4096;
 
 /// The host work.
+#[derive(Clone, Copy)]
 pub(super) enum Action {
     /// `ptr::copy_nonoverlapping(src, dst, len)`.
     Copy { dst: u64, src: u64, len: usize },
@@ -27,16 +38,12 @@ pub(super) enum Action {
     Delay(Duration),
 }
 
-struct HostCall {
-    action: Action,
-    /// The user event the queue's later work waits on.
-    done: u64,
-    timer: Sender<Timed>,
-}
+/// A pending call: its work and the user event the queue's later work waits on.
+type Call = (Action, u64);
 
 /// A user event to complete at a deadline.
 #[derive(PartialEq, Eq)]
-pub(super) struct Timed {
+struct Timed {
     at: Instant,
     event: u64,
 }
@@ -54,46 +61,53 @@ impl PartialOrd for Timed {
     }
 }
 
-/// Starts the device's timer thread; it ends when the returned sender (and every clone
-/// in a pending call) drops, completing what it still holds at once.
-pub(super) fn start_timer() -> Result<Sender<Timed>> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name("holo-opencl-timer".into())
-        .spawn(move || timer_loop(&rx))
-        .map_err(|e| {
-            crate::Error::new(
-                crate::ErrorCode::ResourceExhausted,
-                format!("starting the OpenCL delay timer thread: {e}"),
-            )
-        })?;
-    Ok(tx)
+struct Table {
+    calls: Box<[Mutex<Option<Call>>]>,
+    free: ArrayQueue<usize>,
+    timed: ArrayQueue<Timed>,
+    timer: Thread,
 }
 
-/// The sender type the device keeps.
-pub(super) type TimerSender = Sender<Timed>;
+fn table() -> Result<&'static Table> {
+    static TABLE: OnceLock<std::result::Result<Table, String>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let timer = std::thread::Builder::new()
+            .name("holo-opencl-timer".into())
+            .spawn(timer_loop)
+            .map_err(|e| format!("starting the OpenCL delay timer thread: {e}"))?;
+        let free = ArrayQueue::new(PENDING);
+        for i in 0..PENDING {
+            let _ = free.push(i);
+        }
+        Ok(Table {
+            calls: (0..PENDING).map(|_| Mutex::new(None)).collect(),
+            free,
+            timed: ArrayQueue::new(PENDING),
+            timer: timer.thread().clone(),
+        })
+    });
+    table
+        .as_ref()
+        .map_err(|e| Error::new(ErrorCode::ResourceExhausted, e.clone()))
+}
 
-fn timer_loop(rx: &Receiver<Timed>) {
-    let mut pending = BinaryHeap::new();
+/// The timer thread: completes each delay's user event at its deadline; parks when idle.
+fn timer_loop() {
+    let mut pending = BinaryHeap::with_capacity(PENDING);
     loop {
-        let next = match pending.peek() {
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(Timed { at, .. }) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
-        };
-        match next {
-            Ok(timed) => pending.push(timed),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                for timed in pending.drain() {
-                    complete(timed.event, ffi::CL_COMPLETE);
-                }
-                return;
+        if let Ok(table) = table() {
+            while let Some(timed) = table.timed.pop() {
+                pending.push(timed);
             }
         }
         let now = Instant::now();
-        while pending.peek().is_some_and(|t| t.at <= now) {
+        while pending.peek().is_some_and(|t: &Timed| t.at <= now) {
             let timed = pending.pop().expect("peeked");
             complete(timed.event, ffi::CL_COMPLETE);
+        }
+        match pending.peek() {
+            None => std::thread::park(),
+            Some(next) => std::thread::park_timeout(next.at.saturating_duration_since(now)),
         }
     }
 }
@@ -110,28 +124,34 @@ fn complete(event: u64, status: cl_int) {
 
 /// The marker's callback: runs the host work, then completes the user event.
 unsafe extern "C" fn on_reached(marker: cl_event, status: cl_int, data: *mut c_void) {
-    // SAFETY: `data` is the `Box<HostCall>` leaked by `enqueue`, handed to exactly this
-    // one callback.
-    let call = unsafe { Box::from_raw(data.cast::<HostCall>()) };
     if let Ok(lib) = ffi::library() {
         // This side's reference to the marker, handed over by `enqueue`.
         let _ = lib.clReleaseEvent(marker);
     }
+    let Ok(table) = table() else { return };
+    let index = data.addr();
+    let Some((action, done)) = table.calls[index]
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+    else {
+        return;
+    };
+    let _ = table.free.push(index);
     if status != ffi::CL_COMPLETE {
         // The queue's earlier work failed: fail the later work too, do nothing on the host.
-        complete(call.done, status.min(-1));
+        complete(done, status.min(-1));
         return;
     }
-    match call.action {
+    let host = |raw: u64| crate::device::handle::addr_usize(raw);
+    match action {
         Action::Copy { dst, src, len } => {
             // SAFETY: the enqueuer's contract (`copy_*_async`): both ranges are live host
             // memory, unaliased, until the queue has passed this call.
             unsafe {
                 std::ptr::copy_nonoverlapping(
-                    std::ptr::with_exposed_provenance::<u8>(crate::device::handle::addr_usize(src)),
-                    std::ptr::with_exposed_provenance_mut::<u8>(crate::device::handle::addr_usize(
-                        dst,
-                    )),
+                    std::ptr::with_exposed_provenance::<u8>(host(src)),
+                    std::ptr::with_exposed_provenance_mut::<u8>(host(dst)),
                     len,
                 );
             }
@@ -141,9 +161,7 @@ unsafe extern "C" fn on_reached(marker: cl_event, status: cl_int, data: *mut c_v
             // nothing else accesses until the queue has passed this call.
             unsafe {
                 std::ptr::write_bytes(
-                    std::ptr::with_exposed_provenance_mut::<u8>(crate::device::handle::addr_usize(
-                        dst,
-                    )),
+                    std::ptr::with_exposed_provenance_mut::<u8>(host(dst)),
                     value,
                     len,
                 );
@@ -152,15 +170,17 @@ unsafe extern "C" fn on_reached(marker: cl_event, status: cl_int, data: *mut c_v
         Action::Delay(duration) => {
             let timed = Timed {
                 at: Instant::now() + duration,
-                event: call.done,
+                event: done,
             };
-            if let Err(unsent) = call.timer.send(timed) {
-                complete(unsent.0.event, ffi::CL_COMPLETE);
+            match table.timed.push(timed) {
+                Ok(()) => table.timer.unpark(),
+                // Cannot happen (no more delays than entries); never leave the queue stuck.
+                Err(timed) => complete(timed.event, ffi::CL_COMPLETE),
             }
             return;
         }
     }
-    complete(call.done, ffi::CL_COMPLETE);
+    complete(done, ffi::CL_COMPLETE);
 }
 
 /// Orders `action` on `queue`: marker, user event, barrier on it, flush, callback.
@@ -172,12 +192,28 @@ pub(super) unsafe fn enqueue(
     queue: cl_command_queue,
     context: cl_context,
     action: Action,
-    timer: &TimerSender,
 ) -> Result<()> {
     let lib = ffi::library()?;
+    let table = table()?;
+    let index = table.free.pop().ok_or_else(|| {
+        Error::new(
+            ErrorCode::ResourceExhausted,
+            format!("{PENDING} host calls (delays, host-memory copies) are already pending on OpenCL queues"),
+        )
+    })?;
     let mut status: cl_int = 0;
-    let done = cl!(lib, clCreateUserEvent(context, &raw mut status));
-    check("clCreateUserEvent", status)?;
+    let done = lib.clCreateUserEvent(context, &raw mut status);
+    let done = match (done, status) {
+        (Some(done), ffi::CL_SUCCESS) => done,
+        (Some(_), status) => {
+            let _ = table.free.push(index);
+            return Err(ffi::cl_error("clCreateUserEvent", status));
+        }
+        (None, _) => {
+            let _ = table.free.push(index);
+            return Err(ffi::missing("clCreateUserEvent"));
+        }
+    };
     let mut marker: cl_event = std::ptr::null_mut();
     let result = (|| {
         check(
@@ -202,21 +238,28 @@ pub(super) unsafe fn enqueue(
         if !marker.is_null() {
             let _ = lib.clReleaseEvent(marker);
         }
+        let _ = table.free.push(index);
         return Err(error);
     }
-    let call = Box::into_raw(Box::new(HostCall {
-        action,
-        done: ffi::raw(done),
-        timer: timer.clone(),
-    }));
+    *table.calls[index]
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = Some((action, ffi::raw(done)));
     let status = cl!(
         lib,
-        clSetEventCallback(marker, ffi::CL_COMPLETE, Some(on_reached), call.cast())
+        clSetEventCallback(
+            marker,
+            ffi::CL_COMPLETE,
+            Some(on_reached),
+            std::ptr::without_provenance_mut(index)
+        )
     );
     if status != ffi::CL_SUCCESS {
-        // SAFETY: the callback was not registered, so this is the box's only owner.
-        let call = unsafe { Box::from_raw(call) };
-        complete(call.done, ffi::CL_COMPLETE);
+        table.calls[index]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let _ = table.free.push(index);
+        complete(ffi::raw(done), ffi::CL_COMPLETE);
         let _ = lib.clReleaseEvent(marker);
         return Err(ffi::cl_error("clSetEventCallback", status));
     }

@@ -109,7 +109,6 @@ pub struct OpenClDevice {
     adopted: super::Adoptions,
     live: ShardedLock<Live>,
     memory: ShardedLock<MemoryTable>,
-    timer: host_fn::TimerSender,
     counters: DeviceCounters,
 }
 
@@ -255,13 +254,6 @@ impl OpenClDevice {
         given: bool,
         name: String,
     ) -> Result<Arc<Self>> {
-        let timer = match host_fn::start_timer() {
-            Ok(timer) => timer,
-            Err(error) => {
-                let _ = lib.clReleaseContext(ffi::handle(context));
-                return Err(error);
-            }
-        };
         Ok(Arc::new(Self {
             lib,
             ordinal,
@@ -272,7 +264,6 @@ impl OpenClDevice {
             adopted: super::Adoptions::new(),
             live: ShardedLock::new(Live::default()),
             memory: ShardedLock::new(MemoryTable::default()),
-            timer,
             counters: DeviceCounters::default(),
         }))
     }
@@ -395,7 +386,7 @@ impl OpenClDevice {
     fn enqueue_host(&self, queue: cl_command_queue, action: host_fn::Action) -> Result<()> {
         // SAFETY: `queue` is live (checked by the caller under the registry lock) and in
         // this device's context; the ranges are the copy or fill caller's contract.
-        unsafe { host_fn::enqueue(queue, ffi::handle(self.context), action, &self.timer) }
+        unsafe { host_fn::enqueue(queue, ffi::handle(self.context), action) }
     }
 
     /// Releases a `cl_event` this device holds one reference to.
