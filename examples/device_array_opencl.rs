@@ -34,6 +34,7 @@
 
 use std::ffi::c_void;
 use std::process::ExitCode;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -453,7 +454,7 @@ fn main() -> ExitCode {
         let camera = app.params::<CameraParams>("camera")?;
         let (ordinal, depth) = (deployment.values().device, deployment.values().client_depth);
         let len = usize::try_from(camera.values().frame_bytes).unwrap_or(0);
-        let (reader, device): (Arc<Reader>, Arc<dyn DeviceBackend>) = match OpenClDevice::open(ordinal) {
+        let (reader, device): (Rc<Reader>, Arc<dyn DeviceBackend>) = match OpenClDevice::open(ordinal) {
             Ok(cl) => {
                 human.println(format_args!(
                     "adopted context: holo runs on opencl:{ordinal} = {} in its own cl_context {:#x}; the caller creates its queue there",
@@ -462,14 +463,14 @@ fn main() -> ExitCode {
                 ));
                 let caller = Caller::new(handle(cl.native_context()), handle(cl.native_device()), len, false)?;
                 let backend: Arc<dyn DeviceBackend> = Arc::clone(&cl) as Arc<dyn DeviceBackend>;
-                (Arc::new(Reader::Kernel(cl, caller)), backend)
+                (Rc::new(Reader::Kernel(cl, caller)), backend)
             }
             Err(e) if std::env::var("HOLO_REQUIRE_DEVICE").as_deref() == Ok("opencl") => return Err(e),
             Err(e) => {
                 human.println(format_args!(
                     "no OpenCL device here ({e}): the camera runs on holo's software device and the caller copies instead of running its kernel; set HOLO_REQUIRE_DEVICE=opencl to make this an error"
                 ));
-                (Arc::new(Reader::Copy), SoftwareDevice::new() as Arc<dyn DeviceBackend>)
+                (Rc::new(Reader::Copy), SoftwareDevice::new() as Arc<dyn DeviceBackend>)
             }
         };
         app.with_device(device);
@@ -479,7 +480,7 @@ fn main() -> ExitCode {
             .duration
             .and_then(|s| Duration::try_from_secs_f64(s).ok());
         let client_failure = Arc::clone(&failure);
-        let client_reader = Arc::clone(&reader);
+        let client_reader = Rc::clone(&reader);
         app.on_session(move |_plan: &ExecutionPlan, session, human| {
             if let Err(e) = client(session, &client_reader, limit, human) {
                 session.stop();

@@ -404,10 +404,13 @@ fn the_hand_off_on_holos_own_queue_makes_no_opencl_call() {
         // SAFETY: holo's own live queue, named as a caller would name it.
         let as_queue = unsafe { OpenClQueuePtr::from_raw(handle.raw()) };
         let before = device.counters().snapshot();
-        let a = t.device_array(own).unwrap();
-        let b = t.device_array(as_queue).unwrap();
-        assert!(!a.is_ordered() && !b.is_ordered(), "frame {k}");
-        drop((a, b));
+        let by_handle = t.device_array(own).unwrap();
+        let by_queue = t.device_array(as_queue).unwrap();
+        assert!(
+            !by_handle.is_ordered() && !by_queue.is_ordered(),
+            "frame {k}"
+        );
+        drop((by_handle, by_queue));
         let calls = device.counters().snapshot() - before;
         assert_eq!(calls.total(), 0, "frame {k}: {calls:?}");
     }

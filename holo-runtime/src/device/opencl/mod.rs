@@ -161,14 +161,14 @@ impl OpenClDevice {
             )
         );
         check("clCreateContext", status)?;
-        Self::with_context(
+        Ok(Self::with_context(
             lib,
             ordinal,
             entry.device,
             ffi::raw(context),
             false,
             format!("{} ({})", entry.device_name, entry.platform_name),
-        )
+        ))
     }
 
     /// A device on a `cl_context` the caller made (option 1 of the seed: *give* holo the
@@ -235,17 +235,17 @@ impl OpenClDevice {
             || "a device of the caller's context".to_owned(),
             |i| format!("{} ({})", entries[i].device_name, entries[i].platform_name),
         );
-        Self::with_context(
+        Ok(Self::with_context(
             lib,
             position.map_or(0, |i| u32::try_from(i).unwrap_or(u32::MAX)),
             ffi::raw(device),
             context,
             true,
             name,
-        )
+        ))
     }
 
-    /// Takes ownership of one reference to `context` (released on failure too).
+    /// Takes ownership of one reference to `context` (released when the device drops).
     fn with_context(
         lib: &'static ffi::Library,
         ordinal: u32,
@@ -253,8 +253,8 @@ impl OpenClDevice {
         context: u64,
         given: bool,
         name: String,
-    ) -> Result<Arc<Self>> {
-        Ok(Arc::new(Self {
+    ) -> Arc<Self> {
+        Arc::new(Self {
             lib,
             ordinal,
             device,
@@ -265,7 +265,7 @@ impl OpenClDevice {
             live: ShardedLock::new(Live::default()),
             memory: ShardedLock::new(MemoryTable::default()),
             counters: DeviceCounters::default(),
-        }))
+        })
     }
 
     /// The raw `cl_context` holo creates its queues and buffers in (option 2 of the seed:
@@ -326,7 +326,7 @@ impl OpenClDevice {
         }
     }
 
-    fn event_slot<'a>(live: &'a Live, event: EventHandle) -> Result<&'a EventSlot> {
+    fn event_slot(live: &Live, event: EventHandle) -> Result<&EventSlot> {
         live.events.get(&event.raw()).map(|b| &**b).ok_or_else(|| {
             Error::invalid_argument(format!(
                 "{event:?} is not a live event of this OpenCL device"
@@ -1117,9 +1117,7 @@ mod tests {
     fn without_a_library_or_device_opencl_is_unavailable_not_a_panic() {
         match opencl_device_count() {
             Ok(count) => {
-                let error = OpenClDevice::open(count)
-                    .err()
-                    .expect("ordinal past the last device");
+                let error = OpenClDevice::open(count).expect_err("ordinal past the last device");
                 assert_eq!(error.code(), ErrorCode::DeviceUnavailable, "{error}");
             }
             Err(error) => {
