@@ -13,7 +13,8 @@
 //! - **Allocations**: a counting global allocator over the hop and hand-off loops (rule: 0
 //!   per frame).
 //!
-//! Batches of holo and the baseline alternate; medians and their ratio are printed. Each
+//! Batches of holo and the baseline alternate (which goes first alternates too); medians
+//! and their ratio are printed. Each
 //! batch ends with `clFinish` on the queues (untimed), so queues do not grow without bound.
 //!
 //! `cargo bench -p holo-runtime --bench opencl_hop` (targets: hop ≤ 1.2× raw; own queue 0
@@ -59,8 +60,8 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-const BATCHES: usize = 15;
-const PER_BATCH: u32 = 2000;
+const BATCHES: usize = 31;
+const PER_BATCH: u32 = 1000;
 
 #[operator]
 struct Source {
@@ -129,9 +130,15 @@ fn interleaved(
         ns
     };
     let (mut h, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..BATCHES {
-        h.push(time(&mut holo, true));
-        b.push(time(&mut baseline, false));
+    for batch in 0..BATCHES {
+        // Which goes first alternates, so neither always finds the queues just settled.
+        if batch % 2 == 0 {
+            h.push(time(&mut holo, true));
+            b.push(time(&mut baseline, false));
+        } else {
+            b.push(time(&mut baseline, false));
+            h.push(time(&mut holo, true));
+        }
     }
     #[allow(clippy::cast_precision_loss, reason = "a count far below 2^52")]
     let per = allocations as f64 / (BATCHES as f64 * f64::from(PER_BATCH));
