@@ -37,22 +37,24 @@
 //! live ones sit in a registry whose read lock is held across each call, as in the CUDA
 //! backend, so a stale handle gives `InvalidArgument`.
 
+mod context;
 pub(crate) mod ffi;
 mod host_fn;
 mod memory;
+mod transfer;
 
 use std::collections::{HashMap, HashSet};
 use std::ptr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard};
 
 use self::ffi::{
-    CL_COMPLETE, CL_EVENT_COMMAND_EXECUTION_STATUS, CL_FALSE, check, cl, cl_command_queue,
-    cl_context, cl_device_id, cl_event, cl_int, cl_mem,
+    CL_COMPLETE, CL_EVENT_COMMAND_EXECUTION_STATUS, check, cl, cl_command_queue, cl_context,
+    cl_device_id, cl_event, cl_int,
 };
-use self::memory::{Backing, MemoryTable, Place};
+use self::memory::{MemoryTable, Place};
 use super::{
     AllocKind, BackendKind, DeviceBackend, DeviceCounters, DevicePtr, EventHandle, MemoryObject,
     OpenClMemPtr, StreamHandle, StreamOrQueue,
@@ -128,169 +130,6 @@ fn unavailable(message: impl Into<std::borrow::Cow<'static, str>>) -> Error {
 }
 
 impl OpenClDevice {
-    /// Opens OpenCL device `ordinal` (every device of the first platform, then of the
-    /// second, …) in a context of its own.
-    ///
-    /// `DeviceUnavailable` when no OpenCL library or driver is installed, or the ordinal
-    /// names no device. Never panics.
-    pub fn open(ordinal: u32) -> Result<Arc<Self>> {
-        let lib = ffi::library()?;
-        let devices = ffi::devices()?;
-        let Some(entry) = devices.get(ordinal as usize) else {
-            return Err(unavailable(format!(
-                "OpenCL device {ordinal} is not present: this machine has {} OpenCL device(s){}",
-                devices.len(),
-                if devices.is_empty() {
-                    " (an ICD loader with no driver: Debian: apt-get install pocl-opencl-icd)"
-                } else {
-                    ""
-                }
-            )));
-        };
-        let device: cl_device_id = ffi::handle(entry.device);
-        let mut status: cl_int = 0;
-        let context = cl!(
-            lib,
-            clCreateContext(
-                ptr::null(),
-                1,
-                &raw const device,
-                None,
-                ptr::null_mut(),
-                &raw mut status
-            )
-        );
-        check("clCreateContext", status)?;
-        Ok(Self::with_context(
-            lib,
-            ordinal,
-            entry.device,
-            ffi::raw(context),
-            false,
-            format!("{} ({})", entry.device_name, entry.platform_name),
-        ))
-    }
-
-    /// A device on a `cl_context` the caller made (option 1 of the seed: *give* holo the
-    /// context). holo retains it, creates its queues and buffers in it on the context's
-    /// first device, and refuses any queue or `cl_mem` of another context. The caller may
-    /// release its own reference at any time; holo releases its one when the device drops.
-    ///
-    /// `DeviceUnavailable` without an OpenCL library; `InvalidArgument` for a null context
-    /// or one with no device.
-    ///
-    /// # Safety
-    /// `context` is null or a live `cl_context` (holo retains it before returning).
-    pub unsafe fn from_context(context: u64) -> Result<Arc<Self>> {
-        let lib = ffi::library()?;
-        if context == 0 {
-            return Err(Error::invalid_argument(
-                "a null cl_context was given to OpenClDevice::from_context",
-            ));
-        }
-        let raw: cl_context = ffi::handle(context);
-        let mut device: cl_device_id = ptr::null_mut();
-        // Reads the first device only: CL_INVALID_VALUE would mean a zero-device context.
-        let mut size = 0_usize;
-        check(
-            "clGetContextInfo(CL_CONTEXT_DEVICES)",
-            cl!(
-                lib,
-                clGetContextInfo(
-                    raw,
-                    ffi::CL_CONTEXT_DEVICES,
-                    0,
-                    ptr::null_mut(),
-                    &raw mut size
-                )
-            ),
-        )
-        .map_err(|e| {
-            Error::invalid_argument(format!("cl_context {context:#x}: {}", e.message()))
-        })?;
-        if size < size_of::<cl_device_id>() {
-            return Err(Error::invalid_argument(format!(
-                "cl_context {context:#x} has no device"
-            )));
-        }
-        let mut ids: Vec<cl_device_id> = vec![ptr::null_mut(); size / size_of::<cl_device_id>()];
-        check(
-            "clGetContextInfo(CL_CONTEXT_DEVICES)",
-            cl!(
-                lib,
-                clGetContextInfo(
-                    raw,
-                    ffi::CL_CONTEXT_DEVICES,
-                    size,
-                    ids.as_mut_ptr().cast(),
-                    ptr::null_mut()
-                )
-            ),
-        )?;
-        device = ids.first().copied().unwrap_or(device);
-        check("clRetainContext", cl!(lib, clRetainContext(raw)))?;
-        let entries = ffi::devices().unwrap_or(&[]);
-        let position = entries.iter().position(|e| e.device == ffi::raw(device));
-        let name = position.map_or_else(
-            || "a device of the caller's context".to_owned(),
-            |i| format!("{} ({})", entries[i].device_name, entries[i].platform_name),
-        );
-        Ok(Self::with_context(
-            lib,
-            position.map_or(0, |i| u32::try_from(i).unwrap_or(u32::MAX)),
-            ffi::raw(device),
-            context,
-            true,
-            name,
-        ))
-    }
-
-    /// Takes ownership of one reference to `context` (released when the device drops).
-    fn with_context(
-        lib: &'static ffi::Library,
-        ordinal: u32,
-        device: u64,
-        context: u64,
-        given: bool,
-        name: String,
-    ) -> Arc<Self> {
-        Arc::new(Self {
-            lib,
-            ordinal,
-            device,
-            context,
-            given,
-            name,
-            adopted: super::Adoptions::new(),
-            live: ShardedLock::new(Live::default()),
-            memory: ShardedLock::new(MemoryTable::default()),
-            counters: DeviceCounters::default(),
-        })
-    }
-
-    /// The raw `cl_context` holo creates its queues and buffers in (option 2 of the seed:
-    /// the caller *adopts* it and creates its queues there). Live while this device is; a
-    /// caller that keeps it longer retains it.
-    pub fn native_context(&self) -> u64 {
-        self.context
-    }
-
-    /// The raw `cl_device_id` of this device, to create a queue on in
-    /// [`native_context`](Self::native_context).
-    pub fn native_device(&self) -> u64 {
-        self.device
-    }
-
-    /// Whether the caller gave the context ([`from_context`](Self::from_context)).
-    pub fn context_was_given(&self) -> bool {
-        self.given
-    }
-
-    /// The device's and platform's names, as the driver reports them.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Resolves a [`DevicePtr`] of this device (a tensor's
     /// [`device_ptr`](crate::Tensor::device_ptr), or a slot's
     /// [`BufferRef::unified_address`](crate::channel::BufferRef::unified_address)) to the
@@ -332,35 +171,6 @@ impl OpenClDevice {
                 "{event:?} is not a live event of this OpenCL device"
             ))
         })
-    }
-
-    /// The context a caller's queue belongs to, checked against this device's.
-    fn check_queue_context(&self, raw: u64) -> Result<()> {
-        let mut context: cl_context = ptr::null_mut();
-        let status = cl!(
-            self.lib,
-            clGetCommandQueueInfo(
-                ffi::handle(raw),
-                ffi::CL_QUEUE_CONTEXT,
-                size_of::<cl_context>(),
-                (&raw mut context).cast(),
-                ptr::null_mut()
-            )
-        );
-        check("clGetCommandQueueInfo(CL_QUEUE_CONTEXT)", status).map_err(|e| {
-            Error::invalid_argument(format!(
-                "cl_command_queue {raw:#x} is not a live OpenCL command queue ({})",
-                e.message()
-            ))
-        })?;
-        if ffi::raw(context) != self.context {
-            return Err(Error::invalid_argument(format!(
-                "cl_command_queue {raw:#x} belongs to cl_context {:#x}, not to this device's context {:#x}: create the queue in the device's context (OpenClDevice::native_context), or give the device the caller's context (OpenClDevice::from_context)",
-                ffi::raw(context),
-                self.context
-            )));
-        }
-        Ok(())
     }
 
     /// Runs `f` on a checked queue with the registry read lock held.
@@ -677,143 +487,25 @@ impl DeviceBackend for OpenClDevice {
         Ok(())
     }
 
-    fn alloc(&self, kind: AllocKind, bytes: usize) -> Result<DevicePtr> {
-        if bytes == 0 {
-            return Err(Error::invalid_argument("an allocation of zero bytes"));
-        }
-        let mut table = self.memory.write().unwrap_or_else(PoisonError::into_inner);
-        let ptr = match kind {
-            AllocKind::Device => {
-                if bytes as u64 > memory::WINDOW_BYTES {
-                    return Err(Error::new(
-                        ErrorCode::ResourceExhausted,
-                        format!(
-                            "an OpenCL buffer of {bytes} bytes is larger than holo's 1 TiB window"
-                        ),
-                    ));
-                }
-                let mut status: cl_int = 0;
-                let mem = cl!(
-                    self.lib,
-                    clCreateBuffer(
-                        ffi::handle(self.context),
-                        ffi::CL_MEM_READ_WRITE,
-                        bytes,
-                        ptr::null_mut(),
-                        &raw mut status
-                    )
-                );
-                check("clCreateBuffer", status)?;
-                match table.insert_buffer(mem, kind, bytes, false) {
-                    Ok(ptr) => ptr,
-                    Err(error) => {
-                        let _ = self.lib.clReleaseMemObject(mem);
-                        return Err(error);
-                    }
-                }
-            }
-            AllocKind::PinnedHost | AllocKind::Managed => table.insert_host(kind, bytes)?,
-        };
-        self.counters.alloc.bump();
-        Ok(ptr)
-    }
-
     fn unified_addressing(&self) -> bool {
         false
     }
 
+    fn alloc(&self, kind: AllocKind, bytes: usize) -> Result<DevicePtr> {
+        self.allocate(kind, bytes)
+    }
+
     fn adopt_memory_object(&self, memory: OpenClMemPtr) -> Result<(MemoryObject, usize)> {
-        let raw = memory.raw();
-        if raw == 0 {
-            return Err(Error::invalid_argument("the cl_mem to wrap is null"));
-        }
-        let mem: cl_mem = ffi::handle(raw);
-        let mut context: cl_context = ptr::null_mut();
-        check(
-            "clGetMemObjectInfo(CL_MEM_CONTEXT)",
-            cl!(
-                self.lib,
-                clGetMemObjectInfo(
-                    mem,
-                    ffi::CL_MEM_CONTEXT,
-                    size_of::<cl_context>(),
-                    (&raw mut context).cast(),
-                    ptr::null_mut()
-                )
-            ),
-        )
-        .map_err(|e| {
-            Error::invalid_argument(format!(
-                "cl_mem {raw:#x} is not a live OpenCL memory object ({})",
-                e.message()
-            ))
-        })?;
-        if ffi::raw(context) != self.context {
-            return Err(Error::invalid_argument(format!(
-                "cl_mem {raw:#x} belongs to cl_context {:#x}, not to this device's context {:#x}: create the buffer in the device's context (OpenClDevice::native_context), or give the device the caller's context (OpenClDevice::from_context)",
-                ffi::raw(context),
-                self.context
-            )));
-        }
-        let mut size = 0_usize;
-        check(
-            "clGetMemObjectInfo(CL_MEM_SIZE)",
-            cl!(
-                self.lib,
-                clGetMemObjectInfo(
-                    mem,
-                    ffi::CL_MEM_SIZE,
-                    size_of::<usize>(),
-                    (&raw mut size).cast(),
-                    ptr::null_mut()
-                )
-            ),
-        )?;
-        let mut table = self.memory.write().unwrap_or_else(PoisonError::into_inner);
-        check("clRetainMemObject", cl!(self.lib, clRetainMemObject(mem)))?;
-        match table.insert_buffer(mem, AllocKind::Device, size, true) {
-            Ok(base) => Ok((MemoryObject::from_raw(base.raw()), size)),
-            Err(error) => {
-                let _ = self.lib.clReleaseMemObject(mem);
-                Err(error)
-            }
-        }
+        self.wrap_cl_mem(memory)
     }
 
     unsafe fn release_adopted_memory_object(&self, memory: MemoryObject) -> Result<()> {
-        let mem = self
-            .memory
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove_adopted(memory.raw())
-            .ok_or_else(|| {
-                Error::invalid_argument(format!(
-                    "{memory:?} is not a wrapped cl_mem of this OpenCL device"
-                ))
-            })?;
-        check(
-            "clReleaseMemObject",
-            cl!(self.lib, clReleaseMemObject(ffi::handle(mem))),
-        )
+        self.unwrap_cl_mem(memory)
     }
 
     unsafe fn free(&self, kind: AllocKind, ptr: DevicePtr, bytes: usize) -> Result<()> {
-        let region = self
-            .memory
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(ptr, kind, bytes)?;
-        match region.backing {
-            Backing::Buffer { mem, .. } => check(
-                "clReleaseMemObject",
-                cl!(self.lib, clReleaseMemObject(ffi::handle(mem))),
-            )?,
-            // SAFETY: the caller's contract: no pending operation uses the memory; `ptr`
-            // is the region's start (checked by `remove`).
-            Backing::Host { layout } => unsafe { memory::free_host(ptr, layout) },
-        }
-        self.counters.free.bump();
-        Ok(())
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.release(kind, ptr, bytes) }
     }
 
     unsafe fn memset_async(
@@ -823,41 +515,8 @@ impl DeviceBackend for OpenClDevice {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<()> {
-        self.on_queue(stream, |queue| {
-            if bytes == 0 {
-                return Ok(());
-            }
-            let table = self.memory();
-            match Self::place(&table, dst, bytes, "memset_async")? {
-                Place::Buffer { mem, offset } => check(
-                    "clEnqueueFillBuffer",
-                    cl!(
-                        self.lib,
-                        clEnqueueFillBuffer(
-                            queue,
-                            mem,
-                            (&raw const value).cast(),
-                            1,
-                            offset,
-                            bytes,
-                            0,
-                            ptr::null(),
-                            ptr::null_mut()
-                        )
-                    ),
-                ),
-                Place::Host(ptr) => self.enqueue_host(
-                    queue,
-                    host_fn::Action::Fill {
-                        dst: ffi::raw(ptr),
-                        value,
-                        len: bytes,
-                    },
-                ),
-            }
-        })?;
-        self.counters.memset.bump();
-        Ok(())
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.fill(dst, value, bytes, stream) }
     }
 
     unsafe fn copy_async(
@@ -867,100 +526,8 @@ impl DeviceBackend for OpenClDevice {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<()> {
-        self.on_queue(stream, |queue| {
-            if bytes == 0 {
-                return Ok(());
-            }
-            let table = self.memory();
-            let to = Self::place(&table, dst, bytes, "copy_async destination")?;
-            let from = Self::place(&table, src, bytes, "copy_async source")?;
-            // SAFETY (each arm): the caller's contract keeps both ranges live and unaliased
-            // until the queue has run the copy; the table's read lock keeps the cl_mems.
-            match (to, from) {
-                (
-                    Place::Buffer {
-                        mem: d,
-                        offset: doff,
-                    },
-                    Place::Buffer {
-                        mem: s,
-                        offset: soff,
-                    },
-                ) => check(
-                    "clEnqueueCopyBuffer",
-                    cl!(
-                        self.lib,
-                        clEnqueueCopyBuffer(
-                            queue,
-                            s,
-                            d,
-                            soff,
-                            doff,
-                            bytes,
-                            0,
-                            ptr::null(),
-                            ptr::null_mut()
-                        )
-                    ),
-                ),
-                (
-                    Place::Host(d),
-                    Place::Buffer {
-                        mem: s,
-                        offset: soff,
-                    },
-                ) => check(
-                    "clEnqueueReadBuffer",
-                    cl!(
-                        self.lib,
-                        clEnqueueReadBuffer(
-                            queue,
-                            s,
-                            CL_FALSE,
-                            soff,
-                            bytes,
-                            d.cast(),
-                            0,
-                            ptr::null(),
-                            ptr::null_mut()
-                        )
-                    ),
-                ),
-                (
-                    Place::Buffer {
-                        mem: d,
-                        offset: doff,
-                    },
-                    Place::Host(s),
-                ) => check(
-                    "clEnqueueWriteBuffer",
-                    cl!(
-                        self.lib,
-                        clEnqueueWriteBuffer(
-                            queue,
-                            d,
-                            CL_FALSE,
-                            doff,
-                            bytes,
-                            s.cast(),
-                            0,
-                            ptr::null(),
-                            ptr::null_mut()
-                        )
-                    ),
-                ),
-                (Place::Host(d), Place::Host(s)) => self.enqueue_host(
-                    queue,
-                    host_fn::Action::Copy {
-                        dst: ffi::raw(d),
-                        src: ffi::raw(s),
-                        len: bytes,
-                    },
-                ),
-            }
-        })?;
-        self.counters.copy.bump();
-        Ok(())
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.copy(dst, src, bytes, stream) }
     }
 
     unsafe fn copy_to_host_async(
@@ -970,46 +537,8 @@ impl DeviceBackend for OpenClDevice {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<()> {
-        self.on_queue(stream, |queue| {
-            if bytes == 0 {
-                return Ok(());
-            }
-            if dst.is_null() {
-                return Err(Error::invalid_argument(
-                    "the copy destination host pointer is null",
-                ));
-            }
-            let table = self.memory();
-            match Self::place(&table, src, bytes, "copy_to_host_async source")? {
-                Place::Buffer { mem, offset } => check(
-                    "clEnqueueReadBuffer",
-                    cl!(
-                        self.lib,
-                        clEnqueueReadBuffer(
-                            queue,
-                            mem,
-                            CL_FALSE,
-                            offset,
-                            bytes,
-                            dst.cast(),
-                            0,
-                            ptr::null(),
-                            ptr::null_mut()
-                        )
-                    ),
-                ),
-                Place::Host(s) => self.enqueue_host(
-                    queue,
-                    host_fn::Action::Copy {
-                        dst: ffi::raw(dst),
-                        src: ffi::raw(s),
-                        len: bytes,
-                    },
-                ),
-            }
-        })?;
-        self.counters.copy.bump();
-        Ok(())
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.read_to_host(dst, src, bytes, stream) }
     }
 
     unsafe fn copy_from_host_async(
@@ -1019,46 +548,8 @@ impl DeviceBackend for OpenClDevice {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<()> {
-        self.on_queue(stream, |queue| {
-            if bytes == 0 {
-                return Ok(());
-            }
-            if src.is_null() {
-                return Err(Error::invalid_argument(
-                    "the copy source host pointer is null",
-                ));
-            }
-            let table = self.memory();
-            match Self::place(&table, dst, bytes, "copy_from_host_async destination")? {
-                Place::Buffer { mem, offset } => check(
-                    "clEnqueueWriteBuffer",
-                    cl!(
-                        self.lib,
-                        clEnqueueWriteBuffer(
-                            queue,
-                            mem,
-                            CL_FALSE,
-                            offset,
-                            bytes,
-                            src.cast(),
-                            0,
-                            ptr::null(),
-                            ptr::null_mut()
-                        )
-                    ),
-                ),
-                Place::Host(d) => self.enqueue_host(
-                    queue,
-                    host_fn::Action::Copy {
-                        dst: ffi::raw(d),
-                        src: ffi::raw(src.cast_mut()),
-                        len: bytes,
-                    },
-                ),
-            }
-        })?;
-        self.counters.copy.bump();
-        Ok(())
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.write_from_host(dst, src, bytes, stream) }
     }
 
     fn enqueue_delay(&self, stream: StreamHandle, duration: Duration) -> Result<()> {
@@ -1071,41 +562,6 @@ impl DeviceBackend for OpenClDevice {
 
     fn counters(&self) -> &DeviceCounters {
         &self.counters
-    }
-}
-
-impl Drop for OpenClDevice {
-    fn drop(&mut self) {
-        let live = std::mem::take(self.live.get_mut().unwrap_or_else(PoisonError::into_inner));
-        // Teardown errors have no caller to report to; each resource is still released.
-        for &queue in &live.queues {
-            // Finishing first keeps the queue's work off memory released below.
-            let _ = self.lib.clFinish(ffi::handle(queue));
-        }
-        for (_, slot) in live.events {
-            self.release_event(*slot.latest.lock().unwrap_or_else(PoisonError::into_inner));
-        }
-        for queue in live.queues {
-            let _ = self.lib.clReleaseCommandQueue(ffi::handle(queue));
-        }
-        let regions = self
-            .memory
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain();
-        for region in regions {
-            match region.backing {
-                Backing::Buffer { mem, .. } => {
-                    let _ = self.lib.clReleaseMemObject(ffi::handle(mem));
-                }
-                Backing::Host { layout } => {
-                    // Host regions are freed by the pools that own them; one still here was
-                    // leaked by its owner and is left alone rather than freed under it.
-                    let _ = layout;
-                }
-            }
-        }
-        let _ = self.lib.clReleaseContext(ffi::handle(self.context));
     }
 }
 
