@@ -332,10 +332,21 @@ fn a_device_on_a_given_context_takes_the_callers_queues() {
     // The caller may drop its own context reference: holo holds one.
     // SAFETY: the caller's one reference, released once.
     unsafe { opencl3::context::context::release_context(context) }.unwrap();
-    let device: Arc<dyn DeviceBackend> = given;
+    let device: Arc<dyn DeviceBackend> = given.clone();
     let s = Session::start(&device, 2, Duration::from_millis(10));
     for _ in 0..2 {
         let (k, t) = s.next();
+        // holo's pool lives in the caller's context.
+        let (mem, _) = given.resolve(t.device_ptr()).unwrap().unwrap();
+        let owner: isize =
+            opencl3::memory::get_mem_object_info(ptr(mem), opencl3::memory::CL_MEM_CONTEXT)
+                .unwrap()
+                .into();
+        assert_eq!(
+            owner.unsigned_abs() as u64,
+            raw(context),
+            "the pool's cl_mem context"
+        );
         let array = t.device_array(queue.ptr()).unwrap();
         let bytes = array
             .copy_to_host_async(vec![POISON; 16])
