@@ -20,9 +20,17 @@
 //! `cargo bench -p holo-runtime --bench opencl_hop` (targets: hop ≤ 1.2× raw; own queue 0
 //! calls; 0 allocations per frame). `HOLO_OPENCL_DEVICE=N` picks `opencl:N` (default 0).
 
+#![cfg_attr(
+    not(feature = "opencl"),
+    allow(
+        unused_imports,
+        dead_code,
+        reason = "without the opencl feature the bench only says it is skipped"
+    )
+)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -147,10 +155,11 @@ fn interleaved(
 
 #[cfg(feature = "opencl")]
 mod opencl {
+    use std::sync::mpsc::{Receiver, channel};
+
     use super::{
         Arc, CompileOptions, ConnectionOptions, Duration, Graph, Input, Instant, Mutex, Output,
-        PER_BATCH, ParamSet, Receiver, RunSession, SessionOptions, Source, Tap, Tensor, channel,
-        compile, interleaved,
+        PER_BATCH, ParamSet, RunSession, SessionOptions, Source, Tap, Tensor, compile, interleaved,
     };
     use holo_runtime::device::{AdoptedStream, DeviceBackend, OpenClDevice, OpenClQueuePtr};
     use opencl3::types::{cl_command_queue, cl_event};
