@@ -21,6 +21,30 @@ impl OpenClDevice {
     ///
     /// `DeviceUnavailable` when no OpenCL library or driver is installed, or the ordinal
     /// names no device. Never panics.
+    ///
+    /// ```
+    /// use holo_runtime::device::{AllocKind, DeviceBackend, OpenClDevice};
+    ///
+    /// let Ok(cl) = OpenClDevice::open(0) else {
+    ///     return Ok(()); // no OpenCL here (Debian: apt-get install pocl-opencl-icd)
+    /// };
+    /// let (producer, consumer) = (cl.create_stream()?, cl.create_stream()?);
+    /// let ready = cl.create_event()?;
+    /// let frame = cl.alloc(AllocKind::Device, 256)?; // a cl_mem, named by its window
+    /// let mut host = [0_u8; 256];
+    /// // SAFETY: `frame` is a live 256-byte buffer and `host` outlives the wait below.
+    /// unsafe { cl.memset_async(frame, 7, 256, producer)? };
+    /// cl.record_event(ready, producer)?; // a marker on the producer's queue
+    /// cl.wait_event(consumer, ready)?; // a barrier on the consumer's queue
+    /// unsafe { cl.copy_to_host_async(host.as_mut_ptr(), frame, 256, consumer)? };
+    /// cl.synchronize_stream(consumer)?;
+    /// assert!(host.iter().all(|&b| b == 7));
+    /// let (mem, offset) = cl.resolve(frame)?.expect("device memory is a cl_mem");
+    /// assert!(mem != 0 && offset == 0);
+    /// // SAFETY: both queues finished every operation on `frame`.
+    /// unsafe { cl.free(AllocKind::Device, frame, 256)? };
+    /// # Ok::<(), holo_runtime::Error>(())
+    /// ```
     pub fn open(ordinal: u32) -> Result<Arc<Self>> {
         let lib = ffi::library()?;
         let devices = ffi::devices()?;
