@@ -291,8 +291,10 @@ fn a_caller_queue_in_the_adopted_context_sees_the_producers_bytes() {
     // The producer's queue is held back 30 ms per frame: a caller queue that did not wait
     // on the readiness would read stale bytes.
     let s = Session::start(&device, 3, Duration::from_millis(30));
-    for _ in 0..3 {
-        let (k, t) = s.next();
+    // Every frame first (its fill still pending on the device): the counters then see no
+    // call of the producer's or the tap's during a measurement.
+    let frames: Vec<(u64, Tensor)> = (0..3).map(|_| s.next()).collect();
+    for (k, t) in frames {
         let before = device.counters().snapshot();
         let array = t.device_array(queue.ptr()).unwrap();
         let calls = device.counters().snapshot() - before;
@@ -406,8 +408,9 @@ fn the_hand_off_on_holos_own_queue_makes_no_opencl_call() {
     let Some(cl) = opencl() else { return };
     let device: Arc<dyn DeviceBackend> = cl;
     let s = Session::start(&device, 3, Duration::ZERO);
-    for _ in 0..3 {
-        let (k, t) = s.next();
+    // Every frame first: the counters then see no call of the producer's or the tap's.
+    let frames: Vec<(u64, Tensor)> = (0..3).map(|_| s.next()).collect();
+    for (k, t) in frames {
         let own = t.sdk_stream().expect("written on a queue");
         let StreamOrQueue::Backend(handle) = own else {
             panic!("{own:?}")
