@@ -15,7 +15,7 @@ for line in sys.stdin:
     try: m = json.loads(line)
     except ValueError: continue
     if m.get("reason") == "compiler-artifact" and m.get("executable") and "bench" in m["target"]["kind"] \
-            and m["target"]["name"] in ("device_hop", "device_ops", "host_hop", "handoff", "dlpack", "topics"):
+            and m["target"]["name"] in ("device_hop", "device_ops", "host_hop", "handoff", "dlpack", "topics", "opencl_hop"):
         print(m["executable"])
 ' | while read -r exe; do cp "$exe" .gpu/bench/ && strip ".gpu/bench/$(basename "$exe")"; done
 # The CuPy test's extension module (holo-py/tests/test_cupy.py runs it on the GPU machine).

@@ -13,10 +13,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Every example, as named in `Cargo.toml`.
-const EXAMPLES: [&str; 9] = [
+const EXAMPLES: [&str; 10] = [
     "params",
     "cudarc_interop",
     "device_array_handoff",
+    "device_array_opencl",
     "dlpack_roundtrip",
     "tensors_in_depth",
     "tensors_in_depth_cuda",

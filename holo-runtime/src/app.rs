@@ -156,6 +156,8 @@ pub struct App {
     used: BTreeSet<String>,
     on_plan: Option<PlanHook>,
     on_session: Option<Box<SessionHook>>,
+    /// The device to run on instead of the one the environment selects.
+    device: Option<std::sync::Arc<dyn crate::device::DeviceBackend>>,
 }
 
 type PlanHook = Box<dyn Fn(&ExecutionPlan, HumanOutput)>;
@@ -205,6 +207,7 @@ impl App {
             used: BTreeSet::new(),
             on_plan: None,
             on_session: None,
+            device: None,
         })
     }
 
@@ -220,6 +223,13 @@ impl App {
     /// it is given.
     pub fn on_session(&mut self, f: impl Fn(&ExecutionPlan, &RunSession, HumanOutput) + 'static) {
         self.on_session = Some(Box::new(f));
+    }
+
+    /// Runs the plan on `device` instead of the one `HOLO_DEVICE` selects (for an
+    /// application that opens its device itself, such as one given a caller's OpenCL
+    /// context).
+    pub fn with_device(&mut self, device: std::sync::Arc<dyn crate::device::DeviceBackend>) {
+        self.device = Some(device);
     }
 
     /// The parsed flags.
@@ -314,6 +324,7 @@ impl App {
             a.duration,
             human,
             self.on_session.as_deref(),
+            self.device.clone(),
         )?;
         human.print(summary(&report));
         Ok(Some(report))
@@ -350,7 +361,15 @@ pub fn run_plan(
     frames: Option<u64>,
     duration: Option<f64>,
 ) -> Result<RunReport> {
-    run_plan_with(graph, plan, frames, duration, HumanOutput::stdout(), None)
+    run_plan_with(
+        graph,
+        plan,
+        frames,
+        duration,
+        HumanOutput::stdout(),
+        None,
+        None,
+    )
 }
 
 /// `--duration SECS` as a run length: a non-negative number of seconds whose deadline,
@@ -386,6 +405,7 @@ fn run_plan_with(
     duration: Option<f64>,
     human: HumanOutput,
     on_session: Option<&SessionHook>,
+    device: Option<std::sync::Arc<dyn crate::device::DeviceBackend>>,
 ) -> Result<RunReport> {
     let frames = match (frames, duration) {
         (None, None) => Some(100),
@@ -393,10 +413,16 @@ fn run_plan_with(
     };
     let limit = run_length(duration)?;
     let device = if plan_needs_device(plan) {
-        let d = crate::device::open_backend_from_env()?;
+        let d = match device {
+            Some(d) => d,
+            None => crate::device::open_backend_from_env()?,
+        };
         match d.backend_kind() {
             crate::device::BackendKind::Cuda => {
                 human.println(format_args!("device: cuda:{}", d.ordinal()));
+            }
+            crate::device::BackendKind::OpenCl => {
+                human.println(format_args!("device: opencl:{}", d.ordinal()));
             }
             crate::device::BackendKind::Software => human.println(
                 "device: no CUDA device here, so the plan runs on holo's software device (worker-thread streams over host memory); set HOLO_REQUIRE_DEVICE=cuda to make this an error",

@@ -21,7 +21,7 @@
 //! - [`plan`]: the [`ExecutionPlan`](plan::ExecutionPlan) and its records;
 //! - [`spec`]: the operator spec records `#[operator]` generates (what `compile` reads);
 //! - [`channel`]: the channel layer — slots, buffers, ordering domains;
-//! - [`device`]: device backends (CUDA, software) and their handles;
+//! - [`device`]: device backends (CUDA, OpenCL, software) and their handles;
 //! - [`dlpack`]: DLPack export and import (`Tensor::to_dlpack`, `Tensor::from_dlpack`);
 //! - [`app`]: the standard command line of a holo application;
 //! - [`params`]: parameter-schema introspection;
@@ -102,11 +102,13 @@ pub use topic::{
 #[doc(hidden)]
 pub mod __test_support {
     /// The backends the device-contract suites run on: always a software device, plus
-    /// CUDA device 0 when it opens.
+    /// CUDA device 0 when it opens, plus the first OpenCL device of each platform when one
+    /// opens (PoCL in CI).
     ///
     /// # Panics
-    /// With `HOLO_REQUIRE_DEVICE=cuda` set, panics (failing the test rather than skipping
-    /// the CUDA run) when CUDA device 0 does not open, or when the variable is malformed.
+    /// With `HOLO_REQUIRE_DEVICE=cuda` (or `opencl`) set, panics (failing the test rather
+    /// than skipping that run) when CUDA device 0 (or no OpenCL device) opens, or when the
+    /// variable is malformed.
     pub fn test_backends() -> Vec<std::sync::Arc<dyn crate::device::DeviceBackend>> {
         crate::device::backends_for_tests()
     }

@@ -90,6 +90,35 @@ impl fmt::Debug for OpenClQueuePtr {
     }
 }
 
+/// A raw `cl_mem` of a caller's, to wrap as a read-only tensor
+/// ([`Tensor::from_cl_mem`](crate::Tensor::from_cl_mem), the seed's
+/// `createDeviceArrayView`). It must live in the OpenCL device's context.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OpenClMemPtr(u64);
+
+impl OpenClMemPtr {
+    /// Wraps a raw `cl_mem`.
+    ///
+    /// # Safety
+    /// `raw` is null or a live memory object (retained by the caller) while it is handed
+    /// over: holo checks its context and size (`clGetMemObjectInfo`), which needs a live
+    /// handle, and retains it for as long as the tensor wrapping it lives.
+    pub const unsafe fn from_raw(raw: u64) -> Self {
+        Self(raw)
+    }
+
+    /// The raw `cl_mem` value.
+    pub const fn raw(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Debug for OpenClMemPtr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OpenClMemPtr({:#x})", self.0)
+    }
+}
+
 /// The caller's stream or queue for a hand-off: only the member matching the device's
 /// backend is accepted.
 ///
@@ -300,11 +329,11 @@ impl Adoptions {
         }
     }
 
-    /// Ends one adoption of `raw` (nothing if it is not adopted).
-    pub(crate) fn release(&self, raw: u64) {
+    /// Ends one adoption of `raw` (nothing if it is not adopted); whether one was ended.
+    pub(crate) fn release(&self, raw: u64) -> bool {
         let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(count) = counts.get_mut(&raw) else {
-            return;
+            return false;
         };
         *count -= 1;
         if *count == 0 {
@@ -316,6 +345,7 @@ impl Adoptions {
                 }
             }
         }
+        true
     }
 
     /// Whether `raw` is adopted now.

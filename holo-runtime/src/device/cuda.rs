@@ -459,7 +459,7 @@ impl DeviceBackend for CudaDevice {
     }
 
     fn release_adopted_stream(&self, stream: StreamHandle) {
-        self.adopted.release(stream.raw());
+        let _ = self.adopted.release(stream.raw());
     }
 
     fn is_backend_stream(&self, stream: StreamHandle) -> bool {

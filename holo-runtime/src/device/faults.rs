@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use super::{
     AllocKind, BackendKind, DeviceBackend, DeviceCounters, DevicePtr, EventHandle, MemoryObject,
-    StreamHandle, StreamOrQueue,
+    OpenClMemPtr, StreamHandle, StreamOrQueue,
 };
 use crate::{Error, ErrorCode, Result};
 
@@ -367,6 +367,15 @@ impl DeviceBackend for FaultInjecting {
         self.forward(CallKind::Alloc, Some((&self.allocations, 1)), || {
             self.inner.alloc_memory_object(kind, bytes)
         })
+    }
+
+    fn adopt_memory_object(&self, memory: OpenClMemPtr) -> Result<(MemoryObject, usize)> {
+        self.inner.adopt_memory_object(memory)
+    }
+
+    unsafe fn release_adopted_memory_object(&self, memory: MemoryObject) -> Result<()> {
+        // SAFETY: forwarded unchanged; the caller's guarantees are the wrapped call's.
+        unsafe { self.inner.release_adopted_memory_object(memory) }
     }
 
     unsafe fn free_memory_object(

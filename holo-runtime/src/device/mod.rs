@@ -16,6 +16,10 @@
 //! - [`CudaDevice`] (feature `cuda`): the CUDA driver API through `cudarc`'s `result`/`sys`
 //!   layer, loaded at run time; a machine without `libcuda` gets
 //!   [`ErrorCode::DeviceUnavailable`], never a panic.
+//! - [`OpenClDevice`] (feature `opencl`): OpenCL through `cl3` (the FFI layer of `opencl3`),
+//!   `libOpenCL` loaded at run time; command queues are the streams, `cl_mem` buffers the
+//!   memory objects (named through windows: see the module's documentation). PoCL runs it
+//!   on the CPU in CI.
 //!
 //! ```
 //! use holo_runtime::device::{AllocKind, DeviceBackend, SoftwareDevice};
@@ -46,6 +50,8 @@ mod cuda;
 mod faults;
 mod handle;
 mod observed;
+#[cfg(feature = "opencl")]
+mod opencl;
 mod software;
 
 use std::sync::Arc;
@@ -54,13 +60,17 @@ use std::time::Duration;
 use crate::{Error, ErrorCode, MemoryKind, Result};
 
 pub(crate) use caller::Adoptions;
-pub use caller::{AdoptedStream, CudaStreamPtr, OpenClQueuePtr, StreamOrQueue, synchronize_stream};
+pub use caller::{
+    AdoptedStream, CudaStreamPtr, OpenClMemPtr, OpenClQueuePtr, StreamOrQueue, synchronize_stream,
+};
 pub use counters::{CounterSnapshot, DeviceCounters};
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaDevice, device_count, driver_present};
 pub use faults::{CallKind, FaultInjecting, LiveObjects};
 pub use handle::{DevicePtr, EventHandle, MemoryObject, StreamHandle};
 pub use observed::{DeviceCall, Observed};
+#[cfg(feature = "opencl")]
+pub use opencl::{OpenClDevice, library_present as opencl_library_present, opencl_device_count};
 pub use software::SoftwareDevice;
 
 /// Which implementation stands behind a [`DeviceBackend`].
@@ -70,14 +80,17 @@ pub enum BackendKind {
     Software,
     /// [`CudaDevice`]: a CUDA device through the driver API.
     Cuda,
+    /// `OpenClDevice`: an OpenCL device (command queues, `cl_event`s, `cl_mem` buffers).
+    OpenCl,
 }
 
 impl BackendKind {
-    /// The stable name (`software`, `cuda`), as `HOLO_DEVICE` spells it.
+    /// The stable name (`software`, `cuda`, `opencl`), as `HOLO_DEVICE` spells it.
     pub const fn name(self) -> &'static str {
         match self {
             BackendKind::Software => "software",
             BackendKind::Cuda => "cuda",
+            BackendKind::OpenCl => "opencl",
         }
     }
 }
@@ -281,6 +294,37 @@ pub trait DeviceBackend: Send + Sync + 'static {
         unsafe { self.free(kind, DevicePtr::from_raw(memory.raw()), bytes) }
     }
 
+    /// Wraps a caller's memory object (an OpenCL `cl_mem`: the seed's
+    /// `createDeviceArrayView`) as a memory object of this backend, returning it and its
+    /// size in bytes. The backend checks that it lives in its own context (one of another
+    /// context is `InvalidArgument`) and keeps its own reference until
+    /// [`release_adopted_memory_object`](Self::release_adopted_memory_object). A backend
+    /// without such objects answers `NotSupported`.
+    fn adopt_memory_object(&self, memory: OpenClMemPtr) -> Result<(MemoryObject, usize)> {
+        Err(Error::new(
+            ErrorCode::NotSupported,
+            format!(
+                "the {} backend does not wrap OpenCL memory objects ({memory:?})",
+                self.backend_kind().name()
+            ),
+        ))
+    }
+
+    /// Ends a wrap made by [`adopt_memory_object`](Self::adopt_memory_object), dropping
+    /// the backend's reference to the caller's object.
+    ///
+    /// # Safety
+    /// No pending or later stream operation of this backend uses the object.
+    unsafe fn release_adopted_memory_object(&self, memory: MemoryObject) -> Result<()> {
+        Err(Error::new(
+            ErrorCode::NotSupported,
+            format!(
+                "the {} backend does not wrap memory objects ({memory:?})",
+                self.backend_kind().name()
+            ),
+        ))
+    }
+
     /// Frees an allocation made by [`alloc`](Self::alloc) with the same `kind` and `bytes`.
     ///
     /// # Safety
@@ -358,6 +402,7 @@ enum Selection {
     Auto,
     Software,
     Cuda(u32),
+    OpenCl(u32),
 }
 
 fn parse_selection(value: Option<&str>) -> Result<Selection> {
@@ -368,25 +413,34 @@ fn parse_selection(value: Option<&str>) -> Result<Selection> {
         "" | "auto" => Ok(Selection::Auto),
         "software" => Ok(Selection::Software),
         "cuda" => Ok(Selection::Cuda(0)),
+        "opencl" => Ok(Selection::OpenCl(0)),
         _ => value
             .strip_prefix("cuda:")
             .and_then(|ordinal| ordinal.parse().ok())
             .map(Selection::Cuda)
+            .or_else(|| {
+                value
+                    .strip_prefix("opencl:")
+                    .and_then(|ordinal| ordinal.parse().ok())
+                    .map(Selection::OpenCl)
+            })
             .ok_or_else(|| {
                 Error::invalid_argument(format!(
-                    "unknown device `{value}`: expected one of `auto`, `software`, `cuda`, `cuda:N`"
+                    "unknown device `{value}`: expected one of `auto`, `software`, `cuda`, `cuda:N`, `opencl`, `opencl:N`"
                 ))
                 .at("environment variable HOLO_DEVICE")
             }),
     }
 }
 
-fn cuda_required(value: Option<&str>) -> Result<bool> {
+/// What `HOLO_REQUIRE_DEVICE` asks for: a backend that must open (no software fallback).
+fn required_device(value: Option<&str>) -> Result<Option<BackendKind>> {
     match value.map(str::trim) {
-        None | Some("") => Ok(false),
-        Some("cuda") => Ok(true),
+        None | Some("") => Ok(None),
+        Some("cuda") => Ok(Some(BackendKind::Cuda)),
+        Some("opencl") => Ok(Some(BackendKind::OpenCl)),
         Some(other) => Err(Error::invalid_argument(format!(
-            "unknown required device `{other}`: the only value is `cuda`"
+            "unknown required device `{other}`: expected one of `cuda`, `opencl`"
         ))
         .at("environment variable HOLO_REQUIRE_DEVICE")),
     }
@@ -410,39 +464,93 @@ fn open_cuda(_ordinal: u32) -> Result<Arc<dyn DeviceBackend>> {
     ))
 }
 
+/// Opens OpenCL device `ordinal` as a backend.
+#[cfg(feature = "opencl")]
+fn open_opencl(ordinal: u32) -> Result<Arc<dyn DeviceBackend>> {
+    Ok(OpenClDevice::open(ordinal)?)
+}
+
+#[cfg(not(feature = "opencl"))]
+fn open_opencl(_ordinal: u32) -> Result<Arc<dyn DeviceBackend>> {
+    Err(Error::new(
+        ErrorCode::DeviceUnavailable,
+        "this build of holo-runtime has no OpenCL backend (feature `opencl` is off)",
+    ))
+}
+
 /// Opens the backend that the environment selects.
 ///
-/// `HOLO_DEVICE` is `software`, `cuda` (device 0), `cuda:N`, or unset / `auto` (CUDA
-/// device 0 when one opens, else the software device). With `HOLO_REQUIRE_DEVICE=cuda`
-/// a CUDA device must open: the software fallback becomes an error.
+/// `HOLO_DEVICE` is `software`, `cuda` (device 0), `cuda:N`, `opencl` (OpenCL device 0),
+/// `opencl:N` (every device of the first platform, then of the second, …), or unset /
+/// `auto` (CUDA device 0 when one opens, else the software device; with
+/// `HOLO_REQUIRE_DEVICE=opencl`, OpenCL device 0). With `HOLO_REQUIRE_DEVICE=cuda` or
+/// `opencl` that kind of device must open: the software fallback becomes an error, and a
+/// selection of another kind contradicts it.
 pub fn open_backend_from_env() -> Result<Arc<dyn DeviceBackend>> {
     let selection = parse_selection(env_var("HOLO_DEVICE").as_deref())?;
-    let require_cuda = cuda_required(env_var("HOLO_REQUIRE_DEVICE").as_deref())?;
+    let required = required_device(env_var("HOLO_REQUIRE_DEVICE").as_deref())?;
+    let contradiction = |selected: &str| {
+        Error::invalid_argument(format!(
+            "HOLO_DEVICE={selected} contradicts HOLO_REQUIRE_DEVICE={}",
+            required.map_or("", BackendKind::name)
+        ))
+    };
     match selection {
+        Selection::Cuda(_) if required == Some(BackendKind::OpenCl) => Err(contradiction("cuda")),
+        Selection::OpenCl(_) if required == Some(BackendKind::Cuda) => Err(contradiction("opencl")),
         Selection::Cuda(ordinal) => open_cuda(ordinal),
-        Selection::Software if require_cuda => Err(Error::invalid_argument(
-            "HOLO_DEVICE=software contradicts HOLO_REQUIRE_DEVICE=cuda",
-        )),
+        Selection::OpenCl(ordinal) => open_opencl(ordinal),
+        Selection::Software if required.is_some() => Err(contradiction("software")),
         Selection::Software => Ok(SoftwareDevice::new()),
+        Selection::Auto if required == Some(BackendKind::OpenCl) => open_opencl(0),
         Selection::Auto => match open_cuda(0) {
             Ok(device) => Ok(device),
-            Err(error) if require_cuda => Err(error),
+            Err(error) if required.is_some() => Err(error),
             Err(_) => Ok(SoftwareDevice::new()),
         },
     }
 }
 
+/// The OpenCL backends the device-contract suite runs on: the first device of each
+/// platform (PoCL in CI; NVIDIA's OpenCL and PoCL on the GPU machine).
+#[cfg(feature = "opencl")]
+fn opencl_backends_for_tests() -> Result<Vec<Arc<dyn DeviceBackend>>> {
+    let mut out: Vec<Arc<dyn DeviceBackend>> = Vec::new();
+    for ordinal in opencl::first_device_of_each_platform()? {
+        out.push(OpenClDevice::open(ordinal)?);
+    }
+    if out.is_empty() {
+        return Err(Error::new(
+            ErrorCode::DeviceUnavailable,
+            "an OpenCL library is installed but no OpenCL device is (Debian: apt-get install pocl-opencl-icd)",
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(not(feature = "opencl"))]
+fn opencl_backends_for_tests() -> Result<Vec<Arc<dyn DeviceBackend>>> {
+    open_opencl(0).map(|device| vec![device])
+}
+
 /// The backends the device-contract suite runs on (`__test_support::test_backends`).
 pub(crate) fn backends_for_tests() -> Vec<Arc<dyn DeviceBackend>> {
-    let require_cuda = match cuda_required(env_var("HOLO_REQUIRE_DEVICE").as_deref()) {
+    let required = match required_device(env_var("HOLO_REQUIRE_DEVICE").as_deref()) {
         Ok(required) => required,
         Err(error) => panic!("{error}"),
     };
     let mut backends: Vec<Arc<dyn DeviceBackend>> = vec![SoftwareDevice::new()];
     match open_cuda(0) {
         Ok(cuda) => backends.push(cuda),
-        Err(error) if require_cuda => {
+        Err(error) if required == Some(BackendKind::Cuda) => {
             panic!("HOLO_REQUIRE_DEVICE=cuda but CUDA device 0 did not open: {error}")
+        }
+        Err(_) => {}
+    }
+    match opencl_backends_for_tests() {
+        Ok(opencl) => backends.extend(opencl),
+        Err(error) if required == Some(BackendKind::OpenCl) => {
+            panic!("HOLO_REQUIRE_DEVICE=opencl but no OpenCL device opened: {error}")
         }
         Err(_) => {}
     }
@@ -463,7 +571,17 @@ mod tests {
         );
         assert_eq!(parse_selection(Some("cuda")).unwrap(), Selection::Cuda(0));
         assert_eq!(parse_selection(Some("cuda:3")).unwrap(), Selection::Cuda(3));
-        for bad in ["gpu", "cuda:", "cuda:x", "cuda:-1", "opencl"] {
+        assert_eq!(
+            parse_selection(Some("opencl")).unwrap(),
+            Selection::OpenCl(0)
+        );
+        assert_eq!(
+            parse_selection(Some("opencl:2")).unwrap(),
+            Selection::OpenCl(2)
+        );
+        for bad in [
+            "gpu", "cuda:", "cuda:x", "cuda:-1", "opencl:", "opencl:x", "cl",
+        ] {
             let error = parse_selection(Some(bad)).unwrap_err();
             assert_eq!(error.code(), ErrorCode::InvalidArgument, "{bad}");
             assert!(error.message().contains("expected one of"), "{error}");
@@ -473,11 +591,18 @@ mod tests {
 
     #[test]
     fn holo_require_device_values_parse() {
-        assert!(!cuda_required(None).unwrap());
-        assert!(!cuda_required(Some("")).unwrap());
-        assert!(cuda_required(Some("cuda")).unwrap());
+        assert_eq!(required_device(None).unwrap(), None);
+        assert_eq!(required_device(Some("")).unwrap(), None);
         assert_eq!(
-            cuda_required(Some("gpu")).unwrap_err().code(),
+            required_device(Some("cuda")).unwrap(),
+            Some(BackendKind::Cuda)
+        );
+        assert_eq!(
+            required_device(Some(" opencl ")).unwrap(),
+            Some(BackendKind::OpenCl)
+        );
+        assert_eq!(
+            required_device(Some("gpu")).unwrap_err().code(),
             ErrorCode::InvalidArgument
         );
     }
@@ -511,6 +636,8 @@ mod tests {
         assert_send_sync::<SoftwareDevice>();
         #[cfg(feature = "cuda")]
         assert_send_sync::<CudaDevice>();
+        #[cfg(feature = "opencl")]
+        assert_send_sync::<OpenClDevice>();
         assert_send_sync::<DeviceCounters>();
         let backend: Arc<dyn DeviceBackend> = SoftwareDevice::new();
         assert_eq!(backend.backend_kind().name(), "software");

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::{
     AllocKind, BackendKind, DeviceBackend, DeviceCounters, DevicePtr, EventHandle, MemoryObject,
-    StreamHandle, StreamOrQueue,
+    OpenClMemPtr, StreamHandle, StreamOrQueue,
 };
 use crate::Result;
 
@@ -191,6 +191,15 @@ impl<F: Fn(DeviceCall, Duration) + Send + Sync + 'static> DeviceBackend for Obse
 
     fn alloc_memory_object(&self, kind: AllocKind, bytes: usize) -> Result<MemoryObject> {
         self.inner.alloc_memory_object(kind, bytes)
+    }
+
+    fn adopt_memory_object(&self, memory: OpenClMemPtr) -> Result<(MemoryObject, usize)> {
+        self.inner.adopt_memory_object(memory)
+    }
+
+    unsafe fn release_adopted_memory_object(&self, memory: MemoryObject) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.inner.release_adopted_memory_object(memory) }
     }
 
     unsafe fn free_memory_object(

@@ -18,7 +18,8 @@ use std::thread::ThreadId;
 use super::Tensor;
 use crate::channel::pool::Holder;
 use crate::device::{
-    AdoptedStream, CudaStreamPtr, DeviceBackend, DevicePtr, StreamHandle, StreamOrQueue,
+    AdoptedStream, BackendKind, CudaStreamPtr, DeviceBackend, DevicePtr, StreamHandle,
+    StreamOrQueue,
 };
 use crate::spec::DType;
 use crate::{Error, ErrorCode, Result};
@@ -228,7 +229,15 @@ impl Tensor {
         // registered (no wait).
         let sdk_stream = self.pool.writer_stream(self.slot).map(StreamHandle::raw)
             == Some(stream.raw())
-            && !matches!(stream, StreamOrQueue::OpenCl(_));
+            && matches!(
+                (stream, d.backend.backend_kind()),
+                (StreamOrQueue::Backend(_), _)
+                    | (StreamOrQueue::OpenCl(_), BackendKind::OpenCl)
+                    | (
+                        StreamOrQueue::Cuda(_),
+                        BackendKind::Cuda | BackendKind::Software
+                    )
+            );
         if sdk_stream && !self.pool.kind.is_host_accessible() {
             return Ok((stream, None));
         }

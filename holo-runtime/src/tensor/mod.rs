@@ -11,6 +11,7 @@
 //! returns it.
 
 mod caller_write;
+mod cl_view;
 pub mod dlpack;
 mod handoff;
 

@@ -159,6 +159,16 @@ impl Tensor {
         if request.max_version.is_none_or(|v| v.major < 1) {
             return Err(legacy_refused());
         }
+        if let Some(d) = self.pool.device()
+            && d.backend.backend_kind() == crate::device::BackendKind::OpenCl
+        {
+            // Its bytes are a cl_mem and an offset, never a CUDA address: no CUDA device
+            // type may name them.
+            return Err(Error::new(
+                ErrorCode::NotSupported,
+                "a tensor of an OpenCL device is not exported through DLPack (its bytes are a cl_mem, not a CUDA address): hand it over with Tensor::device_array on an OpenCL queue",
+            ));
+        }
         let meta = *self.meta();
         let rank = usize::from(meta.rank);
         let mut block = take_block()?;

@@ -192,6 +192,15 @@ fn memory_kind_of(device: DLDevice, backend: Option<&dyn DeviceBackend>) -> Resu
     };
     match backend.backend_kind() {
         BackendKind::Cuda | BackendKind::Software => {}
+        // No mapping between the kinds: CUDA memory never becomes OpenCL memory.
+        BackendKind::OpenCl => {
+            return Err(Error::invalid_argument(format!(
+                "the DLPack tensor is {kind} memory (device type {}, id {}) and the backend is OpenCL device {}: holo never maps CUDA memory to OpenCL (wrap a cl_mem with Tensor::from_cl_mem)",
+                device.device_type.0,
+                device.device_id,
+                backend.ordinal()
+            )));
+        }
     }
     if kind == MemoryKind::CudaDevice && i64::from(device.device_id) != i64::from(backend.ordinal())
     {
