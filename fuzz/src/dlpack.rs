@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::Bytes;
+use super::Bytes;
 use holo_runtime::device::{DeviceBackend, SoftwareDevice};
 use holo_runtime::dlpack::{
     DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackVersion,

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 
 use num_rational_free::reference_queue_depth;
 
-use crate::Bytes;
+use super::Bytes;
 use holo_runtime::{
     ByteSpanExpr, CompileOptions, ConnectionOptions, ExecutionContext, Graph, Input, Operator,
     Output, ParamSchema, ParamSet, Rate, RateRatio, Result, Tensor, automatic_queue_depth,

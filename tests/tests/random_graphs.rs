@@ -269,19 +269,84 @@ macro_rules! host_operator {
     };
 }
 
-host_operator!(#[operator] Src2, [], [a, b]);
-host_operator!(#[operator] Src3, [], [a, b, c]);
-host_operator!(#[operator] Proc11, [x], [a]);
-host_operator!(#[operator] Proc12, [x], [a, b]);
-host_operator!(#[operator] Proc21, [x, y], [a]);
-host_operator!(#[operator] Proc23, [x, y], [a, b, c]);
-host_operator!(#[operator] Proc31, [x, y, z], [a]);
-host_operator!(#[operator(trigger = any_input)] Join2, [x, y], [a]);
-host_operator!(#[operator(trigger = any_input)] Join3, [x, y, z], [a]);
-host_operator!(#[operator] Sink1, [x], []);
-host_operator!(#[operator] Sink2, [x, y], []);
-host_operator!(#[operator(trigger = any_input)] Sink3, [x, y, z], []);
-host_operator!(#[operator(trigger = clock(rate = clock_rate()))] Clocked1, [x], []);
+host_operator!(
+    #[operator]
+    Src2,
+    [],
+    [a, b]
+);
+host_operator!(
+    #[operator]
+    Src3,
+    [],
+    [a, b, c]
+);
+host_operator!(
+    #[operator]
+    Proc11,
+    [x],
+    [a]
+);
+host_operator!(
+    #[operator]
+    Proc12,
+    [x],
+    [a, b]
+);
+host_operator!(
+    #[operator]
+    Proc21,
+    [x, y],
+    [a]
+);
+host_operator!(
+    #[operator]
+    Proc23,
+    [x, y],
+    [a, b, c]
+);
+host_operator!(
+    #[operator]
+    Proc31,
+    [x, y, z],
+    [a]
+);
+host_operator!(
+    #[operator(trigger = any_input)]
+    Join2,
+    [x, y],
+    [a]
+);
+host_operator!(
+    #[operator(trigger = any_input)]
+    Join3,
+    [x, y, z],
+    [a]
+);
+host_operator!(
+    #[operator]
+    Sink1,
+    [x],
+    []
+);
+host_operator!(
+    #[operator]
+    Sink2,
+    [x, y],
+    []
+);
+host_operator!(
+    #[operator(trigger = any_input)]
+    Sink3,
+    [x, y, z],
+    []
+);
+host_operator!(
+    #[operator(trigger = clock(rate = clock_rate()))]
+    Clocked1,
+    [x],
+    []
+);
 
 /// A host source whose output declares the case's nominal rate.
 #[operator]
@@ -539,13 +604,15 @@ fn input_choice() -> impl Strategy<Value = InputChoice> {
         prop_oneof![12 => Just(None), 16 => (1_u32..=4).prop_map(Some), 1 => Just(Some(0))],
         any::<bool>(),
     )
-        .prop_map(|(pick, anywhere, unconnected, depth, drop_oldest)| InputChoice {
-            pick,
-            anywhere,
-            unconnected,
-            depth,
-            drop_oldest,
-        })
+        .prop_map(
+            |(pick, anywhere, unconnected, depth, drop_oldest)| InputChoice {
+                pick,
+                anywhere,
+                unconnected,
+                depth,
+                drop_oldest,
+            },
+        )
 }
 
 fn rate() -> impl Strategy<Value = Rate> {
@@ -668,7 +735,15 @@ macro_rules! with_ports_new {
         }
     )*};
 }
-with_ports_new!(Src1 { a }, Fwd { x, a }, DevFwd { x, a }, Hist { x, a }, Win { x, y, a }, DevSrc { a }, DevSink { x });
+with_ports_new!(
+    Src1 { a },
+    Fwd { x, a },
+    DevFwd { x, a },
+    Hist { x, a },
+    Win { x, y, a },
+    DevSrc { a },
+    DevSink { x }
+);
 
 /// What the whole run saw.
 #[derive(Debug, Default)]
@@ -750,9 +825,15 @@ fn run_case(d: &Desc, tally: &mut Tally) -> std::result::Result<(), TestCaseErro
     let plan = match compiled {
         Err(_) => return Err(TestCaseError::fail(format!("compile panicked on {d:?}"))),
         Ok(Err(diagnostics)) => {
-            prop_assert!(!diagnostics.items.is_empty(), "a rejection without diagnostics");
+            prop_assert!(
+                !diagnostics.items.is_empty(),
+                "a rejection without diagnostics"
+            );
             for item in &diagnostics.items {
-                prop_assert!(!item.code.name().is_empty() && !item.message.is_empty(), "{item}");
+                prop_assert!(
+                    !item.code.name().is_empty() && !item.message.is_empty(),
+                    "{item}"
+                );
             }
             let mut codes: Vec<&str> = diagnostics.items.iter().map(|i| i.code.name()).collect();
             codes.sort_unstable();
@@ -766,7 +847,8 @@ fn run_case(d: &Desc, tally: &mut Tally) -> std::result::Result<(), TestCaseErro
     };
     tally.compiled += 1;
 
-    let device = SoftwareDevice::with_completion_delay(Duration::from_micros(d.completion_delay_us));
+    let device =
+        SoftwareDevice::with_completion_delay(Duration::from_micros(d.completion_delay_us));
     let session = RunSession::start(
         g,
         &plan,
@@ -851,4 +933,58 @@ fn random_graphs_compile_or_are_rejected_and_run_clean() {
         panic!("{e}");
     }
     assert!(tally.compiled > 0, "no graph compiled: {tally:?}");
+}
+
+// ---- cases the generator found, kept ----------------------------------------------------
+
+fn chain(kinds: &[Kind]) -> Desc {
+    let plain = InputChoice {
+        pick: 0,
+        anywhere: false,
+        unconnected: false,
+        depth: None,
+        drop_oldest: false,
+    };
+    Desc {
+        // Each operator takes the previous one's output (single-output kinds: it is
+        // candidate j - 1 of operator j).
+        nodes: kinds
+            .iter()
+            .enumerate()
+            .map(|(j, &k)| {
+                let previous = InputChoice {
+                    pick: u16::try_from(j.saturating_sub(1)).unwrap(),
+                    ..plain
+                };
+                (k, [previous, plain, plain])
+            })
+            .collect(),
+        partitions: None,
+        fail: None,
+        completion_delay_us: 0,
+        source_rate: Rate::hz(1000),
+        clock_rate: Rate::hz(2000),
+        frames: 10,
+        bind_devices: true,
+    }
+}
+
+/// Found by the generator: a consumer of `cuda_device` tensors fed by a pass-through
+/// output that declares no memory kind (`DevSrc → DevFwd → DevFwd`) was placed in a
+/// host-only partition, so its `ctx.cuda_stream()` failed with `NotSupported` at run
+/// time. Its own input's CUDA memory now makes it CUDA-active on the producer's device.
+#[test]
+fn a_consumer_of_forwarded_device_tensors_gets_a_stream() {
+    let mut tally = Tally::default();
+    run_case(
+        &chain(&[Kind::DevSrc, Kind::DevFwd, Kind::DevFwd]),
+        &mut tally,
+    )
+    .unwrap();
+    run_case(
+        &chain(&[Kind::DevSrc, Kind::DevFwd, Kind::DevSink]),
+        &mut tally,
+    )
+    .unwrap();
+    assert_eq!(tally.ran_clean, 2, "{tally:?}");
 }
