@@ -25,6 +25,7 @@ use holo_runtime::{ErrorCode, MemoryKind, Tensor};
 
 /// The largest `ndim` whose `shape` and `strides` arrays the target allocates.
 pub const MAX_NDIM: usize = 40;
+const _: () = assert!(MAX_NDIM == 40, "the ndim draw below is `% 41`");
 
 /// A producer's tensor: the managed struct first, then what its pointers point to.
 #[repr(C)]
@@ -68,7 +69,7 @@ fn dtype(b: &mut Bytes<'_>) -> DLDataType {
         3 => 64,
         _ => b.byte(),
     };
-    let lanes = if b.byte() % 4 == 0 {
+    let lanes = if b.byte().is_multiple_of(4) {
         u16::from_le_bytes([b.byte(), b.byte()])
     } else {
         1
@@ -90,20 +91,19 @@ pub fn dlpack_import(data: &[u8]) {
     let flags = DlpackFlags::from_bits_retain(b.u64());
     let device = DLDevice {
         device_type: device_type(&mut b),
-        device_id: i32::from(b.byte() as i8 % 3),
+        device_id: i32::from(b.byte().cast_signed() % 3),
     };
-    #[allow(clippy::cast_possible_wrap, reason = "any ndim is a test value")]
     let ndim: i32 = match b.byte() % 8 {
         0 => -(i32::from(b.byte())),
         1 => i32::MIN,
-        2 => (b.byte() as usize % (MAX_NDIM + 1)) as i32,
+        2 => i32::from(b.byte()) % 41, // 0..=MAX_NDIM
         _ => i32::from(b.byte() % 5),
     };
     let dtype = dtype(&mut b);
     let mut shape = [0_i64; MAX_NDIM];
     let rank = usize::try_from(ndim).unwrap_or(0).min(MAX_NDIM);
     for e in &mut shape[..rank] {
-        *e = if b.byte() % 4 == 0 {
+        *e = if b.byte().is_multiple_of(4) {
             b.i64()
         } else {
             i64::from(b.byte() % 5)
@@ -127,21 +127,21 @@ pub fn dlpack_import(data: &[u8]) {
         }
     }
     let buffer_len = usize::from(b.byte());
-    let null_data = b.byte() % 8 == 0;
+    let null_data = b.byte().is_multiple_of(8);
     let byte_offset = match b.byte() % 4 {
         0 => b.u64(),
         1 => u64::from(b.byte() % 16),
         _ => 0,
     };
-    let has_deleter = b.byte() % 8 != 0;
-    let backend: Option<Arc<dyn DeviceBackend>> = if b.byte() % 2 == 0 {
+    let has_deleter = !b.byte().is_multiple_of(8);
+    let backend: Option<Arc<dyn DeviceBackend>> = if b.byte().is_multiple_of(2) {
         Some(SoftwareDevice::new())
     } else {
         None
     };
     let fill = b.rest();
     let buffer: Vec<u8> = (0..buffer_len)
-        .map(|i| fill.get(i).copied().unwrap_or(i as u8))
+        .map(|i| fill.get(i).copied().unwrap_or(i.to_le_bytes()[0]))
         .collect();
 
     let deleted = Arc::new(AtomicUsize::new(0));

@@ -160,18 +160,17 @@ pub fn params_json(data: &[u8]) {
 /// operators `resize` and `camera`, then the check for tables naming no operator). Bytes
 /// that are not UTF-8 go through a `--config` file.
 pub fn app_config(data: &[u8]) {
-    let (args, text, file) = match std::str::from_utf8(data) {
-        Ok(text) => (AppArgs::default(), text.to_owned(), None),
-        Err(_) => {
-            let path = std::env::temp_dir()
-                .join(format!("holo-fuzz-app-config-{}.toml", std::process::id()));
-            std::fs::write(&path, data).expect("the temporary config file is writable");
-            let args = AppArgs {
-                config: Some(path.clone()),
-                ..AppArgs::default()
-            };
-            (args, String::new(), Some(path))
-        }
+    let (args, text, file) = if let Ok(text) = std::str::from_utf8(data) {
+        (AppArgs::default(), text.to_owned(), None)
+    } else {
+        let path =
+            std::env::temp_dir().join(format!("holo-fuzz-app-config-{}.toml", std::process::id()));
+        std::fs::write(&path, data).expect("the temporary config file is writable");
+        let args = AppArgs {
+            config: Some(path.clone()),
+            ..AppArgs::default()
+        };
+        (args, String::new(), Some(path))
     };
     let app = App::new(args, &text);
     if let Some(path) = file {
