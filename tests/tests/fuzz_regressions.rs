@@ -76,3 +76,85 @@ fn targets_accept_the_empty_and_saturated_inputs() {
         entry(b"\xC3\x28 not utf-8");
     }
 }
+
+mod rates_near_the_limit {
+    use holo_runtime::{
+        CompileOptions, ConnectionOptions, ExecutionContext, Graph, Input, Operator, Output,
+        ParamSet, Rate, RateRatio, Result, compile, operator,
+    };
+
+    #[operator]
+    struct Source {
+        #[output(nominal_rate = Rate::new(i64::MAX, i64::MAX - 2))]
+        out: Output<u64>,
+    }
+
+    #[operator(trigger = on_arrival(input))]
+    struct Relay {
+        input: Input<u64>,
+        #[output(follows(input, RateRatio::new(u64::MAX - 2, u64::MAX - 4)))]
+        out: Output<u64>,
+    }
+
+    #[operator(trigger = clock(hz = 1))]
+    struct Clocked {
+        input: Input<u64>,
+    }
+
+    macro_rules! idle {
+        ($($t:ty),*) => {$(
+            impl Operator for $t {
+                fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+                    Ok(())
+                }
+            }
+        )*};
+    }
+    idle!(Source, Relay, Clocked);
+
+    /// Found while fuzzing byte-span and rate arithmetic: a followed rate whose exact
+    /// value needs nearly all of i128 (numerator and denominator both near 2^127) made
+    /// `compile` panic (`attempt to add with overflow` in `Ratio::ceil`, called by the
+    /// queue sizing's `ceil_entries`). Its queue is now sized exactly: ⌈rate × 1 s⌉ = 2.
+    #[test]
+    fn a_rate_near_i128_max_sizes_its_queue() {
+        let mut g = Graph::new();
+        let s = g
+            .add_operator(
+                "s",
+                Source {
+                    out: Output::default(),
+                },
+                ParamSet::defaults().unwrap(),
+            )
+            .unwrap();
+        let r = g
+            .add_operator(
+                "r",
+                Relay {
+                    input: Input::default(),
+                    out: Output::default(),
+                },
+                ParamSet::defaults().unwrap(),
+            )
+            .unwrap();
+        let c = g
+            .add_operator(
+                "c",
+                Clocked {
+                    input: Input::default(),
+                },
+                ParamSet::defaults().unwrap(),
+            )
+            .unwrap();
+        g.add_flow(s.out, r.input, ConnectionOptions::default());
+        g.add_flow(r.out, c.input, ConnectionOptions::default());
+        let plan = compile(&g, CompileOptions::default()).unwrap();
+        let text = plan.render_human();
+        assert!(
+            text.contains("× horizon 1 s → 2 arrivals × 2/1 → 4"),
+            "{text}"
+        );
+        eprintln!("{text}");
+    }
+}
