@@ -80,7 +80,7 @@ fn targets_accept_the_empty_and_saturated_inputs() {
 mod rates_near_the_limit {
     use holo_runtime::{
         CompileOptions, ConnectionOptions, ExecutionContext, Graph, Input, Operator, Output,
-        ParamSet, Rate, RateRatio, Result, compile, operator,
+        ParamSet, Result, compile, operator,
     };
 
     #[operator]

@@ -11,7 +11,7 @@
 //! frame its producer wrote (each frame's bytes are a pattern of its frame id), and checks
 //! again a tensor it held since its last activation, so a slot reused early shows.
 //!
-//! `HOLO_RANDOM_GRAPH_CASES=N` runs N cases (default 48, about 10 s in CI); the summary
+//! `HOLO_RANDOM_GRAPH_CASES=N` runs N cases (default 128, a few seconds in CI); the summary
 //! (cases, compiled, rejected by diagnostic code) goes to stderr:
 //! `HOLO_RANDOM_GRAPH_CASES=2000 cargo test --release -p holo-tests --test random_graphs -- --nocapture`.
 #![allow(
@@ -932,7 +932,7 @@ fn random_graphs_compile_or_are_rejected_and_run_clean() {
     let cases = std::env::var("HOLO_RANDOM_GRAPH_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(48);
+        .unwrap_or(128);
     let mut runner = TestRunner::new(Config {
         cases,
         // Each case builds, compiles and runs a session: shrinking a failure is worth
