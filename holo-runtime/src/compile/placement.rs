@@ -141,12 +141,19 @@ pub(crate) fn place(
                             ),
                         }
                     }
+                    // A producer that declares no memory kind (a pass-through output
+                    // forwarding what it received) delivers what this input declares.
+                    let declared = match &op.ports[p as usize].decl {
+                        PortDecl::TensorInput(spec) => spec.memory_kind,
+                        _ => None,
+                    };
                     for &e in work.incoming(o, p) {
                         let edge = &graph.edges[e as usize];
                         let from = (edge.from.0.0, edge.from.1);
                         if resolved
                             .get(work.port_index(from.0, from.1))
                             .and_then(|r| r.memory_kind)
+                            .or(declared)
                             .is_some_and(crate::MemoryKind::is_cuda)
                         {
                             cuda_active[o as usize] = true;

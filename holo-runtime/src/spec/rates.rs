@@ -414,9 +414,20 @@ pub(crate) fn mul(a: &Ratio<i128>, b: &Ratio<i128>) -> Option<Ratio<i128>> {
 }
 
 /// Checked `⌈r⌉` as a `u32` entry count; `None` on overflow.
+///
+/// Not `Ratio::ceil`: it computes `numer + denom - 1`, which overflows `i128` for an
+/// exact rate whose numerator and denominator are both near 2^127 (a followed rate of
+/// two near-`i64::MAX` and near-`u64::MAX` ratios).
 pub(crate) fn ceil_entries(r: &Ratio<i128>) -> Option<u32> {
-    let c = r.ceil();
-    u32::try_from(*c.numer()).ok()
+    // A `Ratio` keeps its denominator positive, so the Euclidean quotient is the floor.
+    let (n, d) = (*r.numer(), *r.denom());
+    let floor = n.checked_div_euclid(d)?;
+    let c = if n.checked_rem_euclid(d)? == 0 {
+        floor
+    } else {
+        floor.checked_add(1)?
+    };
+    u32::try_from(c).ok()
 }
 
 /// The result of the seed's sizing arithmetic for one edge.
@@ -485,5 +496,17 @@ mod tests {
         assert!(
             automatic_queue_depth(Rate::new(i64::MAX, 1), h, RateRatio::new(2, 1), 1).is_none()
         );
+    }
+
+    #[test]
+    fn the_ceiling_of_a_ratio_near_i128_max_does_not_overflow() {
+        // numer + denom - 1 (what `Ratio::ceil` computes) exceeds i128::MAX here.
+        let r = Ratio::new(i128::MAX - 1, i128::MAX - 2);
+        assert_eq!(ceil_entries(&r), Some(2));
+        assert_eq!(ceil_entries(&Ratio::new(i128::MAX, 1)), None);
+        assert_eq!(ceil_entries(&Ratio::new(7, 2)), Some(4));
+        assert_eq!(ceil_entries(&Ratio::new(8, 2)), Some(4));
+        assert_eq!(ceil_entries(&Ratio::new(-7, 2)), None);
+        assert_eq!(ceil_entries(&Ratio::new(-1, 2)), Some(0));
     }
 }
