@@ -626,3 +626,45 @@ fn a_second_hand_off_on_a_caller_stream_still_holds_the_slot_until_its_work_ran(
         drop(adopted);
     }
 }
+
+#[test]
+fn an_array_whose_release_record_fails_waits_and_leaves_nothing_to_record_on_its_stream() {
+    // The array's release record on a caller's raw stream fails (an injected fault): it
+    // waits for the stream on the host instead, and then its position is clean, so the
+    // tensor's last handle does not record on the caller's stream again — a stream the
+    // caller may destroy once the array has dropped.
+    use holo_runtime::device::{CallKind, FaultInjecting};
+    let faulty = FaultInjecting::new(SoftwareDevice::new());
+    let device: Arc<dyn DeviceBackend> = Arc::clone(&faulty) as Arc<dyn DeviceBackend>;
+    let s = start(&device, u64::MAX, Duration::ZERO);
+    let (k, t) = next(&s);
+    let adopted = AdoptedStream::new(
+        &device,
+        StreamOrQueue::Cuda(holo_runtime::device::CudaStreamPtr::LEGACY),
+    )
+    .unwrap();
+    let array = t.device_array_on(&adopted).unwrap();
+    let bytes = array
+        .copy_to_host_async(vec![0; 8])
+        .unwrap()
+        .synchronize_stream()
+        .unwrap();
+    assert_eq!(bytes, vec![expected(k); 8]);
+    faulty.fail_nth(CallKind::RecordEvent, 1, ErrorCode::DeviceUnavailable);
+    let before = device.counters().snapshot();
+    drop(array);
+    let dropped = device.counters().snapshot() - before;
+    assert_eq!(faulty.injected(CallKind::RecordEvent), 1);
+    assert_eq!(
+        dropped.stream_synchronize, 1,
+        "the failed record falls back to one host wait"
+    );
+    let before = faulty.calls(CallKind::RecordEvent);
+    drop(t);
+    // Every position is clean now (the tap recorded its own release when it handed the
+    // tensor over): the last handle records nothing, on the caller's stream least of all.
+    assert_eq!(faulty.calls(CallKind::RecordEvent) - before, 0);
+    drop(adopted);
+    let report = s.finish();
+    assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
+}

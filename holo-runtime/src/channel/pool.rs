@@ -1012,6 +1012,19 @@ impl Pool {
         Ok(())
     }
 
+    /// Marks `holder`'s release position of `slot` clean without recording: the stream's
+    /// work on the slot is known complete (a hand-off that could not record its release
+    /// waited for the stream on the host).
+    pub(crate) fn mark_release_clean(&self, slot: u32, holder: Holder) {
+        if let (Some(_), Some(i)) = (self.device(), holder.position())
+            && i < CLEAN_BITS
+        {
+            self.slots[slot as usize]
+                .release_clean
+                .fetch_or(1 << i, Ordering::Release);
+        }
+    }
+
     /// A hand-off enters a caller stream's domain
     /// ([`DomainOwner::Borrowed`](crate::channel::DomainOwner::Borrowed)): registers
     /// `stream` as a release stream of `slot` unless it already is one, and returns its

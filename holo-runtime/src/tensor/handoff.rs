@@ -446,7 +446,12 @@ impl Drop for DeviceArray<'_> {
                     pool = tensor.pool.location,
                     "a DeviceArray could not record its release on the caller's stream; waiting for the stream on the host"
                 );
-                let _ = backend.synchronize_stream(a.stream);
+                // Once the stream has run, its work on the slot is complete: the position
+                // is clean, so the slot's last handle does not record on a caller's stream
+                // the caller may destroy once the array has dropped.
+                if backend.synchronize_stream(a.stream).is_ok() && a.mark_clean {
+                    tensor.pool.mark_release_clean(tensor.slot, a.position);
+                }
             }
         }
         // The per-call adoption ends after an owned handle drops: the slot's last handle
