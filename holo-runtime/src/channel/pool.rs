@@ -1048,26 +1048,11 @@ impl Pool {
         stream: StreamHandle,
         hand_offs_only: bool,
     ) -> Result<Holder> {
-        let Some(d) = self.device() else {
-            return Ok(Holder::NONE);
-        };
-        let s = &self.slots[slot as usize];
-        let base = slot as usize * d.release_capacity as usize;
-        let n = (s.release_count.load(Ordering::Acquire) as usize).min(CLEAN_BITS);
-        let Some(i) =
-            (0..n).find(|&i| d.release_streams[base + i].load(Ordering::Relaxed) == stream.raw())
-        else {
-            self.register_release(slot, OrderingDomain::borrowed(stream))?;
-            return Ok(self.enter_domain(slot, stream));
-        };
-        if !hand_offs_only && s.release_clean.load(Ordering::Relaxed) & (1 << i) != 0 {
-            s.release_clean.fetch_and(!(1 << i), Ordering::Relaxed);
+        if let Some(position) = self.enter_position(slot, stream, !hand_offs_only) {
+            return Ok(position);
         }
-        #[allow(
-            clippy::cast_possible_truncation,
-            reason = "i < CLEAN_BITS = 64 fits in u8"
-        )]
-        Ok(Holder(i as u8))
+        self.register_release(slot, OrderingDomain::borrowed(stream))?;
+        Ok(self.enter_domain(slot, stream))
     }
 
     /// A holder received `slot` into its stream `stream` (registered as a release stream
@@ -1078,25 +1063,30 @@ impl Pool {
     /// first 64 release streams.
     #[inline]
     pub(crate) fn enter_domain(&self, slot: u32, stream: StreamHandle) -> Holder {
-        let Some(d) = self.device() else {
-            return Holder::NONE;
-        };
+        self.enter_position(slot, stream, true)
+            .unwrap_or(Holder::NONE)
+    }
+
+    /// `stream`'s release position of `slot` among its first 64 release streams, found
+    /// without the registration lock (an entry below the acquire-loaded count is final
+    /// while a handle of the slot is held), its clean mark cleared if `clear`; `None` if
+    /// the stream is not there (or the pool is on the host).
+    #[inline]
+    fn enter_position(&self, slot: u32, stream: StreamHandle, clear: bool) -> Option<Holder> {
+        let d = self.device()?;
         let s = &self.slots[slot as usize];
         let base = slot as usize * d.release_capacity as usize;
         let n = (s.release_count.load(Ordering::Acquire) as usize).min(CLEAN_BITS);
-        let Some(i) =
-            (0..n).find(|&i| d.release_streams[base + i].load(Ordering::Relaxed) == stream.raw())
-        else {
-            return Holder::NONE;
-        };
-        if s.release_clean.load(Ordering::Relaxed) & (1 << i) != 0 {
+        let i = (0..n)
+            .find(|&i| d.release_streams[base + i].load(Ordering::Relaxed) == stream.raw())?;
+        if clear && s.release_clean.load(Ordering::Relaxed) & (1 << i) != 0 {
             s.release_clean.fetch_and(!(1 << i), Ordering::Relaxed);
         }
         #[allow(
             clippy::cast_possible_truncation,
             reason = "i < CLEAN_BITS = 64 fits in u8"
         )]
-        Holder(i as u8)
+        Some(Holder(i as u8))
     }
 
     /// Records the release events of `slot` not already recorded by their holders, and
