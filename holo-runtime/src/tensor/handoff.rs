@@ -130,20 +130,8 @@ impl Tensor {
     /// ends that adoption when it drops; a caller that hands every frame to the same
     /// stream adopts it once and uses [`device_array_on`](Self::device_array_on).
     pub fn device_array(&self, stream: impl Into<StreamOrQueue>) -> Result<DeviceArray<'_>> {
-        let stream = stream.into();
-        self.hand_off(stream, |backend| {
-            let handle = backend.adopt_stream(stream)?;
-            Ok((
-                handle,
-                AdoptionEnd::PerCall,
-                backend.is_backend_stream(handle),
-            ))
-        })
-        .map(|(stream, adoption)| DeviceArray {
-            tensor: Held::Borrowed(self),
-            stream,
-            adoption,
-        })
+        let (stream, adoption) = self.hand_off(Via::PerCall(stream.into()))?;
+        Ok(self.borrowed_array(stream, adoption))
     }
 
     /// [`device_array`](Self::device_array) on a stream adopted once
@@ -151,16 +139,11 @@ impl Tensor {
     /// steady-state hand-off. A stream adopted by another device than the tensor's is
     /// `InvalidArgument`.
     pub fn device_array_on<'a>(&'a self, stream: &'a AdoptedStream) -> Result<DeviceArray<'a>> {
-        self.hand_off(stream.stream(), |backend| {
-            same_device(backend, stream)?;
-            let backend_stream = stream.is_backend_stream();
-            Ok((stream.handle(), AdoptionEnd::Borrowed, backend_stream))
-        })
-        .map(|(stream, adoption)| DeviceArray {
-            tensor: Held::Borrowed(self),
+        let (stream, adoption) = self.hand_off(Via::Adopted {
             stream,
-            adoption,
-        })
+            owned: false,
+        })?;
+        Ok(self.borrowed_array(stream, adoption))
     }
 
     /// [`device_array`](Self::device_array) taking the tensor: the array owns it and lives
@@ -169,31 +152,27 @@ impl Tensor {
         self,
         stream: impl Into<StreamOrQueue>,
     ) -> Result<DeviceArray<'static>> {
-        let stream = stream.into();
-        let (stream, adoption) = self.hand_off(stream, |backend| {
-            let handle = backend.adopt_stream(stream)?;
-            Ok((
-                handle,
-                AdoptionEnd::PerCall,
-                backend.is_backend_stream(handle),
-            ))
-        })?;
+        let (stream, adoption) = self.hand_off(Via::PerCall(stream.into()))?;
         Ok(self.into_array(stream, adoption))
     }
 
     /// [`device_array_on`](Self::device_array_on) taking the tensor: the array owns it
     /// and a clone of the adoption. On an error the tensor is dropped.
     pub fn into_device_array_on(self, stream: &AdoptedStream) -> Result<DeviceArray<'static>> {
-        let (stream, adoption) = self.hand_off(stream.stream(), |backend| {
-            same_device(backend, stream)?;
-            let backend_stream = stream.is_backend_stream();
-            Ok((
-                stream.handle(),
-                AdoptionEnd::Shared(stream.clone()),
-                backend_stream,
-            ))
+        let (stream, adoption) = self.hand_off(Via::Adopted {
+            stream,
+            owned: true,
         })?;
         Ok(self.into_array(stream, adoption))
+    }
+
+    /// The borrowing array.
+    fn borrowed_array(&self, stream: StreamOrQueue, adoption: Option<Adoption>) -> DeviceArray<'_> {
+        DeviceArray {
+            tensor: Held::Borrowed(self),
+            stream,
+            adoption,
+        }
     }
 
     /// The owning array: the handle keeps no partition's release position (the array
@@ -211,14 +190,11 @@ impl Tensor {
         }
     }
 
-    /// The hand-off, with the caller stream adopted by `adopt` (per call, or shared):
-    /// orders the stream and returns what the array must undo when it ends (`None`:
-    /// nothing was ordered).
-    fn hand_off(
-        &self,
-        stream: StreamOrQueue,
-        adopt: impl FnOnce(&dyn DeviceBackend) -> Result<(StreamHandle, AdoptionEnd, bool)>,
-    ) -> Result<(StreamOrQueue, Option<Adoption>)> {
+    /// The hand-off, with the caller stream adopted `via` a per-call adoption or an
+    /// [`AdoptedStream`]: orders the stream and returns what the array must undo when it
+    /// ends (`None`: nothing was ordered).
+    fn hand_off(&self, via: Via<'_>) -> Result<(StreamOrQueue, Option<Adoption>)> {
+        let stream = via.stream();
         let Some(d) = self.pool.device() else {
             return Ok((stream, None));
         };
@@ -242,7 +218,7 @@ impl Tensor {
             return Ok((stream, None));
         }
         let backend: &dyn DeviceBackend = &*d.backend;
-        let (handle, ends, backend_stream) = adopt(backend)?;
+        let (handle, ends, backend_stream) = via.adopt(backend)?;
         // A caller's raw stream, not one the backend runs itself.
         let mark_clean = !backend_stream;
         match self.order_on(handle, !sdk_stream, mark_clean) {
@@ -306,15 +282,53 @@ impl Tensor {
     }
 }
 
-/// `InvalidArgument` unless `stream` was adopted by `backend`.
-fn same_device(backend: &dyn DeviceBackend, stream: &AdoptedStream) -> Result<()> {
-    if std::ptr::addr_eq(std::ptr::from_ref(backend), Arc::as_ptr(stream.device())) {
-        Ok(())
-    } else {
-        Err(Error::invalid_argument(format!(
-            "{:?} was adopted by another device than the one the tensor lives on",
-            stream.stream()
-        )))
+/// How a hand-off gets its stream's adoption.
+enum Via<'s> {
+    /// Adopts the stream for the length of the hand-off (its context checked).
+    PerCall(StreamOrQueue),
+    /// An [`AdoptedStream`], which the array borrows, or (`owned`) holds a clone of.
+    Adopted {
+        stream: &'s AdoptedStream,
+        owned: bool,
+    },
+}
+
+impl Via<'_> {
+    fn stream(&self) -> StreamOrQueue {
+        match self {
+            Via::PerCall(stream) => *stream,
+            Via::Adopted { stream, .. } => stream.stream(),
+        }
+    }
+
+    /// The stream's handle on `backend`, who ends its adoption, and whether it is a
+    /// stream the backend runs itself. An [`AdoptedStream`] of another device than
+    /// `backend` is `InvalidArgument`.
+    fn adopt(self, backend: &dyn DeviceBackend) -> Result<(StreamHandle, AdoptionEnd, bool)> {
+        match self {
+            Via::PerCall(stream) => {
+                let handle = backend.adopt_stream(stream)?;
+                Ok((
+                    handle,
+                    AdoptionEnd::PerCall,
+                    backend.is_backend_stream(handle),
+                ))
+            }
+            Via::Adopted { stream, owned } => {
+                if !std::ptr::addr_eq(std::ptr::from_ref(backend), Arc::as_ptr(stream.device())) {
+                    return Err(Error::invalid_argument(format!(
+                        "{:?} was adopted by another device than the one the tensor lives on",
+                        stream.stream()
+                    )));
+                }
+                let ends = if owned {
+                    AdoptionEnd::Shared(stream.clone())
+                } else {
+                    AdoptionEnd::Borrowed
+                };
+                Ok((stream.handle(), ends, stream.is_backend_stream()))
+            }
+        }
     }
 }
 
