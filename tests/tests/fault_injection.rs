@@ -19,10 +19,13 @@
 //! device's completion delay), so releases are really polled. Every call kind of the
 //! backend is made by a clean run (asserted), so every kind is failed.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::holo_threads_settled;
 use holo_runtime::device::{CallKind, DeviceBackend, FaultInjecting, SoftwareDevice};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, Error, ErrorCode, ExecutionContext,
@@ -204,27 +207,6 @@ impl Operator for Sink {
             }
         }
         Ok(())
-    }
-}
-
-fn holo_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with("holo-"))
-        .count()
-}
-
-/// [`holo_threads`] once it is back to `expected`, or after 5 s (a joined thread can stay
-/// listed for a moment).
-fn holo_threads_settled(expected: usize) -> usize {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let n = holo_threads();
-        if n == expected || std::time::Instant::now() >= deadline {
-            return n;
-        }
-        std::thread::sleep(Duration::from_millis(1));
     }
 }
 

@@ -8,6 +8,7 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use common::{holo_threads, holo_threads_settled};
 use holo_runtime::device::{DeviceBackend, SoftwareDevice};
 use holo_runtime::{
     ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph, Input,
@@ -72,29 +73,6 @@ impl Operator for Drain {
     fn stop(&mut self, _ctx: &mut LifecycleContext<'_>) -> Result<()> {
         self.calls.stop.fetch_add(1, Ordering::SeqCst);
         Ok(())
-    }
-}
-
-/// Threads of this process whose name starts with `holo-` (Linux: `/proc/self/task`).
-fn holo_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with("holo-"))
-        .count()
-}
-
-/// [`holo_threads`] once it is back to `expected`, or after 5 s. A joined thread can stay
-/// listed for a moment: `pthread_join` returns when the kernel clears the thread id, before
-/// the task is reaped from `/proc/self/task`. A thread still running stays counted.
-fn holo_threads_settled(expected: usize) -> usize {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let n = holo_threads();
-        if n == expected || std::time::Instant::now() >= deadline {
-            return n;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 

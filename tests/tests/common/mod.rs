@@ -184,3 +184,26 @@ impl Operator for Counter {
         self.out.emit(self.n, EmitOptions::default())
     }
 }
+
+/// Threads of this process whose name starts with `holo-` (Linux: `/proc/self/task`).
+pub fn holo_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("holo-"))
+        .count()
+}
+
+/// [`holo_threads`] once it is back to `expected`, or after 5 s. A joined thread can stay
+/// listed for a moment: `pthread_join` returns when the kernel clears the thread id, before
+/// the task is reaped from `/proc/self/task`. A thread still running stays counted.
+pub fn holo_threads_settled(expected: usize) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let n = holo_threads();
+        if n == expected || std::time::Instant::now() >= deadline {
+            return n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
