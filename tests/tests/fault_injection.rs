@@ -57,7 +57,10 @@ fn flow(result: Result<()>) -> Result<()> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Start,
-    /// The third activation.
+    /// In `compute`, at the operator's first frame (a source's first activation, a
+    /// consumer's first received tensor): counted per frame, because a consumer may take
+    /// every queued frame in one activation, and only the first frame is sure to reach
+    /// every consumer (a later one may meet a full queue).
     Compute,
     Stop,
 }
@@ -75,7 +78,7 @@ const OPERATOR_CODE: ErrorCode = ErrorCode::NotFound;
 
 impl Fault {
     fn check(self, phase: Phase, activation: u64) -> Result<()> {
-        if self.at != Some(phase) || phase == Phase::Compute && activation != 3 {
+        if self.at != Some(phase) || phase == Phase::Compute && activation != 1 {
             return Ok(());
         }
         assert!(!self.panic, "an injected {phase:?} panic");
@@ -145,11 +148,11 @@ impl Operator for Forward {
     lifecycle!();
 
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        self.n += 1;
-        self.fault.check(Phase::Compute, self.n)?;
         let stream = ctx.cuda_stream()?;
         let device = Arc::clone(ctx.device().expect("a device operator has a device"));
         while let Some(t) = self.input.receive() {
+            self.n += 1;
+            self.fault.check(Phase::Compute, self.n)?;
             flow((|| {
                 let loan = self.out.allocate_tensor(TensorLoanRequest {
                     shape: &[LEN],
@@ -190,10 +193,10 @@ impl Operator for Sink {
     lifecycle!();
 
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        self.n += 1;
-        self.fault.check(Phase::Compute, self.n)?;
         let stream = ctx.cuda_stream()?;
         while let Some(t) = self.input.receive() {
+            self.n += 1;
+            self.fault.check(Phase::Compute, self.n)?;
             if self.host_wait {
                 t.synchronize_for_host()?;
             }
@@ -403,7 +406,7 @@ fn every_device_call_kind_fails_closed_and_leaks_nothing() {
 
 #[test]
 fn an_operator_failing_or_panicking_anywhere_stops_the_session_with_its_error() {
-    // Every operator, in every partition position, fails in `start`, in its third
+    // Every operator, in every partition position, fails in `start`, at its first frame in
     // `compute` or in `stop`, by returning an error or by panicking: the session gives
     // that error back (a panic as `Internal`, naming the phase), from `start` or `join`,
     // and leaves nothing alive.
