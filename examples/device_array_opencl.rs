@@ -40,7 +40,8 @@ use std::time::{Duration, Instant};
 
 use holo_runtime::app::{App, AppArgs, HumanOutput};
 use holo_runtime::device::{
-    AdoptedStream, DeviceBackend, OpenClDevice, OpenClQueuePtr, SoftwareDevice, StreamOrQueue,
+    AdoptedStream, DeviceBackend, DeviceId, OpenClDevice, OpenClQueuePtr, SoftwareDevice,
+    StreamOrQueue,
 };
 use holo_runtime::plan::ExecutionPlan;
 use holo_runtime::{
@@ -86,7 +87,10 @@ struct CameraParams {
 /// second, as a camera would.
 #[operator(params = CameraParams, trigger = clock(hz = 250))]
 struct Camera {
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 4096)]
+    // `device`: the bound device's memory — OpenCL global memory on `opencl:N`, and CUDA
+    // device memory where the software device stands in (no OpenCL here). The camera
+    // calls no API-specific function, so it runs unchanged on either.
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 4096)]
     frame: Output<Tensor>,
     frame_bytes: u64,
     k: u64,
@@ -372,7 +376,7 @@ fn client(
 /// The camera graph, exported under `TOPIC`, bound to device `device`.
 fn graph(
     camera: holo_runtime::ParamSet<CameraParams>,
-    device: u32,
+    device: DeviceId,
     depth: u32,
 ) -> Result<(Graph, CompileOptions)> {
     let mut graph = Graph::new();
@@ -384,7 +388,8 @@ fn graph(
     let cam = graph.add_operator("camera", source, camera)?;
     graph.export_topic(cam.frame, TOPIC, TopicOptions::DEFAULT.with_depth(depth));
     let mut options = CompileOptions::default();
-    // The OpenCL device is named in the deployment binding, never guessed.
+    // The device — `opencl:N`, API and ordinal — is named in the deployment binding, never
+    // guessed: the plan shows it, its context and its queues.
     options
         .deployment
         .bind_tensor_output_device("camera", "frame", device);
@@ -422,7 +427,7 @@ fn given_context_run(
         given.context_was_given()
     ));
     let backend: Arc<dyn DeviceBackend> = Arc::clone(&given) as Arc<dyn DeviceBackend>;
-    let (graph, options) = graph(camera, given.ordinal(), depth)?;
+    let (graph, options) = graph(camera, given.device_id(), depth)?;
     let plan = holo_runtime::compile(&graph, options)?;
     let session = RunSession::start(
         graph,
@@ -472,8 +477,9 @@ fn main() -> ExitCode {
                 (Rc::new(Reader::Copy), SoftwareDevice::new() as Arc<dyn DeviceBackend>)
             }
         };
+        let bound = device.device_id();
         app.with_device(device);
-        let (g, options) = graph(camera.clone(), ordinal, depth)?;
+        let (g, options) = graph(camera.clone(), bound, depth)?;
         let limit = app
             .args()
             .duration

@@ -157,6 +157,8 @@ pub(crate) const MEMORY_WORDS: &[(Symbol, &str)] = &[
     (Symbol("pinned"), "PinnedHost"),
     (Symbol("cuda_device"), "CudaDevice"),
     (Symbol("cuda_managed"), "CudaManaged"),
+    (Symbol("opencl_device"), "OpenClDevice"),
+    (Symbol("device"), "Device"),
 ];
 pub(crate) const DTYPE_WORDS: &[(Symbol, &str)] = &[
     (Symbol("u8"), "U8"),
@@ -178,6 +180,8 @@ pub(crate) const MEMORY_KIND_VARIANTS: &[Symbol] = &[
     Symbol("PinnedHost"),
     Symbol("CudaDevice"),
     Symbol("CudaManaged"),
+    Symbol("OpenClDevice"),
+    Symbol("Device"),
 ];
 
 // `#[byte_span_projector(...)]` and its keys.

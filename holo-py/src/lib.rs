@@ -238,6 +238,9 @@ impl HoloTensor {
             MemoryKind::PinnedHost => (3, 0),
             MemoryKind::CudaManaged => (13, 0),
             MemoryKind::Host => (1, 0),
+            // kDLOpenCL: never a FrameSource's memory (it runs on CUDA), and a pool's
+            // kind is never the neutral `device`.
+            MemoryKind::OpenClDevice | MemoryKind::Device => (4, 0),
         }
     }
 

@@ -2,7 +2,7 @@
 //! the same process (DESIGN.md, "Performance method"). On CUDA the raw side calls
 //! `cudarc::driver::sys` directly; on the software device it calls the backend trait.
 //!
-//! Scenarios (256-byte `cuda_device` frames; "fill" = `cuMemsetD8Async`, a consumer's
+//! Scenarios (256-byte `device` frames (`cuda_device` on CUDA); "fill" = `cuMemsetD8Async`, a consumer's
 //! work = a 256-byte device-to-device copy on its own stream):
 //! Copies are `cuMemcpyAsync` on both sides (the backend's call).
 //! - **fenced hop**: producer on S1 → consumer on S2 (two partitions). Raw: fill S1,
@@ -68,7 +68,7 @@ const K: usize = 8;
 
 #[operator]
 struct Head {
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256, max_loans = 4)]
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256, max_loans = 4)]
     out: Output<Tensor>,
 }
 
@@ -101,7 +101,7 @@ impl Operator for Head {
 #[operator]
 struct Stage {
     input: Input<Tensor>,
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256, max_loans = 4)]
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256, max_loans = 4)]
     out: Output<Tensor>,
     done: Arc<Progress>,
 }
@@ -236,7 +236,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
     for name in bound {
         options
             .deployment
-            .bind_tensor_output_device(name, "out", device.ordinal());
+            .bind_tensor_output_device(name, "out", device.device_id());
     }
     if matches!(shape, Shape::FencedHop) {
         options.partitioning = Partitioning::Authored(vec![

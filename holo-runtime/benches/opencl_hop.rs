@@ -73,7 +73,7 @@ const PER_BATCH: u32 = 1000;
 
 #[operator]
 struct Source {
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256)]
+    #[output(storage = runtime_pool, memory = opencl_device, dtype = u8, rank = 1, bounds = 256)]
     frames: Output<Tensor>,
 }
 
@@ -97,7 +97,7 @@ impl Operator for Source {
 
 #[operator]
 struct Tap {
-    #[input(memory = cuda_device, dtype = u8, rank = 1)]
+    #[input(memory = opencl_device, dtype = u8, rank = 1)]
     frames: Input<Tensor>,
     out: Mutex<std::sync::mpsc::Sender<Tensor>>,
 }
@@ -242,7 +242,7 @@ mod opencl {
         let mut options = CompileOptions::default();
         options
             .deployment
-            .bind_tensor_output_device("src", "frames", device.ordinal());
+            .bind_tensor_output_device("src", "frames", device.device_id());
         let plan = compile(&g, options).unwrap();
         let session = RunSession::start(
             g,

@@ -44,7 +44,7 @@
 /// |---|---|
 /// | `name = "port"` | the port's name (default: the field name); names are unique |
 /// | `storage = runtime_pool` / `pass_through` | a pool the runtime provisions, or caller-supplied backing (default `pass_through`) |
-/// | `memory = host \| pinned \| cuda_device \| cuda_managed` | the memory kind |
+/// | `memory = host \| pinned \| cuda_device \| cuda_managed \| opencl_device \| device` | the memory kind (`device`: the bound device's, CUDA or OpenCL) |
 /// | `memory_kind = EXPR` | the memory kind from a parameter: `parameter_memory_kind(param_ref!(P::field), memory_kind_map!(…))` or `parameter_memory_kind_exact(param_ref!(P::kind))` |
 /// | `dtype = u8 \| … \| f64` | the element type |
 /// | `rank = N` | the exact rank, 1 to [`MAX_TENSOR_RANK`](crate::spec::MAX_TENSOR_RANK) |
@@ -237,14 +237,15 @@ pub use holo_macros::operator;
 /// ```
 pub use holo_macros::byte_span_projector;
 
-/// An exhaustive mapping from a `#[derive(ParamEnum)]` enum to concrete memory kinds, for
+/// An exhaustive mapping from a `#[derive(ParamEnum)]` enum to memory kinds, for
 /// `parameter_memory_kind`: `memory_kind_map!(OutputStorage { Host => Host, Pinned =>
 /// PinnedHost })`.
 ///
 /// Every variant must appear once: a missing one is rustc's non-exhaustive `match` error,
-/// a duplicate a macro error. The right-hand side is one of the concrete kinds `Host`,
-/// `PinnedHost`, `CudaDevice`, `CudaManaged` (optionally `MemoryKind::…`); there is no
-/// `Unknown` kind. The plan freezes the kind the parameter selects.
+/// a duplicate a macro error. The right-hand side is one of `Host`, `PinnedHost`,
+/// `CudaDevice`, `CudaManaged`, `OpenClDevice` or `Device` (the bound device's memory;
+/// optionally `MemoryKind::…`); there is no `Unknown` kind. The plan freezes the kind the
+/// parameter selects.
 ///
 /// ```
 /// use holo_runtime::{MemoryKind, ParamEnum, memory_kind_map};

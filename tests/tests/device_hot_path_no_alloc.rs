@@ -45,7 +45,7 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 
 #[operator]
 struct Fill {
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256)]
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256)]
     out: Output<Tensor>,
 }
 
@@ -74,7 +74,7 @@ impl Operator for Fill {
 /// Receives on its own stream and drops (the release path).
 #[operator]
 struct Take {
-    #[input(memory = cuda_device)]
+    #[input(memory = device)]
     input: Input<Tensor>,
     seen: Arc<AtomicU64>,
 }
@@ -134,7 +134,7 @@ fn allocations_per_2000_frames(device: &Arc<dyn DeviceBackend>, consumers: usize
     let mut options = CompileOptions::default();
     options
         .deployment
-        .bind_tensor_output_device("fill", "out", device.ordinal());
+        .bind_tensor_output_device("fill", "out", device.device_id());
     let plan = compile(&g, options).unwrap();
     assert_eq!(
         plan.edges().iter().filter(|e| e.fusion.is_some()).count(),

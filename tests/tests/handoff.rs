@@ -31,7 +31,7 @@ const LEN: u64 = 192;
 /// Writes frame k (`LEN` bytes of `k % 128`) on its runtime stream, after `delay` there.
 #[operator]
 struct Source {
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256)]
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256)]
     frames: Output<Tensor>,
     k: u64,
     delay: Duration,
@@ -72,7 +72,7 @@ impl Operator for Source {
 /// Hands every received tensor, with its frame number, to the test thread.
 #[operator]
 struct Tap {
-    #[input(memory = cuda_device, dtype = u8, rank = 1)]
+    #[input(memory = device, dtype = u8, rank = 1)]
     frames: Input<Tensor>,
     k: u64,
     out: Mutex<Sender<(u64, Tensor)>>,
@@ -127,7 +127,7 @@ fn start(device: &Arc<dyn DeviceBackend>, frames: u64, delay: Duration) -> Sessi
     let mut options = CompileOptions::default();
     options
         .deployment
-        .bind_tensor_output_device("src", "frames", device.ordinal());
+        .bind_tensor_output_device("src", "frames", device.device_id());
     let plan = compile(&g, options).unwrap();
     let session = RunSession::start(
         g,

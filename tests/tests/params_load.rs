@@ -372,7 +372,14 @@ fn schema_is_listed_as_data_and_json() {
     assert_eq!(storage["type"]["kind"], "enum");
     assert_eq!(
         storage["type"]["variants"],
-        serde_json::json!(["host", "pinned", "cuda_device", "cuda_managed"])
+        serde_json::json!([
+            "host",
+            "pinned",
+            "cuda_device",
+            "cuda_managed",
+            "opencl_device",
+            "device"
+        ])
     );
     assert_eq!(
         storage["enum_values"],

@@ -493,7 +493,7 @@ fn an_unbound_or_unconnected_input_lends_nothing() {
 /// Fills frame k (every byte `k % 128`) on its stream, commits, emits.
 #[operator]
 struct DevSource {
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 64)]
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 64)]
     frames: Output<Tensor>,
     k: u64,
     emitted: Arc<AtomicU64>,
@@ -530,7 +530,7 @@ impl Operator for DevSource {
 /// own stream and checks it.
 #[operator]
 struct DevCheck {
-    #[input(memory = cuda_device, dtype = u8, rank = 1)]
+    #[input(memory = device, dtype = u8, rank = 1)]
     frames: Input<Tensor>,
     in_place: bool,
     host: Vec<u8>,
@@ -603,7 +603,7 @@ fn device_run(
     let mut options = CompileOptions::default();
     options
         .deployment
-        .bind_tensor_output_device("src", "frames", device.ordinal());
+        .bind_tensor_output_device("src", "frames", device.device_id());
     let plan = compile(&g, options).unwrap();
     let before = device.counters().snapshot();
     let session = RunSession::start(

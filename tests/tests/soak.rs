@@ -43,7 +43,7 @@ fn env_secs(name: &str, default: f64) -> Duration {
 /// Fills each frame with [`FILL`] on its stream.
 #[operator]
 struct Fill {
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256)]
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256)]
     frames: Output<Tensor>,
 }
 
@@ -70,9 +70,9 @@ impl Operator for Fill {
 /// Copies each frame into its own pool on its stream.
 #[operator]
 struct Copy {
-    #[input(memory = cuda_device, dtype = u8, rank = 1)]
+    #[input(memory = device, dtype = u8, rank = 1)]
     input: Input<Tensor>,
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256)]
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256)]
     out: Output<Tensor>,
 }
 
@@ -105,7 +105,7 @@ impl Operator for Copy {
 /// Reads every frame back and checks it.
 #[operator]
 struct Check {
-    #[input(memory = cuda_device, dtype = u8, rank = 1)]
+    #[input(memory = device, dtype = u8, rank = 1)]
     input: Input<Tensor>,
     host: Vec<u8>,
     checked: Arc<AtomicU64>,
@@ -157,7 +157,7 @@ fn fork(device: &Arc<dyn DeviceBackend>, b: &Arc<AtomicU64>, c: &Arc<AtomicU64>)
     let mut options = CompileOptions::default();
     options
         .deployment
-        .bind_tensor_output_device("A", "frames", device.ordinal());
+        .bind_tensor_output_device("A", "frames", device.device_id());
     let plan = compile(&g, options).unwrap();
     RunSession::start(
         g,
@@ -194,7 +194,7 @@ fn chain(device: &Arc<dyn DeviceBackend>, sink: &Arc<AtomicU64>) -> RunSession {
     for (op, port) in [("src", "frames"), ("f1", "out"), ("f2", "out")] {
         options
             .deployment
-            .bind_tensor_output_device(op, port, device.ordinal());
+            .bind_tensor_output_device(op, port, device.device_id());
     }
     let plan = compile(&g, options).unwrap();
     RunSession::start(

@@ -18,11 +18,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use holo_runtime::__test_support::test_backends;
-use holo_runtime::device::{CounterSnapshot, DeviceBackend, DeviceCall, Observed};
+use holo_runtime::device::{CounterSnapshot, DeviceApi, DeviceBackend, DeviceCall, Observed};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
     Input, Operator, Output, ParamSet, QueuePolicy, Result, RunSession, SessionOptions, Tensor,
-    TensorLoanRequest, TensorReadiness, compile, operator,
+    TensorLoanRequest, TensorReadiness, codes, compile, operator,
 };
 
 /// Frame `k` is `64 + k % 128` bytes, every byte `k % 128`: a consumer knows what it must
@@ -43,7 +43,7 @@ struct Stats {
 /// Writes frame k on its runtime stream (optionally after a delay), commits, emits.
 #[operator]
 struct DevSource {
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256)]
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256)]
     frames: Output<Tensor>,
     k: u64,
     delay: Duration,
@@ -111,7 +111,7 @@ enum Check {
 
 #[operator]
 struct DevCheck {
-    #[input(memory = cuda_device, dtype = u8, rank = 1)]
+    #[input(memory = device, dtype = u8, rank = 1)]
     frames: Input<Tensor>,
     check: Check,
     host: Vec<u8>,
@@ -230,7 +230,7 @@ fn run(
     let mut options = options;
     options
         .deployment
-        .bind_tensor_output_device("src", "frames", device.ordinal());
+        .bind_tensor_output_device("src", "frames", device.device_id());
     let plan = compile(&g, options).unwrap();
     let before = device.counters().snapshot();
     let session = RunSession::start(
@@ -565,7 +565,7 @@ fn host_access_on_a_fused_edge_records_the_event_lazily() {
 /// Tries the wrong stream, then mutation of a received device tensor.
 #[operator]
 struct Misuse {
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 64)]
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 64)]
     frames: Output<Tensor>,
     codes: Arc<Mutex<Vec<ErrorCode>>>,
 }
@@ -624,7 +624,7 @@ fn the_stream_check_exhaustion_and_read_only_access_give_their_codes() {
         let mut options = CompileOptions::default();
         options
             .deployment
-            .bind_tensor_output_device("m", "frames", device.ordinal());
+            .bind_tensor_output_device("m", "frames", device.device_id());
         let plan = compile(&g, options).unwrap();
         assert_eq!(plan.tensor_allocation("m.frames").unwrap().slot_count, 2);
         let session = RunSession::start(
@@ -778,9 +778,34 @@ fn pinned_readiness_follows_the_writer_and_a_stream_less_reader_gets_a_host_wait
             let mut options = CompileOptions::default();
             if on_stream {
                 // A stream writer needs a planned stream: bind the pinned output to the device.
-                options
-                    .deployment
-                    .bind_tensor_output_device("writer", "frames", device.ordinal());
+                options.deployment.bind_tensor_output_device(
+                    "writer",
+                    "frames",
+                    device.device_id(),
+                );
+            }
+            if device.device_id().api == DeviceApi::OpenCl {
+                // Pinned memory is CUDA's (page-locked, `cuMemHostAlloc`): compile refuses
+                // to bind it to an OpenCL device, and an OpenCL session refuses the pool.
+                if on_stream {
+                    let d = compile(&g, options).unwrap_err();
+                    assert!(d.has(codes::PLACEMENT_API_MISMATCH), "{d}");
+                } else {
+                    let plan = compile(&g, options).unwrap();
+                    let e = RunSession::start(
+                        g,
+                        &plan,
+                        SessionOptions::frames(1).on_device(Arc::clone(&device)),
+                    )
+                    .expect_err("an OpenCL session refuses a pinned pool");
+                    assert_eq!(e.code(), ErrorCode::DeviceUnavailable, "{e}");
+                    assert!(
+                        e.to_string()
+                            .contains("pool writer.frames is pinned memory"),
+                        "{e}"
+                    );
+                }
+                continue;
             }
             let plan = compile(&g, options).unwrap();
             assert_eq!(plan.cuda_compute_streams().len(), usize::from(on_stream));
@@ -829,9 +854,9 @@ fn pinned_readiness_follows_the_writer_and_a_stream_less_reader_gets_a_host_wait
 /// Forwards received device frames through a pass-through output.
 #[operator]
 struct DevForward {
-    #[input(memory = cuda_device)]
+    #[input(memory = device)]
     input: Input<Tensor>,
-    #[output(storage = pass_through, memory = cuda_device, forwards = input)]
+    #[output(storage = pass_through, memory = device, forwards = input)]
     output: Output<Tensor>,
 }
 
@@ -894,13 +919,13 @@ fn forwarding_keeps_the_backing_and_extends_its_release_list() {
         let mut options = CompileOptions::default();
         options
             .deployment
-            .bind_tensor_output_device("src", "frames", device.ordinal());
+            .bind_tensor_output_device("src", "frames", device.device_id());
         // The pass-through output does not inherit the input's device: it must be bound.
         let d = compile(&g, options.clone()).unwrap_err();
         assert!(d.has(holo_runtime::codes::PLACEMENT_DEVICE_REQUIRED), "{d}");
         options
             .deployment
-            .bind_tensor_output_device("fwd", "output", device.ordinal());
+            .bind_tensor_output_device("fwd", "output", device.device_id());
         let plan = compile(&g, options).unwrap();
         assert_eq!(
             plan.tensor_allocations().len(),

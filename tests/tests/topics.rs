@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use common::Counter;
 use holo_runtime::__test_support::test_backends;
-use holo_runtime::device::{AllocKind, BackendKind, DeviceBackend};
+use holo_runtime::device::{AllocKind, BackendKind, DeviceBackend, DeviceId};
 use holo_runtime::plan::TopicDirection;
 use holo_runtime::{
     ChannelPublisher, ChannelSubscriber, CompileOptions, ConnectionOptions, DType, Diagnostics,
@@ -172,7 +172,7 @@ impl Operator for Windowed {
 /// An imported CUDA input.
 #[operator]
 struct CudaIn {
-    #[input(memory = cuda_device, dtype = u8, rank = 1)]
+    #[input(memory = device, dtype = u8, rank = 1)]
     frames: Input<Tensor>,
 }
 
@@ -576,14 +576,17 @@ fn an_imported_cuda_topic_needs_a_bound_device_and_a_binding_needs_a_topic() {
     options.deployment.bind_imported_topic_device("gpu", 0);
     let plan = compile(&g, options).unwrap();
     let t = plan.topic("gpu").unwrap();
-    assert_eq!(t.contract.device, Some(0));
+    assert_eq!(t.contract.device, Some(DeviceId::cuda(0)));
     assert_eq!(
         t.consumer_stream,
         Some(0),
         "the importer waits on its own stream"
     );
     let pool = plan.tensor_allocation("topic:gpu").unwrap();
-    assert_eq!((pool.device, pool.release_stream_capacity), (Some(0), 8));
+    assert_eq!(
+        (pool.device, pool.release_stream_capacity),
+        (Some(DeviceId::cuda(0)), 8)
+    );
 
     let mut options = CompileOptions::default();
     options.deployment.bind_imported_topic_device("gpu", 0);
@@ -620,7 +623,7 @@ fn a_topic_handle_of_another_graph() {
 fn an_exported_output_gets_no_fusion() {
     #[operator]
     struct GpuSrc {
-        #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 64)]
+        #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 64)]
         out: Output<Tensor>,
     }
     impl Operator for GpuSrc {
@@ -661,7 +664,10 @@ fn an_exported_output_gets_no_fusion() {
     assert!(build(false).edges()[0].fusion.is_some());
     let plan = build(true);
     assert!(plan.edges()[0].fusion.is_none());
-    assert_eq!(plan.topic("gpu").unwrap().contract.device, Some(0));
+    assert_eq!(
+        plan.topic("gpu").unwrap().contract.device,
+        Some(DeviceId::cuda(0))
+    );
 }
 
 // ---- subscribers on host memory --------------------------------------------------------
@@ -1382,7 +1388,7 @@ fn a_publisher_refuses_a_tensor_of_another_pool_or_contract_and_a_stopped_sessio
 /// after an optional delay: a reader knows what it must see from the size alone.
 #[operator]
 struct DevFrames {
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 256)]
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256)]
     out: Output<Tensor>,
     k: u64,
     go: Arc<AtomicBool>,
@@ -1463,7 +1469,7 @@ fn dev_export(device: &Arc<dyn DeviceBackend>, delay: Duration, topic: TopicOpti
     let mut options = CompileOptions::default();
     options
         .deployment
-        .bind_tensor_output_device("src", "out", device.ordinal());
+        .bind_tensor_output_device("src", "out", device.device_id());
     let plan = compile(&g, options).unwrap();
     let session = RunSession::start(
         g,
@@ -1633,7 +1639,7 @@ fn reuse_run(device: &Arc<dyn DeviceBackend>) -> u64 {
 /// Copies each received frame to the host on its own stream and checks it.
 #[operator]
 struct DevCheck {
-    #[input(memory = cuda_device, dtype = u8, rank = 1)]
+    #[input(memory = device, dtype = u8, rank = 1)]
     frames: Input<Tensor>,
     got: Arc<Mutex<Vec<(u64, bool)>>>,
 }
@@ -1675,7 +1681,7 @@ fn a_publishers_stream_writes_reach_the_importers_stream() {
         let mut options = CompileOptions::default();
         options
             .deployment
-            .bind_imported_topic_device("up", device.ordinal());
+            .bind_imported_topic_device("up", device.device_id());
         let plan = compile(&g, options).unwrap();
         let session = RunSession::start(
             g,

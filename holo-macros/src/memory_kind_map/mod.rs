@@ -59,7 +59,7 @@ mod tests {
     fn unknown_kinds_and_duplicate_variants_are_errors() {
         let out =
             memory_kind_map(quote!(Storage { Host => Unknown, Host => CudaDevice })).to_string();
-        assert!(out.contains("`Unknown` is not a concrete memory kind; map each variant to one of `Host`, `PinnedHost`, `CudaDevice` or `CudaManaged`"), "{out}");
+        assert!(out.contains("`Unknown` is not a memory kind; map each variant to one of `Host`, `PinnedHost`, `CudaDevice`, `CudaManaged`, `OpenClDevice` or `Device`"), "{out}");
         assert!(out.contains("duplicate variant `Host`"), "{out}");
         assert!(out.contains("unreachable"), "{out}");
     }

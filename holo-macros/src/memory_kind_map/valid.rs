@@ -28,7 +28,7 @@ pub(crate) fn check(cx: &Ctxt, map: &MemoryKindMap) {
             cx.error_spanned_by(
                 &arm.kind,
                 format!(
-                    "`{written}` is not a concrete memory kind; map each variant to one of {}",
+                    "`{written}` is not a memory kind; map each variant to one of {}",
                     symbol::one_of(symbol::MEMORY_KIND_VARIANTS)
                 ),
             );

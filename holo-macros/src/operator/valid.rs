@@ -290,7 +290,7 @@ fn check_tensor_keys(cx: &Ctxt, attr: &PortAttr) {
         if attr.memory.is_none() && attr.memory_kind.is_none() {
             cx.error_at(
                 storage.value_span,
-                "`#[output(storage = runtime_pool)]` needs a memory kind: add `memory = host` (or `pinned`, `cuda_device`, `cuda_managed`) or `memory_kind = <derivation>`",
+                "`#[output(storage = runtime_pool)]` needs a memory kind: add `memory = host` (or `pinned`, `cuda_device`, `cuda_managed`, `opencl_device`, `device`) or `memory_kind = <derivation>`",
             );
         }
     } else if !attr.keys.iter().any(|(k, _)| k.0 == symbol::STORAGE.0) {

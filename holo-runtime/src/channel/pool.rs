@@ -419,6 +419,20 @@ impl Pool {
                 )
                 .at(spec.location));
             };
+            // A kind of one API never lives on the other's device: a CUDA kind is not
+            // "this device's memory" on OpenCL, nor `opencl_device` on CUDA.
+            let api = backend.backend_kind().api();
+            if !api.holds(spec.kind) {
+                return Err(Error::invalid_argument(format!(
+                    "pool {} needs {} memory, which a {} device does not hold ({} device {}): bind the output to a device of the kind's API, or declare `memory = device`",
+                    spec.name,
+                    spec.kind,
+                    api,
+                    backend.backend_kind().name(),
+                    backend.ordinal()
+                ))
+                .at(spec.location));
+            }
             Backing::Device(device_backing(&spec, backend, retirer, total.max(1))?)
         };
         let slots = crate::cold::boxed_slice(spec.slot_count as usize, |_| {

@@ -313,6 +313,13 @@ stable_codes! {
     /// A binding names an operator or port that does not exist or is not a tensor output,
     /// or a topic the graph does not import.
     PlacementUnknownBinding = PLACEMENT_UNKNOWN_BINDING,
+    /// A memory kind of one API meets a device or a requirement of the other: an output
+    /// in `cuda_device`, `cuda_managed` or `pinned` memory bound to an OpenCL device (or
+    /// `opencl_device` to a CUDA one, or pageable `host` memory to any device); a consumer
+    /// requiring one API's kind fed by a neutral `device` output bound to the other; or an
+    /// imported topic in a kind its bound device does not hold. Compile never maps one
+    /// API's kind to the other's and never inserts a copy.
+    PlacementApiMismatch = PLACEMENT_API_MISMATCH,
     /// A slot count or aggregate byte count overflowed (forwarded terms included).
     PoolCapacityOverflow = POOL_CAPACITY_OVERFLOW,
     /// An output's `forwards` names no `Tensor` input of its operator.

@@ -80,34 +80,48 @@ impl CudaExecutionOptions {
     }
 }
 
-/// Explicit placement decisions. The compiler never guesses device zero.
+/// Explicit placement decisions. The compiler never guesses device zero, nor an API: a
+/// device is named as a [`DeviceId`](crate::device::DeviceId) — `DeviceId::cuda(n)` (or a
+/// bare `n`, which is a CUDA ordinal) or `DeviceId::opencl(n)`.
+///
+/// An output's memory kind must live on its bound device's API: `cuda_device`,
+/// `cuda_managed` and `pinned` on CUDA, `opencl_device` on OpenCL, and the neutral
+/// `device` on either (it becomes `cuda_device` or `opencl_device` in the plan). Anything
+/// else is `PLACEMENT_API_MISMATCH`: compile never maps one API's kind to the other's and
+/// never inserts a copy.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct DeploymentBinding {
-    pub(crate) tensor_output_devices: BTreeMap<(String, String), u32>,
-    pub(crate) imported_topic_devices: BTreeMap<String, u32>,
+    pub(crate) tensor_output_devices: BTreeMap<(String, String), crate::device::DeviceId>,
+    pub(crate) imported_topic_devices: BTreeMap<String, crate::device::DeviceId>,
 }
 
 impl DeploymentBinding {
-    /// Binds operator `operator`'s tensor output `port` to CUDA device `device`.
-    /// Required for CUDA-device and CUDA-managed runtime pools.
+    /// Binds operator `operator`'s tensor output `port` to `device` (`DeviceId::cuda(n)`,
+    /// a bare CUDA ordinal `n`, or `DeviceId::opencl(n)`). Required for device-memory and
+    /// CUDA-managed runtime pools; a pinned output bound to a CUDA device is written on a
+    /// stream.
     pub fn bind_tensor_output_device(
         &mut self,
         operator: &str,
         port: &str,
-        device: u32,
+        device: impl Into<crate::device::DeviceId>,
     ) -> &mut Self {
         self.tensor_output_devices
-            .insert((operator.to_owned(), port.to_owned()), device);
+            .insert((operator.to_owned(), port.to_owned()), device.into());
         self
     }
 
-    /// Binds the imported topic `topic` to CUDA device `device`: its pool is allocated
-    /// there and its importing operator runs a stream on it. Required for an imported
-    /// topic in CUDA-device, CUDA-managed or pinned-host memory (a publisher may write
-    /// it on a stream); a binding that names no imported topic is
-    /// `PLACEMENT_UNKNOWN_BINDING`.
-    pub fn bind_imported_topic_device(&mut self, topic: &str, device: u32) -> &mut Self {
-        self.imported_topic_devices.insert(topic.to_owned(), device);
+    /// Binds the imported topic `topic` to `device`: its pool is allocated there and its
+    /// importing operator runs a stream on it. Required for an imported topic in device,
+    /// CUDA-managed or pinned-host memory (a publisher may write it on a stream); a binding
+    /// that names no imported topic is `PLACEMENT_UNKNOWN_BINDING`.
+    pub fn bind_imported_topic_device(
+        &mut self,
+        topic: &str,
+        device: impl Into<crate::device::DeviceId>,
+    ) -> &mut Self {
+        self.imported_topic_devices
+            .insert(topic.to_owned(), device.into());
         self
     }
 }
@@ -484,6 +498,8 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
             }
         })
         .collect();
+    let operators: Vec<OperatorRecord> = operators;
+    let devices = crate::plan::device_records(&operators, &placed.streams, &allocations, &topics);
     let mut plan = ExecutionPlan {
         schema: crate::plan::PLAN_JSON_SCHEMA,
         fingerprint: work.fingerprint,
@@ -492,6 +508,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         operators,
         partitions: placed.partitions,
         cuda_compute_streams: placed.streams,
+        devices,
         edges,
         topics,
         tensor_allocations: allocations,

@@ -1,16 +1,22 @@
 //! Device placement, compute streams and fusion evidence.
 //!
-//! An operator is CUDA-active when one of its tensor outputs resolves to CUDA memory, one
-//! of its tensor inputs is fed by a CUDA output, or it imports a topic whose memory is not
-//! pageable host memory. Its device comes only from explicit bindings
-//! (`bind_tensor_output_device`, `bind_imported_topic_device`) or, for a consumer, from
-//! its producers: the compiler never guesses device zero. Streams: one per (partition, device) by default, or
-//! one per device under `SharedProcessDevice`; host-only partitions get none.
+//! An operator is device-active when one of its tensor outputs resolves to device memory
+//! (a CUDA kind, `opencl_device` or the neutral `device`) or is bound to a device, one of
+//! its tensor inputs is fed by a device output, or it imports a topic whose memory is not
+//! pageable host memory. Its device — an API and an ordinal — comes only from explicit
+//! bindings (`bind_tensor_output_device`, `bind_imported_topic_device`) or, for a
+//! consumer, from its producers: the compiler never guesses device zero, nor an API. Every
+//! device-memory output must live on its device's API (`PLACEMENT_API_MISMATCH`
+//! otherwise), and a neutral `device` output becomes that API's device kind. Streams (CUDA)
+//! or command queues (OpenCL): one per (partition, device) by default, or one per device
+//! under `SharedProcessDevice`; host-only partitions get none.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::pools::Resolved;
 use super::{Diagnostic, Work, codes};
+use crate::MemoryKind;
+use crate::device::DeviceId;
 use crate::graph::PortDecl;
 use crate::plan::TopicDirection;
 use crate::plan::{
@@ -21,13 +27,40 @@ use crate::spec::PortDirection;
 pub(crate) struct Placed {
     pub(crate) partitions: Vec<ExecutionPartition>,
     pub(crate) streams: Vec<CudaComputeStreamRecord>,
-    pub(crate) device_of: Vec<Option<u32>>,
+    pub(crate) device_of: Vec<Option<DeviceId>>,
     pub(crate) stream_of: Vec<Option<u32>>,
-    pub(crate) output_device: BTreeMap<(u32, u32), u32>,
+    pub(crate) output_device: BTreeMap<(u32, u32), DeviceId>,
+    /// Per tensor output `(operator, port)` declared in the neutral `device` kind and
+    /// placed: the API's concrete kind it resolves to.
+    pub(crate) output_kind: BTreeMap<(u32, u32), MemoryKind>,
     /// Per edge: the evidence of a fused edge.
     pub(crate) fusion: Vec<Option<FusionEvidence>>,
     /// Per topic (the graph's index): an imported topic's bound device.
-    pub(crate) import_device: Vec<Option<u32>>,
+    pub(crate) import_device: Vec<Option<DeviceId>>,
+}
+
+impl Placed {
+    /// The concrete memory kind of output `(o, p)` whose resolved kind is `kind`: a
+    /// placed neutral `device` becomes its API's kind; every other kind is unchanged.
+    pub(crate) fn concrete_kind(&self, o: u32, p: u32, kind: MemoryKind) -> MemoryKind {
+        self.output_kind.get(&(o, p)).copied().unwrap_or(kind)
+    }
+}
+
+/// Whether an input requiring `want` accepts an output of `have`, before placement: equal
+/// kinds, or the neutral `device` on either side of a device kind (placement then checks
+/// the two resolve to one API's kind).
+pub(crate) fn kinds_compatible(want: MemoryKind, have: MemoryKind) -> bool {
+    let device = |k| {
+        matches!(
+            k,
+            MemoryKind::CudaDevice | MemoryKind::OpenClDevice | MemoryKind::Device
+        )
+    };
+    want == have
+        || ((want == MemoryKind::Device || have == MemoryKind::Device)
+            && device(want)
+            && device(have))
 }
 
 pub(crate) fn place(
@@ -89,7 +122,7 @@ pub(crate) fn place(
         }
     }
     // Devices per operator: from its bound outputs, in topological order from producers.
-    let mut devices: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); n];
+    let mut devices: Vec<BTreeSet<DeviceId>> = vec![BTreeSet::new(); n];
     for (&(o, _), &d) in &output_device {
         devices[o as usize].insert(d);
     }
@@ -109,7 +142,7 @@ pub(crate) fn place(
                     let Some(r) = resolved.get(work.port_index(o, p)) else {
                         continue;
                     };
-                    if r.memory_kind.is_some_and(crate::MemoryKind::is_cuda) {
+                    if r.memory_kind.is_some_and(MemoryKind::is_device) {
                         cuda_active[o as usize] = true;
                     }
                 }
@@ -120,9 +153,21 @@ pub(crate) fn place(
                     if let Some(t) = work.topics.imported(work, o, p)
                         && let Some(kind) = super::topics::import_requirements(work, (o, p))
                             .and_then(|r| r.memory_kind)
-                        && kind != crate::MemoryKind::Host
+                        && kind != MemoryKind::Host
                     {
                         match import_device[t as usize] {
+                            Some(d) if !d.api.holds(kind) => work.diagnostics.push(
+                                Diagnostic::error(
+                                    codes::PLACEMENT_API_MISMATCH,
+                                    format!(
+                                        "topic {:?} is imported in {kind} memory, which its bound device {d} does not hold",
+                                        graph.topics[t as usize].name
+                                    ),
+                                )
+                                .operator(&op.name)
+                                .port(port.name)
+                                .hint("bind the topic to a device of the kind's API, or declare `memory = device` on the input"),
+                            ),
                             Some(d) => {
                                 cuda_active[o as usize] = true;
                                 devices[o as usize].insert(d);
@@ -154,10 +199,10 @@ pub(crate) fn place(
                             .get(work.port_index(from.0, from.1))
                             .and_then(|r| r.memory_kind)
                             .or(declared)
-                            .is_some_and(crate::MemoryKind::is_cuda)
+                            .is_some_and(MemoryKind::is_device)
                         {
                             cuda_active[o as usize] = true;
-                            let inherited: Vec<u32> =
+                            let inherited: Vec<DeviceId> =
                                 devices[from.0 as usize].iter().copied().collect();
                             devices[o as usize].extend(inherited);
                         }
@@ -170,16 +215,19 @@ pub(crate) fn place(
                 0 => work.diagnostics.push(
                     Diagnostic::error(
                         codes::PLACEMENT_DEVICE_REQUIRED,
-                        "the operator uses CUDA memory but no device is bound: the compiler never guesses device 0",
+                        "the operator uses device memory but no device is bound: the compiler never guesses device 0",
                     )
                     .operator(&op.name)
-                    .hint("bind its CUDA output with `options.deployment.bind_tensor_output_device(operator, port, device)`"),
+                    .hint("bind its device output with `options.deployment.bind_tensor_output_device(operator, port, DeviceId::cuda(n) or DeviceId::opencl(n))`"),
                 ),
                 1 => {}
                 _ => work.diagnostics.push(
                     Diagnostic::error(
                         codes::PLACEMENT_DEVICE_CONFLICT,
-                        format!("the operator's tensors resolve to devices {:?}; one operator uses one device", devices[o as usize]),
+                        format!(
+                            "the operator's tensors resolve to devices {}; one operator uses one device",
+                            devices[o as usize].iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+                        ),
                     )
                     .operator(&op.name)
                     .hint("holo inserts no cross-device copy: move the data yourself, or bind every output to one device"),
@@ -209,7 +257,7 @@ pub(crate) fn place(
             let cuda = decl
                 .representation
                 .memory_kind
-                .is_some_and(crate::MemoryKind::is_cuda);
+                .is_some_and(MemoryKind::is_device);
             let connected = !work.outgoing(o32, p32).is_empty();
             if decl.storage == crate::spec::TensorOutputStorage::PassThrough
                 && cuda
@@ -219,7 +267,7 @@ pub(crate) fn place(
                 work.diagnostics.push(
                     Diagnostic::error(
                         codes::PLACEMENT_DEVICE_REQUIRED,
-                        "a connected pass-through CUDA output needs a device: input placement does not propagate to pass-through outputs",
+                        "a connected pass-through device output needs a device: input placement does not propagate to pass-through outputs",
                     )
                     .operator(&op.name)
                     .port(port.name)
@@ -228,7 +276,7 @@ pub(crate) fn place(
             }
         }
     }
-    let device_of: Vec<Option<u32>> = (0..n)
+    let device_of: Vec<Option<DeviceId>> = (0..n)
         .map(|o| {
             (cuda_active[o] && devices[o].len() == 1)
                 .then(|| devices[o].first().copied())
@@ -237,7 +285,7 @@ pub(crate) fn place(
         .collect();
     // Streams.
     let mut streams: Vec<CudaComputeStreamRecord> = Vec::new();
-    let mut key_to_stream: BTreeMap<(Option<u32>, u32), u32> = BTreeMap::new();
+    let mut key_to_stream: BTreeMap<(Option<u32>, DeviceId), u32> = BTreeMap::new();
     let mut stream_of = vec![None; n];
     for part in &mut partitions {
         part.host_only = part
@@ -280,7 +328,7 @@ pub(crate) fn place(
             let cuda = resolved
                 .get(work.port_index(fo, fp))
                 .and_then(|r| r.memory_kind)
-                .is_some_and(crate::MemoryKind::is_cuda);
+                .is_some_and(MemoryKind::is_device);
             let sole =
                 work.outgoing(fo, fp).len() == 1 && work.topics.exported(work, fo, fp).is_none();
             let (a, b) = (stream_of[e.from.0.index()], stream_of[e.to.0.index()]);
@@ -291,13 +339,103 @@ pub(crate) fn place(
             })
         })
         .collect();
+    let output_kind = check_apis(work, resolved, &device_of, &output_device);
     Placed {
         partitions,
         streams,
         device_of,
         stream_of,
         output_device,
+        output_kind,
         fusion,
         import_device,
     }
+}
+
+/// Every tensor output in device memory lives on its device's API, and every edge whose
+/// one side is the neutral `device` resolves to one concrete kind: otherwise
+/// `PLACEMENT_API_MISMATCH`. Returns the concrete kind of each placed neutral output.
+fn check_apis(
+    work: &mut Work<'_>,
+    resolved: &Resolved,
+    device_of: &[Option<DeviceId>],
+    output_device: &BTreeMap<(u32, u32), DeviceId>,
+) -> BTreeMap<(u32, u32), MemoryKind> {
+    let graph = work.graph;
+    let placed_on = |o: u32, p: u32| {
+        output_device
+            .get(&(o, p))
+            .copied()
+            .or(device_of[o as usize])
+    };
+    let mut output_kind = BTreeMap::new();
+    for (o, op) in graph.operators.iter().enumerate() {
+        let o32 = u32::try_from(o).unwrap_or(u32::MAX);
+        for (p, port) in op.ports.iter().enumerate() {
+            let p32 = u32::try_from(p).unwrap_or(u32::MAX);
+            if !matches!(port.decl, PortDecl::TensorOutput(_)) {
+                continue;
+            }
+            let Some(kind) = resolved
+                .get(work.port_index(o32, p32))
+                .and_then(|r| r.memory_kind)
+            else {
+                continue;
+            };
+            let Some(device) = placed_on(o32, p32) else {
+                continue;
+            };
+            if device.api.holds(kind) {
+                if kind == MemoryKind::Device {
+                    output_kind.insert((o32, p32), device.api.resolve(kind));
+                }
+            } else if kind != MemoryKind::Host || output_device.contains_key(&(o32, p32)) {
+                work.diagnostics.push(
+                    Diagnostic::error(
+                        codes::PLACEMENT_API_MISMATCH,
+                        format!(
+                            "the output is {kind} memory, which its device {device} does not hold: compile never maps one API's memory kind to the other's"
+                        ),
+                    )
+                    .operator(&op.name)
+                    .port(port.name)
+                    .hint(format!(
+                        "bind it to a device of the kind's API, declare `memory = device` (the bound device's memory, CUDA or OpenCL), or `memory = {}`",
+                        device.api.resolve(MemoryKind::Device)
+                    )),
+                );
+            }
+        }
+    }
+    // A consumer requiring one API's device kind, fed by a neutral output placed on the
+    // other API.
+    for e in &graph.edges {
+        let (fo, fp) = (e.from.0.0, e.from.1);
+        let (to, tp) = (e.to.0.0, e.to.1);
+        let consumer = &graph.operators[to as usize];
+        let PortDecl::TensorInput(req) = &consumer.ports[tp as usize].decl else {
+            continue;
+        };
+        let (Some(want), Some(&have)) = (req.memory_kind, output_kind.get(&(fo, fp))) else {
+            continue;
+        };
+        if want != MemoryKind::Device && want != have {
+            let producer = &graph.operators[fo as usize];
+            work.diagnostics.push(
+                Diagnostic::error(
+                    codes::PLACEMENT_API_MISMATCH,
+                    format!(
+                        "{}.{} is `device` memory placed on {}, so it delivers {have} where {want} is required",
+                        producer.name,
+                        producer.ports[fp as usize].name,
+                        placed_on(fo, fp).map_or_else(String::new, |d| d.to_string()),
+                    ),
+                )
+                .operator(&consumer.name)
+                .port(consumer.ports[tp as usize].name)
+                .hint("bind the producer to a device of the API this input requires, or declare `memory = device` on the input"),
+            );
+        }
+    }
+    output_kind
 }

@@ -436,7 +436,7 @@ pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
                     )
                     .operator(&op.name)
                     .port(port.name)
-                    .hint("declare `memory = host | pinned | cuda_device | cuda_managed`, or derive it with `memory_kind = parameter_memory_kind(...)`"),
+                    .hint("declare `memory = host | pinned | cuda_device | cuda_managed | opencl_device | device`, or derive it with `memory_kind = parameter_memory_kind(...)`"),
                 );
             }
             let at = work.port_index(o, p);
@@ -512,7 +512,7 @@ fn check_layouts(work: &mut Work<'_>, resolved: &Resolved) {
         };
         let mut mismatches = Vec::new();
         if let (Some(want), Some(have)) = (req.memory_kind, out.memory_kind)
-            && want != have
+            && !super::placement::kinds_compatible(want, have)
         {
             mismatches.push(format!("memory kind {have} where {want} is required"));
         }
@@ -578,6 +578,8 @@ pub(crate) fn allocations(
         let (Some(kind), Some(bytes)) = (out.memory_kind, out.per_slot_bytes) else {
             continue;
         };
+        // A neutral `device` output is its device API's kind from here on.
+        let kind = placed.concrete_kind(o, p, kind);
         let op_name = work.op_name(o).to_owned();
         let port = work.port_name(o, p);
         let out_edges: Vec<&EdgeRecord> = work
@@ -757,7 +759,8 @@ pub(crate) fn allocations(
             slot_count,
             slot_terms: terms.clone(),
             aggregate_bytes: aggregate,
-            release_stream_capacity: if kind.is_cuda() || placed.output_device.contains_key(&(o, p))
+            release_stream_capacity: if kind.is_device()
+                || placed.output_device.contains_key(&(o, p))
             {
                 work.options.max_fanout_release_streams
             } else {

@@ -239,7 +239,7 @@ pub(crate) fn check(work: &mut Work<'_>) {
                 work.diagnostics.push(diag(
                     codes::TOPIC_IMPORT_MEMORY_KIND_MISSING,
                     format!("the imported tensor input of topic {:?} declares no memory kind, so the topic's pool has none", t.name),
-                    "declare `#[input(memory = host | pinned | cuda_device | cuda_managed)]` on the input",
+                    "declare `#[input(memory = host | pinned | cuda_device | cuda_managed | opencl_device | device)]` on the input",
                 ));
             }
             match t.options.max_bytes {
@@ -477,6 +477,8 @@ pub(crate) fn import_pools(
                 ),
         );
         let device = placed.import_device[i];
+        // A neutral `device` import is its bound device's API's kind.
+        let kind = device.map_or(kind, |d| d.api.resolve(kind));
         records.0.push(TensorAllocationPlanRecord {
             pool: pool.clone(),
             operator: o,
@@ -492,7 +494,7 @@ pub(crate) fn import_pools(
             slot_count,
             slot_terms: terms.clone(),
             aggregate_bytes: aggregate,
-            release_stream_capacity: if kind.is_cuda() || device.is_some() {
+            release_stream_capacity: if kind.is_device() || device.is_some() {
                 work.options.max_fanout_release_streams
             } else {
                 0
@@ -568,11 +570,13 @@ pub(crate) fn records(
                 let pool = allocations
                     .iter()
                     .find(|a| a.pool == own && a.topic.is_none());
-                let kind = r.and_then(|r| r.memory_kind);
+                let kind = r
+                    .and_then(|r| r.memory_kind)
+                    .map(|k| placed.concrete_kind(o, p, k));
                 let contract = TopicContractRecord {
                     memory_kind: kind,
                     device: placed.output_device.get(&(o, p)).copied().or_else(|| {
-                        kind.filter(|k| k.is_cuda())
+                        kind.filter(|k| k.is_device())
                             .and(placed.device_of[o as usize])
                     }),
                     dtype: r.and_then(|r| r.dtype),
@@ -589,9 +593,12 @@ pub(crate) fn records(
             }
             TopicDirection::Import => {
                 let req = import_requirements(work, (o, p));
+                let device = placed.import_device[i];
                 let contract = TopicContractRecord {
-                    memory_kind: req.and_then(|r| r.memory_kind),
-                    device: placed.import_device[i],
+                    memory_kind: req
+                        .and_then(|r| r.memory_kind)
+                        .map(|k| device.map_or(k, |d| d.api.resolve(k))),
+                    device,
                     dtype: req.and_then(|r| r.dtype),
                     rank: req.and_then(|r| r.rank),
                     max_rank: req.map(|r| r.rank.unwrap_or(MAX_TENSOR_RANK)),

@@ -49,6 +49,7 @@ mod counters;
 mod cuda;
 mod faults;
 mod handle;
+mod id;
 mod observed;
 #[cfg(feature = "opencl")]
 mod opencl;
@@ -68,6 +69,7 @@ pub use counters::{CounterSnapshot, DeviceCounters};
 pub use cuda::{CudaDevice, device_count, driver_present};
 pub use faults::{CallKind, FaultInjecting, LiveObjects};
 pub use handle::{DevicePtr, EventHandle, MemoryObject, StreamHandle};
+pub use id::{DeviceApi, DeviceId};
 pub use observed::{DeviceCall, Observed};
 #[cfg(feature = "opencl")]
 pub use opencl::{OpenClDevice, library_present as opencl_library_present, opencl_device_count};
@@ -91,6 +93,14 @@ impl BackendKind {
             BackendKind::Software => "software",
             BackendKind::Cuda => "cuda",
             BackendKind::OpenCl => "opencl",
+        }
+    }
+
+    /// The API whose plans this backend runs: the software device stands in for CUDA.
+    pub const fn api(self) -> DeviceApi {
+        match self {
+            BackendKind::Software | BackendKind::Cuda => DeviceApi::Cuda,
+            BackendKind::OpenCl => DeviceApi::OpenCl,
         }
     }
 }
@@ -124,7 +134,9 @@ impl TryFrom<MemoryKind> for AllocKind {
     /// a device allocation and is rejected with `NotSupported`.
     fn try_from(kind: MemoryKind) -> Result<Self> {
         match kind {
-            MemoryKind::CudaDevice => Ok(AllocKind::Device),
+            MemoryKind::CudaDevice | MemoryKind::OpenClDevice | MemoryKind::Device => {
+                Ok(AllocKind::Device)
+            }
             MemoryKind::PinnedHost => Ok(AllocKind::PinnedHost),
             MemoryKind::CudaManaged => Ok(AllocKind::Managed),
             MemoryKind::Host => Err(Error::new(
@@ -154,6 +166,15 @@ pub trait DeviceBackend: Send + Sync + 'static {
 
     /// The device ordinal (0 for the software device).
     fn ordinal(&self) -> u32;
+
+    /// The device a deployment binding names to place work here: `cuda:N` for CUDA and
+    /// the software device (which stands in for CUDA), `opencl:N` for OpenCL.
+    fn device_id(&self) -> DeviceId {
+        DeviceId {
+            api: self.backend_kind().api(),
+            ordinal: self.ordinal(),
+        }
+    }
 
     /// The raw context the backend creates its streams, events and memory in (CUDA: the
     /// `CUcontext` as an integer), for interop; `None` for a backend with no such thing.

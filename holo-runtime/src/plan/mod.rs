@@ -72,9 +72,9 @@ pub struct OperatorRecord {
     pub type_name: String,
     /// The partition that runs it.
     pub partition: u32,
-    /// The CUDA device it is placed on, when it is CUDA-active.
-    pub device: Option<u32>,
-    /// Its planned compute stream, when it is CUDA-active.
+    /// The device it is placed on (`cuda:N`, `opencl:N`), when it is device-active.
+    pub device: Option<crate::device::DeviceId>,
+    /// Its planned compute stream (a command queue on OpenCL), when it is device-active.
     pub cuda_stream: Option<u32>,
     /// Its rank in the graph's topological order (ties broken by operator index).
     pub order: u32,
@@ -102,14 +102,15 @@ pub struct ExecutionPartition {
     pub reason: String,
 }
 
-/// A planned CUDA compute stream.
+/// A planned compute stream: a CUDA stream on a `cuda:N` device, an OpenCL command queue
+/// on an `opencl:N` one (the session creates it in the device's context).
 #[derive(Clone, Debug, Serialize)]
 #[non_exhaustive]
 pub struct CudaComputeStreamRecord {
     /// The stream's index.
     pub id: u32,
-    /// The device.
-    pub device: u32,
+    /// The device (its API says whether this is a stream or a queue).
+    pub device: crate::device::DeviceId,
     /// The partitions that submit on it.
     pub partitions: Vec<u32>,
 }
@@ -288,8 +289,8 @@ pub struct TensorAllocationPlanRecord {
     pub memory_kind: MemoryKind,
     /// Where the memory kind came from (`declared` or the parameter path).
     pub memory_kind_source: String,
-    /// The CUDA device, for CUDA kinds.
-    pub device: Option<u32>,
+    /// The bound device (`cuda:N`, `opencl:N`), for an output bound to one.
+    pub device: Option<crate::device::DeviceId>,
     /// The dtype every loan must have, if declared (its name in JSON).
     #[serde(serialize_with = "serialize_dtype")]
     pub dtype: Option<crate::spec::DType>,
@@ -340,6 +341,7 @@ pub struct ExecutionPlan {
     pub(crate) operators: Vec<OperatorRecord>,
     pub(crate) partitions: Vec<ExecutionPartition>,
     pub(crate) cuda_compute_streams: Vec<CudaComputeStreamRecord>,
+    pub(crate) devices: Vec<DeviceRecord>,
     pub(crate) edges: Vec<EdgeRecord>,
     pub(crate) topics: Vec<TopicRecord>,
     pub(crate) tensor_allocations: Vec<TensorAllocationPlanRecord>,
@@ -347,6 +349,107 @@ pub struct ExecutionPlan {
     #[serde(flatten)]
     pub(crate) rates: RatePlan,
     pub(crate) warnings: Vec<Diagnostic>,
+}
+
+/// Where a device's context comes from. The plan is compiled without a device, so it names
+/// the rule; `RunSession::device()` gives the context a session runs in
+/// (`raw_context()`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DeviceContextRecord {
+    /// CUDA: the device's primary context (`CudaDevice::open`), or the caller's
+    /// `CUcontext` when the session's device was made with `CudaDevice::from_context`.
+    #[serde(rename = "cuda_primary_unless_given")]
+    CudaPrimaryUnlessGiven,
+    /// OpenCL: a `cl_context` holo creates for the device (`OpenClDevice::open`), or the
+    /// caller's, given with `OpenClDevice::from_context`; callers adopt it with
+    /// `OpenClDevice::native_context`.
+    #[serde(rename = "opencl_own_unless_given")]
+    OpenClOwnUnlessGiven,
+}
+
+impl DeviceContextRecord {
+    /// The rule for `api`.
+    pub(crate) const fn of(api: crate::device::DeviceApi) -> Self {
+        match api {
+            crate::device::DeviceApi::Cuda => Self::CudaPrimaryUnlessGiven,
+            crate::device::DeviceApi::OpenCl => Self::OpenClOwnUnlessGiven,
+        }
+    }
+
+    /// A line for people.
+    pub const fn describe(self) -> &'static str {
+        match self {
+            Self::CudaPrimaryUnlessGiven => {
+                "the device's primary CUcontext, or the caller's (CudaDevice::from_context)"
+            }
+            Self::OpenClOwnUnlessGiven => {
+                "a cl_context holo creates (OpenClDevice::open), or the caller's (OpenClDevice::from_context)"
+            }
+        }
+    }
+}
+
+/// One device the plan places work on.
+#[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
+pub struct DeviceRecord {
+    /// The device (`cuda:0`, `opencl:1`).
+    pub device: crate::device::DeviceId,
+    /// Its API (`cuda`, `opencl`).
+    pub api: crate::device::DeviceApi,
+    /// Where its context comes from.
+    pub context: DeviceContextRecord,
+    /// What its ordering domains are (`stream`, `queue`).
+    pub ordering_domain: &'static str,
+    /// Its planned compute streams or queues (`cuda_compute_streams` ids).
+    pub streams: Vec<u32>,
+    /// The operators placed on it.
+    pub operators: Vec<u32>,
+    /// The pools bound to it, with their concrete memory kinds.
+    pub pools: Vec<String>,
+}
+
+/// The device records of a plan: every device an operator, stream, pool or topic names.
+pub(crate) fn device_records(
+    operators: &[OperatorRecord],
+    streams: &[CudaComputeStreamRecord],
+    allocations: &[TensorAllocationPlanRecord],
+    topics: &[TopicRecord],
+) -> Vec<DeviceRecord> {
+    let mut ids: Vec<crate::device::DeviceId> = operators
+        .iter()
+        .filter_map(|o| o.device)
+        .chain(streams.iter().map(|s| s.device))
+        .chain(allocations.iter().filter_map(|a| a.device))
+        .chain(topics.iter().filter_map(|t| t.contract.device))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.into_iter()
+        .map(|device| DeviceRecord {
+            device,
+            api: device.api,
+            context: DeviceContextRecord::of(device.api),
+            ordering_domain: device.api.ordering_domain(),
+            streams: streams
+                .iter()
+                .filter(|s| s.device == device)
+                .map(|s| s.id)
+                .collect(),
+            operators: operators
+                .iter()
+                .filter(|o| o.device == Some(device))
+                .map(|o| o.id)
+                .collect(),
+            pools: allocations
+                .iter()
+                .filter(|a| a.device == Some(device))
+                .map(|a| a.pool.clone())
+                .collect(),
+        })
+        .collect()
 }
 
 /// Whether a plan with compute streams (`has_streams`) and these pools needs a device
@@ -368,9 +471,14 @@ impl ExecutionPlan {
     pub fn partitions(&self) -> &[ExecutionPartition] {
         &self.partitions
     }
-    /// The planned CUDA compute streams, for budgeting device resources.
+    /// The planned compute streams (CUDA streams, or OpenCL command queues), for
+    /// budgeting device resources.
     pub fn cuda_compute_streams(&self) -> &[CudaComputeStreamRecord] {
         &self.cuda_compute_streams
+    }
+    /// Every device the plan places work on: its API, context and streams or queues.
+    pub fn devices(&self) -> &[DeviceRecord] {
+        &self.devices
     }
     /// The flows.
     pub fn edges(&self) -> &[EdgeRecord] {

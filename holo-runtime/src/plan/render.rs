@@ -14,7 +14,42 @@ fn mib(bytes: u64) -> String {
     }
 }
 
+/// A stream's name with its device: `S0 on cuda:0` for a CUDA stream, `S0 (queue) on
+/// opencl:0` for an OpenCL command queue.
+fn stream_label(s: &super::CudaComputeStreamRecord) -> String {
+    match s.device.api {
+        crate::device::DeviceApi::Cuda => format!("S{} on {}", s.id, s.device),
+        crate::device::DeviceApi::OpenCl => format!("S{} (queue) on {}", s.id, s.device),
+    }
+}
+
 impl ExecutionPlan {
+    /// One line per device: its context rule, streams or queues, and pools.
+    fn device_lines(&self) -> Vec<String> {
+        self.devices
+            .iter()
+            .map(|d| {
+                let streams: Vec<String> = d.streams.iter().map(|s| format!("S{s}")).collect();
+                format!(
+                    "{}: context {}; {}s {}; pools {}",
+                    d.device,
+                    d.context.describe(),
+                    d.ordering_domain,
+                    if streams.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        streams.join(", ")
+                    },
+                    if d.pools.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        d.pools.join(", ")
+                    }
+                )
+            })
+            .collect()
+    }
+
     /// Canonical, deterministic JSON: the same plan gives the same bytes. It starts with
     /// the schema marker [`PLAN_JSON_SCHEMA`](super::PLAN_JSON_SCHEMA). It is inspection
     /// output, not a reload format.
@@ -35,6 +70,12 @@ impl ExecutionPlan {
             "cuda compute stream policy: {:?}; release streams per slot: {}",
             self.cuda_compute_stream_policy, self.max_fanout_release_streams
         );
+        if !self.devices.is_empty() {
+            let _ = writeln!(out, "devices:");
+            for line in self.device_lines() {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
         let _ = writeln!(out, "partitions:");
         for p in &self.partitions {
             let ops: Vec<&str> = p.operators.iter().map(|&o| name(o)).collect();
@@ -42,7 +83,7 @@ impl ExecutionPlan {
                 .cuda_compute_streams
                 .iter()
                 .filter(|s| s.partitions.contains(&p.id))
-                .map(|s| format!("S{} on cuda:{}", s.id, s.device))
+                .map(stream_label)
                 .collect();
             let _ = writeln!(
                 out,
@@ -127,9 +168,7 @@ impl ExecutionPlan {
                         .map_or("any memory kind", crate::MemoryKind::wire_name),
                     c.dtype.map_or("any dtype", crate::spec::DType::name),
                     c.rank.map(|r| format!(" rank {r}")).unwrap_or_default(),
-                    c.device
-                        .map(|d| format!(" on cuda:{d}"))
-                        .unwrap_or_default(),
+                    c.device.map(|d| format!(" on {d}")).unwrap_or_default(),
                     c.max_bytes
                         .map_or("no byte bound".to_owned(), |b| format!("≤ {b} B")),
                     t.pool.as_deref().unwrap_or("none (pass-through)"),
@@ -152,9 +191,7 @@ impl ExecutionPlan {
                 a.pool,
                 a.memory_kind,
                 a.dtype.map_or("any dtype", crate::spec::DType::name),
-                a.device
-                    .map(|d| format!(" on cuda:{d}"))
-                    .unwrap_or_default(),
+                a.device.map(|d| format!(" on {d}")).unwrap_or_default(),
                 a.per_slot_bytes
             );
             let _ = writeln!(
@@ -227,12 +264,20 @@ impl ExecutionPlan {
     /// edges (with depth and fusion), pools, and topics (dashed, as notes).
     pub fn dot(&self) -> String {
         let mut out = String::from("digraph holo_plan {\n  rankdir=LR;\n  node [shape=box];\n");
+        if !self.devices.is_empty() {
+            let lines: Vec<String> = self.device_lines().iter().map(|l| esc(l)).collect();
+            let _ = writeln!(
+                out,
+                "  labelloc=t;\n  label=\"devices:\\l{}\\l\";",
+                lines.join("\\l")
+            );
+        }
         for p in &self.partitions {
             let streams: Vec<String> = self
                 .cuda_compute_streams
                 .iter()
                 .filter(|s| s.partitions.contains(&p.id))
-                .map(|s| format!("S{} cuda:{}", s.id, s.device))
+                .map(stream_label)
                 .collect();
             let _ = writeln!(
                 out,

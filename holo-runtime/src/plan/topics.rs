@@ -46,9 +46,9 @@ pub struct TopicContractRecord {
     /// The memory kind of every tensor (an export: its output's resolved kind; an import:
     /// the input's declared kind, which its pool is materialized in).
     pub memory_kind: Option<MemoryKind>,
-    /// The CUDA device of the tensors (an export: its output's device; an import: the
-    /// device `DeploymentBinding::bind_imported_topic_device` bound).
-    pub device: Option<u32>,
+    /// The device of the tensors (`cuda:N`, `opencl:N`; an export: its output's device;
+    /// an import: the device `DeploymentBinding::bind_imported_topic_device` bound).
+    pub device: Option<crate::device::DeviceId>,
     /// The dtype of every tensor, when declared.
     pub dtype: Option<DType>,
     /// The exact rank of every tensor, when declared.

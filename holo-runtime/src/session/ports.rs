@@ -516,7 +516,7 @@ fn undeclared_forward(location: &'static str, origin: &'static str) -> Error {
 }
 
 fn check_requirement(t: &Tensor, req: &TensorInputSpec) -> bool {
-    req.memory_kind.is_none_or(|k| k == t.memory_kind())
+    req.memory_kind.is_none_or(|k| k.accepts(t.memory_kind()))
         && req.dtype.is_none_or(|d| d == t.dtype())
         && req.rank.is_none_or(|r| r == t.rank())
 }

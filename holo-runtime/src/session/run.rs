@@ -600,6 +600,48 @@ pub(crate) fn stop_operator(shared: &Shared, op: &mut OpRuntime) {
     }
 }
 
+/// The session's device runs the plan: every device the plan names is this one (same API
+/// — the software device stands in for CUDA — and ordinal), and every pool's memory kind
+/// lives on this API. Otherwise `DeviceUnavailable`, before anything is created.
+fn check_device(plan: &ExecutionPlan, d: &dyn crate::device::DeviceBackend) -> Result<()> {
+    let mine = d.device_id();
+    let described = || format!("{} {}", d.backend_kind().name(), d.ordinal());
+    let used = plan
+        .cuda_compute_streams()
+        .iter()
+        .map(|s| s.device)
+        .chain(plan.tensor_allocations().iter().filter_map(|a| a.device));
+    for device in used {
+        if device != mine {
+            return Err(Error::new(
+                ErrorCode::DeviceUnavailable,
+                format!(
+                    "the plan places work on device {device}, but the session's device is {}: one session drives one device",
+                    described()
+                ),
+            ));
+        }
+    }
+    if let Some(a) = plan
+        .tensor_allocations()
+        .iter()
+        .find(|a| a.memory_kind != crate::MemoryKind::Host && !mine.api.holds(a.memory_kind))
+    {
+        return Err(Error::new(
+            ErrorCode::DeviceUnavailable,
+            format!(
+                "pool {} is {} memory, which the session's device ({}, a {} device) does not hold: compile the plan for this device's API (`memory = device` and a `{}:N` binding)",
+                a.pool,
+                a.memory_kind,
+                described(),
+                mine.api,
+                mine.api
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[allow(
     clippy::needless_pass_by_value,
     reason = "the session takes the graph: its operators move onto the partition threads"
@@ -641,23 +683,7 @@ pub(crate) fn start(
         }
     };
     if let Some(d) = &device {
-        let used = plan
-            .cuda_compute_streams()
-            .iter()
-            .map(|s| s.device)
-            .chain(plan.tensor_allocations().iter().filter_map(|a| a.device));
-        for ordinal in used {
-            if ordinal != d.ordinal() {
-                return Err(Error::new(
-                    ErrorCode::DeviceUnavailable,
-                    format!(
-                        "the plan places work on device {ordinal}, but the session's device is {} {}: one session drives one device",
-                        d.backend_kind().name(),
-                        d.ordinal()
-                    ),
-                ));
-            }
-        }
+        check_device(plan, d.as_ref())?;
     }
     let _start = crate::trace::span!("session.start", operators = n_ops);
     #[cfg(feature = "tracing")]

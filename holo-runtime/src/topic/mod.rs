@@ -458,7 +458,7 @@ impl TopicState {
         let mut differences = Vec::new();
         let shown = |v: Option<String>| v.unwrap_or_else(|| "undeclared".to_owned());
         if let Some(k) = want.memory_kind
-            && c.memory_kind != Some(k)
+            && !c.memory_kind.is_some_and(|have| k.accepts(have))
         {
             differences.push(format!(
                 "memory kind {} where {k} is expected",
@@ -498,7 +498,7 @@ impl TopicState {
 /// Whether tensor `t` meets a topic's contract (memory kind, dtype, rank; bytes for one
 /// that is not from the topic's pool).
 pub(crate) fn meets(t: &Tensor, c: &TopicContractRecord) -> bool {
-    c.memory_kind.is_none_or(|k| k == t.memory_kind())
+    c.memory_kind.is_none_or(|k| k.accepts(t.memory_kind()))
         && c.dtype.is_none_or(|d| d == t.dtype())
         && c.rank.is_none_or(|r| r == t.rank())
         && c.max_bytes.is_none_or(|b| t.byte_size() as u64 <= b)

@@ -160,6 +160,14 @@ const fn dl_device(kind: MemoryKind, ordinal: u32) -> DLDevice {
             reason = "a CUDA ordinal is far below i32::MAX"
         )]
         MemoryKind::CudaDevice => (DLDeviceType::CUDA, ordinal as i32),
+        // Never exported (`export` refuses an OpenCL tensor: a `cl_mem` window is not an
+        // address); named for completeness. A pool's kind is never the neutral `device`,
+        // which compile resolves.
+        #[allow(
+            clippy::cast_possible_wrap,
+            reason = "an OpenCL ordinal is far below i32::MAX"
+        )]
+        MemoryKind::OpenClDevice | MemoryKind::Device => (DLDeviceType::OPENCL, ordinal as i32),
     };
     DLDevice {
         device_type,
