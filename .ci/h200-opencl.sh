@@ -24,6 +24,7 @@ for ordinal in 0 1 2 3; do
   printf '[deployment]\ndevice = %s\nclient_depth = 4\n\n[camera]\nframe_bytes = 4096\n' "$ordinal" > "$out/opencl_$ordinal.toml"
   timeout 120 .gpu/examples/device_array_opencl --config "$out/opencl_$ordinal.toml" --frames 1000 2>&1 | tail -9
   rc=${PIPESTATUS[0]}; echo "rc=$rc"; [ "$rc" = 0 ] || status=1
+  [ -n "${HOLO_SKIP_BENCH:-}" ] && continue   # the tests and examples only (see h200-session.sh)
   echo "== opencl_hop bench 1 on opencl:$ordinal"; date -u; HOLO_OPENCL_DEVICE=$ordinal $B --bench
   echo "== opencl_hop bench 2 on opencl:$ordinal"; date -u; HOLO_OPENCL_DEVICE=$ordinal $B --bench
 done

@@ -18,7 +18,9 @@ echo "== OpenCL (.ci/h200-opencl.sh)"
 bash .ci/h200-opencl.sh || status=1
 export HOLO_REQUIRE_DEVICE=cuda
 H=$(ls .gpu/bench/handoff-* | head -1)
-for i in 1 2; do echo "== handoff bench $i"; date -u; HOLO_DEVICE=cuda $H --bench | grep -E "^cuda"; done
+# HOLO_SKIP_BENCH=1: the tests and examples only (for a run beside the soak, whose load
+# would make the figures meaningless).
+[ -n "${HOLO_SKIP_BENCH:-}" ] || for i in 1 2; do echo "== handoff bench $i"; date -u; HOLO_DEVICE=cuda $H --bench | grep -E "^cuda"; done
 E=.gpu/examples; CS=/usr/local/cuda/bin/compute-sanitizer
 for ex in cudarc_interop device_array_handoff fork_streams tensors_in_depth_cuda; do
   echo "== example $ex"; HOLO_DEVICE=cuda timeout 60 $E/$ex --frames 1000 2>&1 | tail -3; echo "rc=${PIPESTATUS[0]}"

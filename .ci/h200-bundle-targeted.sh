@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds a smaller .gpu/ than .ci/h200-bundle.sh, for .ci/h200-session.sh,
+# .ci/h200-opencl.sh and .ci/h200-soak.sh: only the device test binaries, the device
+# examples and the device benches (release; the benches with holo-runtime alone, so that
+# holo-tests' `tracing` feature is not unified into them), stripped.
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+rm -rf .gpu && mkdir -p .gpu/bin .gpu/bench .gpu/examples
+pick() { python3 -c '
+import json, sys
+kind, names = sys.argv[1], set(sys.argv[2:])
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and kind in m["target"]["kind"] \
+            and m["target"]["name"] in names:
+        print(m["executable"])
+' "$@"; }
+tests="placement_api stream_contract handoff topics opencl receive_in_place device_hot_path_no_alloc cuda_context dlpack kernel_author fault_injection soak defects session_host"
+args=(); for t in $tests; do args+=(--test "$t"); done
+cargo test --release --no-run --message-format=json -p holo-tests "${args[@]}" 2>/dev/null \
+  | pick test $tests | while read -r exe; do cp "$exe" .gpu/bin/; done
+cargo test --release --no-run --message-format=json -p holo-runtime --lib 2>/dev/null \
+  | pick lib holo_runtime | while read -r exe; do cp "$exe" .gpu/bin/; done
+cargo bench --no-run --message-format=json -p holo-runtime --bench device_hop --bench handoff --bench opencl_hop 2>/dev/null \
+  | pick bench device_hop handoff opencl_hop | while read -r exe; do cp "$exe" .gpu/bench/; done
+examples="device_array_opencl tensors_in_depth_cuda fork_streams cudarc_interop device_array_handoff"
+eargs=(); for e in $examples; do eargs+=(--example "$e"); done
+cargo build --release -p holo-examples "${eargs[@]}"
+for e in $examples; do cp "target/release/examples/$e" .gpu/examples/; done
+strip .gpu/bin/* .gpu/bench/* .gpu/examples/*
+du -sh .gpu
