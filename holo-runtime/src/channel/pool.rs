@@ -43,7 +43,6 @@
 //! its owner, every other `Arc` and every outstanding slot are gone.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crossbeam_queue::ArrayQueue;
@@ -52,6 +51,7 @@ use dlpark::AllocationDeleter;
 
 use super::free_list::FreeList;
 use super::retire::Retirer;
+use super::sync::{self, AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 use super::{BufferRef, DomainOwner, OrderingDomain};
 use crate::device::{AllocKind, DeviceBackend, DevicePtr, EventHandle, MemoryObject, StreamHandle};
 use crate::spec::{DType, MAX_TENSOR_RANK};
@@ -193,8 +193,9 @@ pub(crate) fn checked_byte_size(shape: &[u64], dtype: DType) -> Option<u64> {
 /// Counters a pool keeps for the run summary and for tests.
 #[derive(Debug, Default)]
 pub(crate) struct PoolCounters {
-    pub(crate) loans: AtomicU64,
-    pub(crate) exhausted: AtomicU64,
+    // `std`'s even under loom: statistics, which order nothing.
+    pub(crate) loans: std::sync::atomic::AtomicU64,
+    pub(crate) exhausted: std::sync::atomic::AtomicU64,
 }
 
 /// The alignment of a host pool's backing: every slot of a 256-byte-multiple size starts
@@ -627,7 +628,7 @@ impl Pool {
             {
                 break state;
             }
-            std::hint::spin_loop();
+            sync::spin_loop();
         };
         let r = d.backend.record_event(d.readiness[slot as usize], stream);
         if r.is_ok() {
@@ -1175,6 +1176,7 @@ impl Pool {
             let pool = unsafe { &*this };
             if !pool.pass_through {
                 pool.closing.parking.fetch_add(1, Ordering::SeqCst);
+                sync::sc_handshake();
                 if !pool.closing.closed.load(Ordering::SeqCst) {
                     pool.free.push_shared(slot);
                     // The closer waits for `parking` to drop to zero before it drains, so
@@ -1197,8 +1199,10 @@ impl Pool {
     /// and the counts parked on the free list are dropped now.
     fn close(this: &Arc<Pool>) {
         this.closing.closed.store(true, Ordering::SeqCst);
+        // With `park`'s: either it sees `closed`, or this sees its `parking`.
+        sync::sc_handshake();
         while this.closing.parking.load(Ordering::SeqCst) != 0 {
-            std::hint::spin_loop();
+            sync::spin_loop();
         }
         // A thread that still owns the private stack (a pool used outside a session, on
         // the caller's thread) gives it back first; a partition thread gave it back before
@@ -1388,7 +1392,7 @@ impl Pool {
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            std::hint::spin_loop();
+            sync::spin_loop();
         }
         let base = slot as usize * d.release_capacity as usize;
         let n = s.release_count.load(Ordering::Relaxed);
@@ -1598,7 +1602,7 @@ fn device_backing(
     Ok(out)
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(holo_loom)))]
 mod tests {
     use super::*;
 

@@ -4,13 +4,13 @@
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
-use std::thread::Thread;
 
-use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 
+use super::sync::thread::{self, Thread};
+use super::sync::{self, ArrayQueue, AtomicBool, AtomicUsize, Mutex, Ordering};
 use crate::cold::{self, ColdAllocError};
 use crate::graph::QueuePolicy;
 
@@ -25,14 +25,14 @@ use crate::graph::QueuePolicy;
 pub(crate) struct Endpoint {
     thread: OnceLock<Thread>,
     /// A client thread parked in a receive, if any (see `park_client`).
-    waiter: std::sync::Mutex<Option<Thread>>,
-    waiting: std::sync::atomic::AtomicBool,
+    waiter: Mutex<Option<Thread>>,
+    waiting: AtomicBool,
 }
 
 impl Endpoint {
     /// The calling thread runs this end from now on.
     pub(crate) fn register(&self) {
-        let _ = self.thread.set(std::thread::current());
+        let _ = self.thread.set(thread::current());
     }
 
     #[inline]
@@ -50,7 +50,7 @@ impl Endpoint {
     #[cold]
     #[inline(never)]
     fn wake_client(&self) {
-        std::sync::atomic::fence(Ordering::SeqCst);
+        sync::fence(Ordering::SeqCst);
         if self.waiting.load(Ordering::Relaxed)
             && let Ok(waiter) = self.waiter.lock()
             && let Some(t) = waiter.as_ref()
@@ -69,19 +69,19 @@ impl Endpoint {
         deadline: Option<std::time::Instant>,
     ) {
         if let Ok(mut waiter) = self.waiter.lock() {
-            *waiter = Some(std::thread::current());
+            *waiter = Some(thread::current());
         }
         self.waiting.store(true, Ordering::SeqCst);
-        std::sync::atomic::fence(Ordering::SeqCst);
+        sync::fence(Ordering::SeqCst);
         if !ready() {
             match deadline {
                 Some(d) => {
                     let left = d.saturating_duration_since(std::time::Instant::now());
                     if !left.is_zero() {
-                        std::thread::park_timeout(left);
+                        thread::park_timeout(left);
                     }
                 }
-                None => std::thread::park(),
+                None => thread::park(),
             }
         }
         self.waiting.store(false, Ordering::Relaxed);
@@ -637,7 +637,7 @@ pub(crate) fn edge_factory<T: Send + 'static>() -> EdgeFactory {
     make_edge::<T>
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(holo_loom)))]
 mod tests {
     use super::*;
 

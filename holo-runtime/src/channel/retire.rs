@@ -6,14 +6,12 @@
 //! One worker per session whose plan has device pools. Its thread is spawned at session
 //! start and parks until the first slot arrives (so the hot path never spawns anything).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
-use crossbeam_queue::ArrayQueue;
-
 use super::pool::Pool;
+use super::sync::{self, ArrayQueue, AtomicBool, AtomicU64, Ordering};
 use crate::{Error, ErrorCode, Result};
 
 /// The pause between two polls of the same pending release events (H200: polling back
@@ -29,12 +27,12 @@ pub(crate) struct Retirer {
     /// slot released late (a tensor kept past its session) is returned by the releasing
     /// thread itself, recording nothing on the session's streams (see [`Self::enter`]).
     closed: AtomicBool,
-    /// Slots returned by the worker so far.
-    pub(crate) retired: AtomicU64,
+    /// Slots returned by the worker so far (`std`'s even under loom: a statistic).
+    pub(crate) retired: std::sync::atomic::AtomicU64,
     /// Slots announced ([`Self::enter`]) or handed to the worker, and not yet returned.
     outstanding: AtomicU64,
-    /// Polls made (event queries), for tests.
-    pub(crate) polls: AtomicU64,
+    /// Polls made (event queries), for tests (`std`'s even under loom).
+    pub(crate) polls: std::sync::atomic::AtomicU64,
     error: Mutex<Option<Error>>,
     /// Called once an error is noted: the session's stop request (a device call that
     /// failed on the release path stops the session with that error).
@@ -48,9 +46,9 @@ impl Retirer {
             thread: OnceLock::new(),
             stop: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            retired: AtomicU64::new(0),
+            retired: std::sync::atomic::AtomicU64::new(0),
             outstanding: AtomicU64::new(0),
-            polls: AtomicU64::new(0),
+            polls: std::sync::atomic::AtomicU64::new(0),
             error: Mutex::new(None),
             on_error: OnceLock::new(),
         })
@@ -101,6 +99,9 @@ impl Retirer {
     #[inline]
     pub(crate) fn enter(&self) -> bool {
         self.outstanding.fetch_add(1, Ordering::SeqCst);
+        // With `close`: either this sees `closed`, or the teardown's load of `outstanding`
+        // sees this slot.
+        sync::sc_handshake();
         if self.closed.load(Ordering::SeqCst) {
             self.outstanding.fetch_sub(1, Ordering::SeqCst);
             return false;
@@ -215,6 +216,42 @@ impl Retirer {
         }
     }
 
+    /// One pass of the worker: takes the slots handed over since the last pass into
+    /// `pending`, polls every pending slot's release events, and returns each slot whose
+    /// events all completed (with the pool count it carries). Returns how many slots were
+    /// pending before the polls.
+    #[inline]
+    fn poll_pending(
+        &self,
+        queue: &ArrayQueue<(Arc<Pool>, u32)>,
+        pending: &mut Vec<(Arc<Pool>, u32)>,
+    ) -> usize {
+        while let Some(item) = queue.pop() {
+            pending.push(item);
+        }
+        let before = pending.len();
+        let mut i = 0;
+        while i < pending.len() {
+            self.polls.fetch_add(1, Ordering::Relaxed);
+            let (pool, slot) = &pending[i];
+            match pool.release_complete(*slot) {
+                Ok(false) => i += 1,
+                Ok(true) => {
+                    self.retired.fetch_add(1, Ordering::Relaxed);
+                    // The slot and the pool count it carries go back together.
+                    let (pool, slot) = pending.swap_remove(i);
+                    self.give_back(pool, slot);
+                }
+                Err(e) => {
+                    self.note_error(e, pool.location);
+                    let (pool, slot) = pending.swap_remove(i);
+                    self.settle(pool, slot);
+                }
+            }
+        }
+        before
+    }
+
     fn run(&self, capacity: usize, idle_spin: Duration, ready: &std::sync::Barrier) {
         let mut pending: Vec<(Arc<Pool>, u32)> = Vec::with_capacity(capacity.max(1));
         ready.wait();
@@ -225,29 +262,7 @@ impl Retirer {
         // When the worker last had a slot pending.
         let mut busy_at = std::time::Instant::now();
         loop {
-            while let Some(item) = queue.pop() {
-                pending.push(item);
-            }
-            let before = pending.len();
-            let mut i = 0;
-            while i < pending.len() {
-                self.polls.fetch_add(1, Ordering::Relaxed);
-                let (pool, slot) = &pending[i];
-                match pool.release_complete(*slot) {
-                    Ok(false) => i += 1,
-                    Ok(true) => {
-                        self.retired.fetch_add(1, Ordering::Relaxed);
-                        // The slot and the pool count it carries go back together.
-                        let (pool, slot) = pending.swap_remove(i);
-                        self.give_back(pool, slot);
-                    }
-                    Err(e) => {
-                        self.note_error(e, pool.location);
-                        let (pool, slot) = pending.swap_remove(i);
-                        self.settle(pool, slot);
-                    }
-                }
-            }
+            let before = self.poll_pending(queue, &mut pending);
             if pending.is_empty() {
                 if self.stop.load(Ordering::Acquire) && queue.is_empty() {
                     return;
