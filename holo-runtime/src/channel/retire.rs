@@ -252,6 +252,23 @@ impl Retirer {
         before
     }
 
+    /// The models' stand-in for [`start`](Self::start): the worker's queue, without its
+    /// thread (a model's own thread runs the worker's passes, [`Self::model_pass`]).
+    #[cfg(all(test, holo_loom))]
+    pub(crate) fn install_queue(&self, capacity: usize) {
+        let _ = self.queue.set(ArrayQueue::new(capacity));
+    }
+
+    /// One pass of the worker's loop ([`poll_pending`](Self::poll_pending)) on the queue
+    /// [`install_queue`](Self::install_queue) made; whether the worker would exit now
+    /// (stopped, nothing queued or pending).
+    #[cfg(all(test, holo_loom))]
+    pub(crate) fn model_pass(&self, pending: &mut Vec<(Arc<Pool>, u32)>) -> bool {
+        let queue = self.queue.get().expect("install_queue first");
+        self.poll_pending(queue, pending);
+        pending.is_empty() && self.stop.load(Ordering::Acquire) && queue.is_empty()
+    }
+
     fn run(&self, capacity: usize, idle_spin: Duration, ready: &std::sync::Barrier) {
         let mut pending: Vec<(Arc<Pool>, u32)> = Vec::with_capacity(capacity.max(1));
         ready.wait();

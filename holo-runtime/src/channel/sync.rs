@@ -203,10 +203,19 @@ loom::thread_local! {
     pub(crate) static TOKEN: u8 = 0;
 }
 
-/// What the loom models share: the runner that counts interleavings.
+/// What the loom models share: the runner that counts interleavings, and a fake device
+/// backend that checks the release-event contract.
 #[cfg(all(test, holo_loom))]
 pub(crate) mod model {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use crate::device::{
+        AllocKind, BackendKind, DeviceBackend, DeviceCounters, DevicePtr, EventHandle, StreamHandle,
+    };
+    use crate::{Error, ErrorCode, Result};
 
     /// Runs `f` under loom with at most `preemptions` preemptions per interleaving
     /// (`None`: unbounded, unless `LOOM_MAX_PREEMPTIONS` says otherwise — every model is
@@ -239,9 +248,189 @@ pub(crate) mod model {
         explored
     }
 
+    /// A point where loom may switch threads, ordering nothing: each call is a relaxed
+    /// read-modify-write of one loom atomic, so every two calls on different threads are
+    /// conflicting accesses and loom explores both orders of them — and of what the
+    /// threads do between them. A model needs it where its threads' accesses would
+    /// otherwise hide from loom's exploration: loom compares an access only with the
+    /// last one to the same atomic, so a thread that loads an atomic and then stores it
+    /// hides another thread's earlier load of it (a store after two loads on two threads
+    /// would never be moved before the other thread's load).
+    #[derive(Default)]
+    pub(crate) struct Interleave(loom::sync::atomic::AtomicUsize);
+
+    impl Interleave {
+        pub(crate) fn point(&self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     fn builder_bound(preemptions: Option<usize>) -> String {
         preemptions
             .or_else(|| std::env::var("LOOM_MAX_PREEMPTIONS").ok()?.parse().ok())
             .map_or_else(|| "unbounded".to_owned(), |n| n.to_string())
+    }
+
+    #[derive(Default)]
+    struct Ledger {
+        next: u64,
+        /// Work enqueued on each stream so far (a model's consumer says so: `work`).
+        work: HashMap<u64, u64>,
+        /// Each event's latest recording: the stream and the work it covers.
+        recorded: HashMap<u64, (u64, u64)>,
+    }
+
+    /// A device backend for the models: streams, events and memory are numbers; it keeps
+    /// a ledger of the work each stream has and what each event recording covers, and
+    /// checks the contract the channel layer relies on:
+    /// - an event found complete ([`query_event`](DeviceBackend::query_event), the
+    ///   retirement worker's poll) covers all the work of the stream it was recorded on —
+    ///   a slot is returned only after every registered stream passed its work on it.
+    ///
+    /// Its ledger is behind a plain mutex, not a loom one: the device orders nothing for
+    /// the host threads (every ordering the channel layer needs comes from its own
+    /// atomics), and the checks see the interleaving's actual order of calls. Each call
+    /// is also an [`Interleave`] point, ordering nothing either, so that loom explores
+    /// the calls' orders (a consumer's work before or after another thread's record).
+    #[derive(Default)]
+    pub(crate) struct FakeDevice {
+        ledger: Mutex<Ledger>,
+        clock: Interleave,
+        counters: DeviceCounters,
+    }
+
+    impl FakeDevice {
+        fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+            self.clock.point();
+            self.ledger
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        }
+
+        fn fresh(&self) -> u64 {
+            let mut l = self.ledger();
+            l.next += 1;
+            l.next
+        }
+
+        /// A consumer enqueues work on `stream` (that reads the slot).
+        pub(crate) fn work(&self, stream: StreamHandle) {
+            *self.ledger().work.entry(stream.raw()).or_default() += 1;
+        }
+
+        /// Every stream's work is covered by an event recorded on it after that work —
+        /// none lost — and no recording covers less than its stream's work (an event
+        /// re-recorded later only covers more).
+        pub(crate) fn assert_every_stream_is_covered(&self) {
+            let l = self.ledger();
+            for (s, work) in &l.work {
+                let covered = l
+                    .recorded
+                    .values()
+                    .filter(|(on, _)| on == s)
+                    .map(|(_, c)| *c)
+                    .max();
+                assert_eq!(
+                    covered,
+                    Some(*work),
+                    "stream {s}'s {work} work items are not all covered by a release event"
+                );
+            }
+        }
+    }
+
+    impl DeviceBackend for FakeDevice {
+        fn backend_kind(&self) -> BackendKind {
+            BackendKind::Software
+        }
+        fn ordinal(&self) -> u32 {
+            0
+        }
+        fn create_stream(&self) -> Result<StreamHandle> {
+            Ok(StreamHandle::from_raw(self.fresh()))
+        }
+        fn destroy_stream(&self, _: StreamHandle) -> Result<()> {
+            Ok(())
+        }
+        fn create_event(&self) -> Result<EventHandle> {
+            Ok(EventHandle::from_raw(self.fresh()))
+        }
+        fn destroy_event(&self, _: EventHandle) -> Result<()> {
+            Ok(())
+        }
+        fn record_event(&self, event: EventHandle, stream: StreamHandle) -> Result<()> {
+            let mut l = self.ledger();
+            let work = l.work.get(&stream.raw()).copied().unwrap_or(0);
+            l.recorded.insert(event.raw(), (stream.raw(), work));
+            Ok(())
+        }
+        fn wait_event(&self, _: StreamHandle, _: EventHandle) -> Result<()> {
+            Ok(())
+        }
+        fn query_event(&self, event: EventHandle) -> Result<bool> {
+            let l = self.ledger();
+            if let Some((s, covered)) = l.recorded.get(&event.raw()) {
+                let work = l.work.get(s).copied().unwrap_or(0);
+                assert_eq!(
+                    *covered, work,
+                    "a slot's release found complete while stream {s} has work on it its event does not cover"
+                );
+            }
+            Ok(true)
+        }
+        fn synchronize_event(&self, _: EventHandle) -> Result<()> {
+            Ok(())
+        }
+        fn synchronize_stream(&self, _: StreamHandle) -> Result<()> {
+            Ok(())
+        }
+        fn alloc(&self, _: AllocKind, _: usize) -> Result<DevicePtr> {
+            Ok(DevicePtr::from_raw(0x1000_0000 * self.fresh()))
+        }
+        unsafe fn free(&self, _: AllocKind, _: DevicePtr, _: usize) -> Result<()> {
+            Ok(())
+        }
+        unsafe fn memset_async(
+            &self,
+            _: DevicePtr,
+            _: u8,
+            _: usize,
+            _: StreamHandle,
+        ) -> Result<()> {
+            Err(Error::new(ErrorCode::NotSupported, "fake device"))
+        }
+        unsafe fn copy_async(
+            &self,
+            _: DevicePtr,
+            _: DevicePtr,
+            _: usize,
+            _: StreamHandle,
+        ) -> Result<()> {
+            Err(Error::new(ErrorCode::NotSupported, "fake device"))
+        }
+        unsafe fn copy_to_host_async(
+            &self,
+            _: *mut u8,
+            _: DevicePtr,
+            _: usize,
+            _: StreamHandle,
+        ) -> Result<()> {
+            Err(Error::new(ErrorCode::NotSupported, "fake device"))
+        }
+        unsafe fn copy_from_host_async(
+            &self,
+            _: DevicePtr,
+            _: *const u8,
+            _: usize,
+            _: StreamHandle,
+        ) -> Result<()> {
+            Err(Error::new(ErrorCode::NotSupported, "fake device"))
+        }
+        fn enqueue_delay(&self, _: StreamHandle, _: Duration) -> Result<()> {
+            Ok(())
+        }
+        fn counters(&self) -> &DeviceCounters {
+            &self.counters
+        }
     }
 }
