@@ -99,8 +99,8 @@ impl Retirer {
     #[inline]
     pub(crate) fn enter(&self) -> bool {
         self.outstanding.fetch_add(1, Ordering::SeqCst);
-        // With `close`: either this sees `closed`, or the teardown's load of `outstanding`
-        // sees this slot.
+        // With `close`'s fence: either this sees `closed`, or the teardown's next load of
+        // `outstanding` sees this slot.
         sync::sc_handshake();
         if self.closed.load(Ordering::SeqCst) {
             self.outstanding.fetch_sub(1, Ordering::SeqCst);
@@ -113,6 +113,14 @@ impl Retirer {
     /// over and retired: wait for [`outstanding`](Self::outstanding) to reach zero.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
+        // The teardown's wait loads `outstanding` with acquire ordering only, and a
+        // `SeqCst` store followed by a weaker load is no store-load barrier: without this
+        // fence the load may read a count from before an `enter` that then reads `closed`
+        // false (store buffering; allowed by the memory model, and by POWER's and RCpc
+        // ARM's hardware), and the teardown would destroy the streams that `enter`'s
+        // thread is about to record on (found by the loom model
+        // `loom_teardown_waits_for_every_entered_slot`). Once per session.
+        sync::fence(Ordering::SeqCst);
     }
 
     /// Hands a slot whose release events were just recorded to the worker. The caller
@@ -313,5 +321,88 @@ impl Retirer {
                 idle_polls = 0;
             }
         }
+    }
+}
+
+/// loom model of the retirement hand-off: a releasing thread, the worker and the
+/// session's teardown, every interleaving up to the preemption bound, on the real pool
+/// and retirer with a fake device (`FakeDevice`) that refuses a record on a destroyed
+/// stream. RELIABILITY.md lists the interleavings explored and the mutation that made it
+/// fail.
+///
+/// ```text
+/// RUSTFLAGS="--cfg holo_loom" CARGO_TARGET_DIR=target/loom cargo test -p holo-runtime --lib loom
+/// ```
+#[cfg(all(test, holo_loom))]
+mod loom_models {
+    use std::sync::Arc;
+
+    use crate::channel::OrderingDomain;
+    use crate::channel::pool::loom_models::{Witness, device_pool, device_tensor};
+    use crate::channel::sync::model;
+    use crate::device::DeviceBackend;
+
+    /// The invariant: the teardown — [`close`](super::Retirer::close), wait until no
+    /// slot is [`outstanding`](super::Retirer::outstanding), destroy the session's
+    /// streams — never destroys a stream a releasing thread is about to record a release
+    /// event on; and the slot comes back exactly once with its count, through the worker
+    /// when its `enter` came before the close, or from the releasing thread itself after
+    /// it (a tensor kept past its session).
+    ///
+    /// `enter` against `close` is a store-buffering handshake of `SeqCst` accesses, which
+    /// loom models as acquire/release only: `sync::sc_handshake` stands for them (without
+    /// it loom reports this model failing although the real accesses are correct).
+    ///
+    /// Mutation that fails it: `close` without its `SeqCst` fence (the teardown's acquire
+    /// load of `outstanding` may read a count from before an `enter` that reads `closed`
+    /// false: a release event recorded on a destroyed stream). That was the code before
+    /// this model: the fence is the fix.
+    #[test]
+    fn loom_teardown_waits_for_every_entered_slot() {
+        model::run("teardown_waits_for_every_entered_slot", None, || {
+            let (device, retirer, pool, producer) = device_pool(1);
+            let witness = Witness::new(&pool);
+            let stream = device.create_stream().unwrap();
+            let mut tensor = device_tensor(&pool, producer);
+            tensor
+                .register_release_stream(OrderingDomain::partition(stream))
+                .unwrap();
+            // A consumer's tensor, released while the session tears down.
+            let consumer = {
+                let device = Arc::clone(&device);
+                loom::thread::spawn(move || {
+                    tensor
+                        .deliver_to(OrderingDomain::partition(stream))
+                        .unwrap();
+                    device.work(stream);
+                    drop(tensor);
+                })
+            };
+            // The worker's loop (`run`), one pass at a time, until stopped and idle.
+            let worker = {
+                let retirer = Arc::clone(&retirer);
+                loom::thread::spawn(move || {
+                    let mut pending = Vec::new();
+                    while !retirer.model_pass(&mut pending) {
+                        loom::thread::yield_now();
+                    }
+                })
+            };
+            // The session's teardown (`RunSession`'s): close, wait, destroy, stop.
+            retirer.close();
+            while retirer.outstanding() != 0 {
+                loom::thread::yield_now();
+            }
+            device.destroy(stream);
+            device.destroy(producer);
+            retirer.shutdown();
+            consumer.join().unwrap();
+            worker.join().unwrap();
+            assert_eq!(retirer.outstanding(), 0);
+            assert_eq!(pool.free_slots(), 1, "the slot was lost or listed twice");
+            witness.assert_balanced(1);
+            drop(pool);
+            witness.assert_last();
+        });
     }
 }

@@ -278,6 +278,8 @@ pub(crate) mod model {
         work: HashMap<u64, u64>,
         /// Each event's latest recording: the stream and the work it covers.
         recorded: HashMap<u64, (u64, u64)>,
+        /// Streams the model's teardown destroyed.
+        destroyed: Vec<u64>,
     }
 
     /// A device backend for the models: streams, events and memory are numbers; it keeps
@@ -285,7 +287,8 @@ pub(crate) mod model {
     /// checks the contract the channel layer relies on:
     /// - an event found complete ([`query_event`](DeviceBackend::query_event), the
     ///   retirement worker's poll) covers all the work of the stream it was recorded on —
-    ///   a slot is returned only after every registered stream passed its work on it.
+    ///   a slot is returned only after every registered stream passed its work on it;
+    /// - nothing is recorded on a stream after the teardown destroyed it.
     ///
     /// Its ledger is behind a plain mutex, not a loom one: the device orders nothing for
     /// the host threads (every ordering the channel layer needs comes from its own
@@ -316,6 +319,11 @@ pub(crate) mod model {
         /// A consumer enqueues work on `stream` (that reads the slot).
         pub(crate) fn work(&self, stream: StreamHandle) {
             *self.ledger().work.entry(stream.raw()).or_default() += 1;
+        }
+
+        /// The teardown destroys `stream`: recording on it from now on is a bug.
+        pub(crate) fn destroy(&self, stream: StreamHandle) {
+            self.ledger().destroyed.push(stream.raw());
         }
 
         /// Every stream's work is covered by an event recorded on it after that work —
@@ -360,6 +368,11 @@ pub(crate) mod model {
         }
         fn record_event(&self, event: EventHandle, stream: StreamHandle) -> Result<()> {
             let mut l = self.ledger();
+            assert!(
+                !l.destroyed.contains(&stream.raw()),
+                "a release event recorded on stream {} after the teardown destroyed it",
+                stream.raw()
+            );
             let work = l.work.get(&stream.raw()).copied().unwrap_or(0);
             l.recorded.insert(event.raw(), (stream.raw(), work));
             Ok(())
