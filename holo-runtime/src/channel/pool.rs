@@ -1921,9 +1921,12 @@ pub(crate) mod loom_models {
     /// count. Also a producer's second slot, released on the owner thread before the
     /// close, is drained by it.
     ///
-    /// Mutation that fails it: `park` not announcing itself in `parking` (the closer
-    /// drains while a release is between its `closed` check and its push: a count left
-    /// on the free list after the drain, the counts do not balance).
+    /// Mutation that fails it: `close` not waiting for `parking` to drain (a release
+    /// between its `closed` check and its push parks its count after the drain: "the pool
+    /// outlived its last count"). `park` against `close` is a store-buffering handshake of
+    /// `SeqCst` accesses, which loom models as acquire/release only: `sync::sc_handshake`
+    /// stands for them (without it loom fails this model although the real accesses are
+    /// correct).
     #[test]
     fn loom_closing_the_pool_while_a_tensor_is_alive_elsewhere_frees_it_once() {
         model::run(
