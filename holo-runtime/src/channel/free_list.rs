@@ -14,113 +14,11 @@
 //! it back (moving its private slots to the shared queue) before it exits, so once the
 //! session joined its threads every free slot is in the shared queue again.
 
-use sync::{AtomicUsize, Ordering, SharedQueue, SlotCell};
+use super::sync::{self, AtomicUsize, Ordering, SlotCell};
 
-/// The atomics, the shared queue and the owner's cells: `std`'s and crossbeam's, or
-/// loom's under `--cfg holo_loom` (the models at the end of this file, which explore
-/// every interleaving of the owner and the other threads).
-#[cfg(not(holo_loom))]
-mod sync {
-    pub(super) use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// Any thread pushes and pops.
-    pub(super) type SharedQueue = crossbeam_queue::ArrayQueue<u32>;
-
-    /// One entry of the owner's private stack.
-    pub(super) struct SlotCell(std::cell::UnsafeCell<u32>);
-
-    impl SlotCell {
-        pub(super) const fn new(v: u32) -> Self {
-            Self(std::cell::UnsafeCell::new(v))
-        }
-
-        /// # Safety
-        /// Only the free list's owner thread calls it (no concurrent write).
-        #[inline]
-        pub(super) unsafe fn get(&self) -> u32 {
-            // SAFETY: the caller's contract.
-            unsafe { *self.0.get() }
-        }
-
-        /// # Safety
-        /// Only the free list's owner thread calls it (no concurrent access).
-        #[inline]
-        pub(super) unsafe fn set(&self, v: u32) {
-            // SAFETY: the caller's contract.
-            unsafe { *self.0.get() = v }
-        }
-    }
-
-    std::thread_local! {
-        /// Its address identifies the current thread (distinct for every live thread).
-        pub(super) static TOKEN: u8 = const { 0 };
-    }
-}
-
-#[cfg(holo_loom)]
-mod sync {
-    use std::collections::VecDeque;
-
-    pub(super) use loom::sync::atomic::{AtomicUsize, Ordering};
-
-    /// A model of crossbeam's `ArrayQueue` (bounded, any thread pushes and pops): a
-    /// locked deque. Its own correctness is crossbeam's (checked by crossbeam's loom
-    /// suite); the models check the free list's protocol around it.
-    pub(super) struct SharedQueue {
-        items: loom::sync::Mutex<VecDeque<u32>>,
-        cap: usize,
-    }
-
-    impl SharedQueue {
-        pub(super) fn new(cap: usize) -> Self {
-            Self {
-                items: loom::sync::Mutex::new(VecDeque::with_capacity(cap)),
-                cap,
-            }
-        }
-
-        pub(super) fn push(&self, v: u32) -> Result<(), u32> {
-            let mut items = self.items.lock().unwrap();
-            if items.len() >= self.cap {
-                return Err(v);
-            }
-            items.push_back(v);
-            Ok(())
-        }
-
-        pub(super) fn pop(&self) -> Option<u32> {
-            self.items.lock().unwrap().pop_front()
-        }
-
-        pub(super) fn len(&self) -> usize {
-            self.items.lock().unwrap().len()
-        }
-    }
-
-    /// One entry of the owner's private stack; loom checks that no two threads touch it
-    /// without ordering.
-    pub(super) struct SlotCell(loom::cell::UnsafeCell<u32>);
-
-    impl SlotCell {
-        pub(super) fn new(v: u32) -> Self {
-            Self(loom::cell::UnsafeCell::new(v))
-        }
-
-        pub(super) unsafe fn get(&self) -> u32 {
-            // SAFETY: the caller's contract (loom checks it).
-            self.0.with(|p| unsafe { *p })
-        }
-
-        pub(super) unsafe fn set(&self, v: u32) {
-            // SAFETY: the caller's contract (loom checks it).
-            self.0.with_mut(|p| unsafe { *p = v });
-        }
-    }
-
-    loom::thread_local! {
-        pub(super) static TOKEN: u8 = 0;
-    }
-}
+/// Any thread pushes and pops (crossbeam's `ArrayQueue`, or its loom model: see
+/// [`sync`](super::sync)).
+type SharedQueue = sync::ArrayQueue<u32>;
 
 /// The calling thread's identity: the address of its `TOKEN`, one instruction. Never 0.
 /// Distinct among live threads; a later thread may get a dead one's address, so whoever
@@ -342,16 +240,10 @@ mod loom_models {
 
     use super::FreeList;
 
-    /// `loom::model(f)`, printing how many interleavings it explored.
+    /// `loom::model(f)` (unbounded: these models are small), printing how many
+    /// interleavings it explored.
     fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
-        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let start = RUNS.load(std::sync::atomic::Ordering::SeqCst);
-        loom::model(move || {
-            RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            f();
-        });
-        let explored = RUNS.load(std::sync::atomic::Ordering::SeqCst) - start;
-        eprintln!("loom model {name}: {explored} interleavings explored");
+        crate::channel::sync::model::run(name, None, f);
     }
 
     /// Takes every free slot (on the calling thread) and checks each is there once.

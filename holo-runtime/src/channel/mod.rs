@@ -8,7 +8,9 @@
 //! - `free_list`, `retire`: the free list and the retirement worker that polls release
 //!   events;
 //! - `queue`: the edge queues, which a session's partitions use through `Endpoint`s and
-//!   `graph.rs` builds type-erased factories of without knowing of sessions.
+//!   `graph.rs` builds type-erased factories of without knowing of sessions;
+//! - `sync`: the atomics, queues and cells of all of the above: `std`'s and crossbeam's,
+//!   or loom's under `--cfg holo_loom` (the loom models at the end of each file).
 //!
 //! Nothing here depends on `session/`: a pool materializes, loans, commits, delivers and
 //! retires with a device backend and a retirer alone (the unit tests below do).
@@ -18,6 +20,7 @@ pub(crate) mod free_list;
 pub(crate) mod pool;
 pub(crate) mod queue;
 pub(crate) mod retire;
+mod sync;
 
 pub use domain::{DomainOwner, OrderingDomain};
 

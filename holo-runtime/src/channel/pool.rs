@@ -43,7 +43,6 @@
 //! its owner, every other `Arc` and every outstanding slot are gone.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crossbeam_queue::ArrayQueue;
@@ -52,6 +51,7 @@ use dlpark::AllocationDeleter;
 
 use super::free_list::FreeList;
 use super::retire::Retirer;
+use super::sync::{self, AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 use super::{BufferRef, DomainOwner, OrderingDomain};
 use crate::device::{AllocKind, DeviceBackend, DevicePtr, EventHandle, MemoryObject, StreamHandle};
 use crate::spec::{DType, MAX_TENSOR_RANK};
@@ -193,8 +193,9 @@ pub(crate) fn checked_byte_size(shape: &[u64], dtype: DType) -> Option<u64> {
 /// Counters a pool keeps for the run summary and for tests.
 #[derive(Debug, Default)]
 pub(crate) struct PoolCounters {
-    pub(crate) loans: AtomicU64,
-    pub(crate) exhausted: AtomicU64,
+    // `std`'s even under loom: statistics, which order nothing.
+    pub(crate) loans: std::sync::atomic::AtomicU64,
+    pub(crate) exhausted: std::sync::atomic::AtomicU64,
 }
 
 /// The alignment of a host pool's backing: every slot of a 256-byte-multiple size starts
@@ -641,7 +642,7 @@ impl Pool {
             {
                 break state;
             }
-            std::hint::spin_loop();
+            sync::spin_loop();
         };
         let r = d.backend.record_event(d.readiness[slot as usize], stream);
         if r.is_ok() {
@@ -1189,6 +1190,7 @@ impl Pool {
             let pool = unsafe { &*this };
             if !pool.pass_through {
                 pool.closing.parking.fetch_add(1, Ordering::SeqCst);
+                sync::sc_handshake();
                 if !pool.closing.closed.load(Ordering::SeqCst) {
                     pool.free.push_shared(slot);
                     // The closer waits for `parking` to drop to zero before it drains, so
@@ -1211,8 +1213,10 @@ impl Pool {
     /// and the counts parked on the free list are dropped now.
     fn close(this: &Arc<Pool>) {
         this.closing.closed.store(true, Ordering::SeqCst);
+        // With `park`'s: either it sees `closed`, or this sees its `parking`.
+        sync::sc_handshake();
         while this.closing.parking.load(Ordering::SeqCst) != 0 {
-            std::hint::spin_loop();
+            sync::spin_loop();
         }
         // A thread that still owns the private stack (a pool used outside a session, on
         // the caller's thread) gives it back first; a partition thread gave it back before
@@ -1402,7 +1406,7 @@ impl Pool {
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            std::hint::spin_loop();
+            sync::spin_loop();
         }
         let base = slot as usize * d.release_capacity as usize;
         let n = s.release_count.load(Ordering::Relaxed);
@@ -1612,7 +1616,7 @@ fn device_backing(
     Ok(out)
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(holo_loom)))]
 mod tests {
     use super::*;
 
@@ -1787,5 +1791,351 @@ mod tests {
         let err = p.register_release(slot, caller(s3)).unwrap_err();
         assert_eq!(err.code(), ErrorCode::ResourceExhausted);
         assert_eq!(p.release_stream_count(slot), 2);
+    }
+}
+
+/// loom models of the pool's parked-count protocol and of its release-stream marks: every
+/// interleaving of the threads (up to the preemption bound) drives the real pool and real
+/// tensors (`Tensor`'s clone and drop are the handles' protocol), host pools on the host,
+/// device pools on a fake backend ([`FakeDevice`]) that checks the release-event contract.
+/// Each model asserts its invariant; RELIABILITY.md lists the interleavings each explored
+/// and the mutation that made it fail.
+///
+/// ```text
+/// RUSTFLAGS="--cfg holo_loom" CARGO_TARGET_DIR=target/loom cargo test -p holo-runtime --lib loom
+/// ```
+#[cfg(all(test, holo_loom))]
+pub(crate) mod loom_models {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::channel::sync::model::{self, FakeDevice};
+    use crate::tensor::{Tensor, TensorLoanRequest, TensorOutputLoan};
+
+    fn spec(kind: MemoryKind, slots: u32, release_capacity: u32) -> PoolSpec {
+        PoolSpec {
+            name: "op.out".into(),
+            location: "op.out",
+            kind,
+            dtype: Some(DType::U8),
+            rank: None,
+            max_rank: 1,
+            per_slot_bytes: 4,
+            slot_count: slots,
+            release_capacity,
+        }
+    }
+
+    const REQUEST: TensorLoanRequest<'static> = TensorLoanRequest {
+        shape: &[4],
+        dtype: DType::U8,
+    };
+
+    /// A host tensor of `pool`, written on the host.
+    fn host_tensor(pool: &Arc<Pool>) -> Tensor {
+        TensorOutputLoan::new(pool, REQUEST)
+            .unwrap()
+            .write_host_and_commit(|b| b.fill(1))
+            .unwrap()
+            .into_tensor()
+    }
+
+    /// Two extra strong counts on the pool, so that its counts can be checked to balance
+    /// exactly (see [`assert_balanced`]) without a count dropped twice ever freeing it.
+    pub(crate) struct Witness([Arc<Pool>; 2]);
+
+    impl Witness {
+        pub(crate) fn new(pool: &Arc<Pool>) -> Witness {
+            Witness([Arc::clone(pool), Arc::clone(pool)])
+        }
+
+        /// The pool's strong count is exactly `others` (its owner, the model's own
+        /// `Arc`s) plus the witnesses' two plus one parked on every free slot: a count
+        /// lost (a slot's count neither parked nor dropped) leaves more; a count dropped
+        /// twice leaves fewer.
+        pub(crate) fn assert_balanced(&self, others: usize) {
+            let p = &self.0[0];
+            assert_eq!(
+                Arc::strong_count(p),
+                others + 2 + p.free_slots() as usize,
+                "the pool's counts do not balance: one lost or dropped twice"
+            );
+        }
+
+        /// Drops the witnesses, the last counts: the pool is freed now, once.
+        pub(crate) fn assert_last(self) {
+            let weak = Arc::downgrade(&self.0[0]);
+            self.assert_balanced(0);
+            drop(self);
+            assert!(weak.upgrade().is_none(), "the pool outlived its last count");
+        }
+    }
+
+    /// The invariant: a slot is loaned again only after every handle of its last use
+    /// was released — the new loan's write to the bytes is ordered after every earlier
+    /// handle's read (loom checks the cell standing for the bytes) — and its count comes
+    /// back exactly once.
+    ///
+    /// Mutations that fail it: `release`'s decrement `fetch_sub(1, Release)` weakened to
+    /// `Relaxed`, or the sole handle's `refs.load(Acquire)` weakened to `Relaxed` (loom:
+    /// a causality violation on the bytes' cell, the new loan's write racing an earlier
+    /// handle's read).
+    #[test]
+    fn loom_a_slot_is_loaned_again_only_after_every_handle_is_released() {
+        model::run(
+            "a_slot_is_loaned_again_only_after_every_handle_is_released",
+            None,
+            || {
+                let owner = Pool::materialize(spec(MemoryKind::Host, 1, 1), None).unwrap();
+                let witness = Witness::new(&owner);
+                // The bytes of the pool's one slot, as loom sees them.
+                #[allow(
+                    clippy::arc_with_non_send_sync,
+                    reason = "shared between loom's threads on purpose: loom checks every access"
+                )]
+                let bytes = Arc::new(loom::cell::UnsafeCell::new(0u32));
+                owner.claim_free_list();
+                let tensor = host_tensor(&owner);
+                bytes.with_mut(|b| unsafe { *b = 1 });
+                // A fan-out: a second handle, dropped on another thread.
+                let other = tensor.clone();
+                let turns = Arc::new(model::Interleave::default());
+                let consumer = {
+                    let (bytes, turns) = (Arc::clone(&bytes), Arc::clone(&turns));
+                    loom::thread::spawn(move || {
+                        assert_eq!(bytes.with(|b| unsafe { *b }), 1);
+                        turns.point();
+                        drop(other);
+                    })
+                };
+                assert_eq!(bytes.with(|b| unsafe { *b }), 1);
+                turns.point();
+                drop(tensor);
+                // The producer loans again at once: it gets the slot only once both
+                // handles are gone, and its write must come after both reads.
+                if let Ok(again) = TensorOutputLoan::new(&owner, REQUEST) {
+                    bytes.with_mut(|b| unsafe { *b = 2 });
+                    drop(again);
+                }
+                consumer.join().unwrap();
+                owner.give_back_free_list();
+                assert_eq!(owner.free_slots(), 1, "the slot was lost or listed twice");
+                witness.assert_balanced(1);
+                drop(owner);
+                witness.assert_last();
+            },
+        );
+    }
+
+    /// The invariant: the session's teardown closing the pool (dropping its
+    /// [`PoolOwner`]) while a tensor is alive on another thread, which then outlives the
+    /// owner, leaves no count behind and drops none twice: the slot released during or
+    /// after the close either parks its count before the close drains the free list
+    /// (`parking`) or drops it itself; the pool is freed exactly once, with its last
+    /// count. Also a producer's second slot, released on the owner thread before the
+    /// close, is drained by it.
+    ///
+    /// Mutation that fails it: `close` not waiting for `parking` to drain (a release
+    /// between its `closed` check and its push parks its count after the drain: "the pool
+    /// outlived its last count"). `park` against `close` is a store-buffering handshake of
+    /// `SeqCst` accesses, which loom models as acquire/release only: `sync::sc_handshake`
+    /// stands for them (without it loom fails this model although the real accesses are
+    /// correct).
+    #[test]
+    fn loom_closing_the_pool_while_a_tensor_is_alive_elsewhere_frees_it_once() {
+        model::run(
+            "closing_the_pool_while_a_tensor_is_alive_elsewhere_frees_it_once",
+            None,
+            || {
+                let owner = Pool::materialize(spec(MemoryKind::Host, 2, 1), None).unwrap();
+                let witness = Witness::new(&owner);
+                let tensor = host_tensor(&owner);
+                drop(host_tensor(&owner));
+                // The tensor escapes to another thread and outlives the pool's owner.
+                let consumer = loom::thread::spawn(move || drop(tensor));
+                drop(owner);
+                consumer.join().unwrap();
+                witness.assert_last();
+            },
+        );
+    }
+
+    /// A device pool of one slot on a fake device, its output bound to `producer`, with
+    /// a retirer whose queue a model's thread empties ([`Retirer::model_pass`]).
+    pub(crate) fn device_pool(
+        release_capacity: u32,
+    ) -> (Arc<FakeDevice>, Arc<Retirer>, PoolOwner, StreamHandle) {
+        let device = Arc::new(FakeDevice::default());
+        let backend: Arc<dyn DeviceBackend> = Arc::clone(&device) as Arc<dyn DeviceBackend>;
+        let retirer = Retirer::new();
+        retirer.install_queue(4);
+        let pool = Pool::materialize(
+            spec(MemoryKind::CudaDevice, 1, release_capacity),
+            Some((&backend, &retirer)),
+        )
+        .unwrap();
+        let producer = backend.create_stream().unwrap();
+        pool.bind_loan_streams(LoanStreams {
+            planned: Some(producer),
+            fused: None,
+        });
+        (device, retirer, pool, producer)
+    }
+
+    /// A tensor written on `producer`, its readiness recorded there.
+    pub(crate) fn device_tensor(pool: &Arc<Pool>, producer: StreamHandle) -> Tensor {
+        TensorOutputLoan::new(pool, REQUEST)
+            .unwrap()
+            .write(producer)
+            .unwrap()
+            .commit()
+            .unwrap()
+            .into_tensor()
+    }
+
+    /// After the model's threads: the worker's pass returns the slot (the fake device
+    /// checks that every release event it finds complete covers its stream's work), and
+    /// the slot and every count are back.
+    fn retire_and_check(device: &FakeDevice, retirer: &Retirer, pool: PoolOwner, w: Witness) {
+        let mut pending = Vec::new();
+        retirer.model_pass(&mut pending);
+        assert!(pending.is_empty(), "a retired slot was not returned");
+        assert_eq!(retirer.outstanding(), 0);
+        device.assert_every_stream_is_covered();
+        assert_eq!(pool.free_slots(), 1, "the slot was lost or listed twice");
+        w.assert_balanced(1);
+        drop(pool);
+        w.assert_last();
+    }
+
+    /// The invariant: a slot is returned only after a release event covering all of its
+    /// work was recorded on every registered stream. A fan-out to two partitions, each
+    /// with a stream of its own: partition A received the slot twice (two handles) and
+    /// drops them on its thread, B its one on its own; a non-last handle records its
+    /// stream's release and marks it clean, the last records what is not clean — and its
+    /// own stream again when its holder worked on it since an earlier record.
+    ///
+    /// Mutation that fails it: `retire` skipping a clean position even when it is the
+    /// last holder's own (dropping `own != Some(i) || recorded_own`): A's second
+    /// handle, last, leaves its work after its first handle's record uncovered.
+    #[test]
+    fn loom_every_release_stream_is_recorded_after_its_work() {
+        model::run(
+            "every_release_stream_is_recorded_after_its_work",
+            None,
+            || {
+                let (device, retirer, pool, producer) = device_pool(2);
+                let witness = Witness::new(&pool);
+                let streams = [
+                    device.create_stream().unwrap(),
+                    device.create_stream().unwrap(),
+                ];
+                let t = device_tensor(&pool, producer);
+                for s in streams {
+                    t.register_release_stream(OrderingDomain::partition(s))
+                        .unwrap();
+                }
+                let (mut a1, mut a2, mut b) = (t.clone(), t.clone(), t);
+                let partition_a = {
+                    let device = Arc::clone(&device);
+                    loom::thread::spawn(move || {
+                        let sa = OrderingDomain::partition(streams[0]);
+                        a1.deliver_to(sa).unwrap();
+                        a2.deliver_to(sa).unwrap();
+                        device.work(streams[0]);
+                        drop(a1);
+                        device.work(streams[0]);
+                        drop(a2);
+                    })
+                };
+                b.deliver_to(OrderingDomain::partition(streams[1])).unwrap();
+                device.work(streams[1]);
+                drop(b);
+                partition_a.join().unwrap();
+                retire_and_check(&device, &retirer, pool, witness);
+            },
+        );
+    }
+
+    /// The invariant: a stream a user call registered
+    /// (`Tensor::synchronize_for_consumer_stream`, from any thread, while another
+    /// thread's handle holds the same stream's release position) is always recorded by
+    /// the slot's last handle, even when a partition's handle marked the position clean:
+    /// the user's work on it after that record is covered.
+    ///
+    /// Mutation that fails it: `retire` ignoring the sticky marks (`clean` without
+    /// `& !sticky`).
+    #[test]
+    fn loom_a_stream_a_user_registered_is_always_recorded() {
+        model::run(
+            "a_stream_a_user_registered_is_always_recorded",
+            None,
+            || {
+                let (device, retirer, pool, producer) = device_pool(2);
+                let witness = Witness::new(&pool);
+                let (sa, sb) = (
+                    device.create_stream().unwrap(),
+                    device.create_stream().unwrap(),
+                );
+                let t = device_tensor(&pool, producer);
+                t.register_release_stream(OrderingDomain::partition(sa))
+                    .unwrap();
+                t.register_release_stream(OrderingDomain::partition(sb))
+                    .unwrap();
+                let (mut a, user) = (t.clone(), t);
+                let partition_a = {
+                    let device = Arc::clone(&device);
+                    loom::thread::spawn(move || {
+                        a.deliver_to(OrderingDomain::partition(sa)).unwrap();
+                        device.work(sa);
+                        drop(a);
+                    })
+                };
+                // A user thread orders its own work on the same stream after the producer.
+                user.synchronize_for_consumer_stream(sa).unwrap();
+                device.work(sa);
+                drop(user);
+                partition_a.join().unwrap();
+                retire_and_check(&device, &retirer, pool, witness);
+            },
+        );
+    }
+
+    /// The invariant: two threads registering release streams on one slot at once
+    /// (user calls, from the threads holding its handles) each get a position of their
+    /// own — none overwritten, none counted twice — and both streams' work is covered
+    /// when the slot returns.
+    ///
+    /// Mutation that fails it: `register_release` unlocking with a relaxed store (the
+    /// second registrant reads a stale count and overwrites the first's position).
+    #[test]
+    fn loom_concurrent_registrations_keep_every_release_stream() {
+        model::run(
+            "concurrent_registrations_keep_every_release_stream",
+            None,
+            || {
+                let (device, retirer, pool, producer) = device_pool(2);
+                let witness = Witness::new(&pool);
+                let (sx, sy) = (
+                    device.create_stream().unwrap(),
+                    device.create_stream().unwrap(),
+                );
+                let x = device_tensor(&pool, producer);
+                let y = x.clone();
+                let other = {
+                    let device = Arc::clone(&device);
+                    loom::thread::spawn(move || {
+                        y.synchronize_for_consumer_stream(sy).unwrap();
+                        device.work(sy);
+                        drop(y);
+                    })
+                };
+                x.synchronize_for_consumer_stream(sx).unwrap();
+                device.work(sx);
+                drop(x);
+                other.join().unwrap();
+                retire_and_check(&device, &retirer, pool, witness);
+            },
+        );
     }
 }

@@ -6,14 +6,12 @@
 //! One worker per session whose plan has device pools. Its thread is spawned at session
 //! start and parks until the first slot arrives (so the hot path never spawns anything).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
-use crossbeam_queue::ArrayQueue;
-
 use super::pool::Pool;
+use super::sync::{self, ArrayQueue, AtomicBool, AtomicU64, Ordering};
 use crate::{Error, ErrorCode, Result};
 
 /// The pause between two polls of the same pending release events (H200: polling back
@@ -29,12 +27,12 @@ pub(crate) struct Retirer {
     /// slot released late (a tensor kept past its session) is returned by the releasing
     /// thread itself, recording nothing on the session's streams (see [`Self::enter`]).
     closed: AtomicBool,
-    /// Slots returned by the worker so far.
-    pub(crate) retired: AtomicU64,
+    /// Slots returned by the worker so far (`std`'s even under loom: a statistic).
+    pub(crate) retired: std::sync::atomic::AtomicU64,
     /// Slots announced ([`Self::enter`]) or handed to the worker, and not yet returned.
     outstanding: AtomicU64,
-    /// Polls made (event queries), for tests.
-    pub(crate) polls: AtomicU64,
+    /// Polls made (event queries), for tests (`std`'s even under loom).
+    pub(crate) polls: std::sync::atomic::AtomicU64,
     error: Mutex<Option<Error>>,
     /// Called once an error is noted: the session's stop request (a device call that
     /// failed on the release path stops the session with that error).
@@ -48,9 +46,9 @@ impl Retirer {
             thread: OnceLock::new(),
             stop: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            retired: AtomicU64::new(0),
+            retired: std::sync::atomic::AtomicU64::new(0),
             outstanding: AtomicU64::new(0),
-            polls: AtomicU64::new(0),
+            polls: std::sync::atomic::AtomicU64::new(0),
             error: Mutex::new(None),
             on_error: OnceLock::new(),
         })
@@ -101,6 +99,9 @@ impl Retirer {
     #[inline]
     pub(crate) fn enter(&self) -> bool {
         self.outstanding.fetch_add(1, Ordering::SeqCst);
+        // With `close`'s fence: either this sees `closed`, or the teardown's next load of
+        // `outstanding` sees this slot.
+        sync::sc_handshake();
         if self.closed.load(Ordering::SeqCst) {
             self.outstanding.fetch_sub(1, Ordering::SeqCst);
             return false;
@@ -112,6 +113,14 @@ impl Retirer {
     /// over and retired: wait for [`outstanding`](Self::outstanding) to reach zero.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
+        // The teardown's wait loads `outstanding` with acquire ordering only, and a
+        // `SeqCst` store followed by a weaker load is no store-load barrier: without this
+        // fence the load may read a count from before an `enter` that then reads `closed`
+        // false (store buffering; allowed by the memory model, and by POWER's and RCpc
+        // ARM's hardware), and the teardown would destroy the streams that `enter`'s
+        // thread is about to record on (found by the loom model
+        // `loom_teardown_waits_for_every_entered_slot`). Once per session.
+        sync::fence(Ordering::SeqCst);
     }
 
     /// Hands a slot whose release events were just recorded to the worker. The caller
@@ -215,6 +224,59 @@ impl Retirer {
         }
     }
 
+    /// One pass of the worker: takes the slots handed over since the last pass into
+    /// `pending`, polls every pending slot's release events, and returns each slot whose
+    /// events all completed (with the pool count it carries). Returns how many slots were
+    /// pending before the polls.
+    #[inline]
+    fn poll_pending(
+        &self,
+        queue: &ArrayQueue<(Arc<Pool>, u32)>,
+        pending: &mut Vec<(Arc<Pool>, u32)>,
+    ) -> usize {
+        while let Some(item) = queue.pop() {
+            pending.push(item);
+        }
+        let before = pending.len();
+        let mut i = 0;
+        while i < pending.len() {
+            self.polls.fetch_add(1, Ordering::Relaxed);
+            let (pool, slot) = &pending[i];
+            match pool.release_complete(*slot) {
+                Ok(false) => i += 1,
+                Ok(true) => {
+                    self.retired.fetch_add(1, Ordering::Relaxed);
+                    // The slot and the pool count it carries go back together.
+                    let (pool, slot) = pending.swap_remove(i);
+                    self.give_back(pool, slot);
+                }
+                Err(e) => {
+                    self.note_error(e, pool.location);
+                    let (pool, slot) = pending.swap_remove(i);
+                    self.settle(pool, slot);
+                }
+            }
+        }
+        before
+    }
+
+    /// The models' stand-in for [`start`](Self::start): the worker's queue, without its
+    /// thread (a model's own thread runs the worker's passes, [`Self::model_pass`]).
+    #[cfg(all(test, holo_loom))]
+    pub(crate) fn install_queue(&self, capacity: usize) {
+        let _ = self.queue.set(ArrayQueue::new(capacity));
+    }
+
+    /// One pass of the worker's loop ([`poll_pending`](Self::poll_pending)) on the queue
+    /// [`install_queue`](Self::install_queue) made; whether the worker would exit now
+    /// (stopped, nothing queued or pending).
+    #[cfg(all(test, holo_loom))]
+    pub(crate) fn model_pass(&self, pending: &mut Vec<(Arc<Pool>, u32)>) -> bool {
+        let queue = self.queue.get().expect("install_queue first");
+        self.poll_pending(queue, pending);
+        pending.is_empty() && self.stop.load(Ordering::Acquire) && queue.is_empty()
+    }
+
     fn run(&self, capacity: usize, idle_spin: Duration, ready: &std::sync::Barrier) {
         let mut pending: Vec<(Arc<Pool>, u32)> = Vec::with_capacity(capacity.max(1));
         ready.wait();
@@ -225,29 +287,7 @@ impl Retirer {
         // When the worker last had a slot pending.
         let mut busy_at = std::time::Instant::now();
         loop {
-            while let Some(item) = queue.pop() {
-                pending.push(item);
-            }
-            let before = pending.len();
-            let mut i = 0;
-            while i < pending.len() {
-                self.polls.fetch_add(1, Ordering::Relaxed);
-                let (pool, slot) = &pending[i];
-                match pool.release_complete(*slot) {
-                    Ok(false) => i += 1,
-                    Ok(true) => {
-                        self.retired.fetch_add(1, Ordering::Relaxed);
-                        // The slot and the pool count it carries go back together.
-                        let (pool, slot) = pending.swap_remove(i);
-                        self.give_back(pool, slot);
-                    }
-                    Err(e) => {
-                        self.note_error(e, pool.location);
-                        let (pool, slot) = pending.swap_remove(i);
-                        self.settle(pool, slot);
-                    }
-                }
-            }
+            let before = self.poll_pending(queue, &mut pending);
             if pending.is_empty() {
                 if self.stop.load(Ordering::Acquire) && queue.is_empty() {
                     return;
@@ -281,5 +321,88 @@ impl Retirer {
                 idle_polls = 0;
             }
         }
+    }
+}
+
+/// loom model of the retirement hand-off: a releasing thread, the worker and the
+/// session's teardown, every interleaving up to the preemption bound, on the real pool
+/// and retirer with a fake device (`FakeDevice`) that refuses a record on a destroyed
+/// stream. RELIABILITY.md lists the interleavings explored and the mutation that made it
+/// fail.
+///
+/// ```text
+/// RUSTFLAGS="--cfg holo_loom" CARGO_TARGET_DIR=target/loom cargo test -p holo-runtime --lib loom
+/// ```
+#[cfg(all(test, holo_loom))]
+mod loom_models {
+    use std::sync::Arc;
+
+    use crate::channel::OrderingDomain;
+    use crate::channel::pool::loom_models::{Witness, device_pool, device_tensor};
+    use crate::channel::sync::model;
+    use crate::device::DeviceBackend;
+
+    /// The invariant: the teardown — [`close`](super::Retirer::close), wait until no
+    /// slot is [`outstanding`](super::Retirer::outstanding), destroy the session's
+    /// streams — never destroys a stream a releasing thread is about to record a release
+    /// event on; and the slot comes back exactly once with its count, through the worker
+    /// when its `enter` came before the close, or from the releasing thread itself after
+    /// it (a tensor kept past its session).
+    ///
+    /// `enter` against `close` is a store-buffering handshake of `SeqCst` accesses, which
+    /// loom models as acquire/release only: `sync::sc_handshake` stands for them (without
+    /// it loom reports this model failing although the real accesses are correct).
+    ///
+    /// Mutation that fails it: `close` without its `SeqCst` fence (the teardown's acquire
+    /// load of `outstanding` may read a count from before an `enter` that reads `closed`
+    /// false: a release event recorded on a destroyed stream). That was the code before
+    /// this model: the fence is the fix.
+    #[test]
+    fn loom_teardown_waits_for_every_entered_slot() {
+        model::run("teardown_waits_for_every_entered_slot", None, || {
+            let (device, retirer, pool, producer) = device_pool(1);
+            let witness = Witness::new(&pool);
+            let stream = device.create_stream().unwrap();
+            let mut tensor = device_tensor(&pool, producer);
+            tensor
+                .register_release_stream(OrderingDomain::partition(stream))
+                .unwrap();
+            // A consumer's tensor, released while the session tears down.
+            let consumer = {
+                let device = Arc::clone(&device);
+                loom::thread::spawn(move || {
+                    tensor
+                        .deliver_to(OrderingDomain::partition(stream))
+                        .unwrap();
+                    device.work(stream);
+                    drop(tensor);
+                })
+            };
+            // The worker's loop (`run`), one pass at a time, until stopped and idle.
+            let worker = {
+                let retirer = Arc::clone(&retirer);
+                loom::thread::spawn(move || {
+                    let mut pending = Vec::new();
+                    while !retirer.model_pass(&mut pending) {
+                        loom::thread::yield_now();
+                    }
+                })
+            };
+            // The session's teardown (`RunSession`'s): close, wait, destroy, stop.
+            retirer.close();
+            while retirer.outstanding() != 0 {
+                loom::thread::yield_now();
+            }
+            device.destroy(stream);
+            device.destroy(producer);
+            retirer.shutdown();
+            consumer.join().unwrap();
+            worker.join().unwrap();
+            assert_eq!(retirer.outstanding(), 0);
+            assert_eq!(pool.free_slots(), 1, "the slot was lost or listed twice");
+            witness.assert_balanced(1);
+            drop(pool);
+            witness.assert_last();
+        });
     }
 }
