@@ -1761,6 +1761,29 @@ mod tests {
     }
 
     #[test]
+    fn a_kind_of_another_api_is_refused_before_anything_is_allocated() {
+        // The software device stands in for CUDA: `opencl_device` is not its memory.
+        let backend: Arc<dyn DeviceBackend> = crate::device::SoftwareDevice::new();
+        let retirer = Retirer::new();
+        let err = Pool::materialize(
+            spec(MemoryKind::OpenClDevice, 2),
+            Some((&backend, &retirer)),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(err.code(), ErrorCode::InvalidArgument);
+        assert!(
+            err.message().starts_with(
+                "pool op.out needs opencl_device memory, which a cuda device does not hold"
+            ),
+            "{err}"
+        );
+        assert_eq!(backend.counters().snapshot().alloc, 0, "nothing allocated");
+        // The neutral kind is its device's memory.
+        Pool::materialize(spec(MemoryKind::Device, 2), Some((&backend, &retirer))).unwrap();
+    }
+
+    #[test]
     fn release_streams_are_deduplicated_and_capped() {
         let backend: Arc<dyn DeviceBackend> = crate::device::SoftwareDevice::new();
         let retirer = Retirer::new();
