@@ -170,6 +170,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_owners_private_stack_is_last_in_first_out() {
+        // Found by cargo-mutants: reading `local[n]` or `local[n + 1]` instead of the top
+        // entry `local[n - 1]` survived the other tests.
+        let f = FreeList::full(4).unwrap();
+        f.claim();
+        let taken: Vec<u32> = (0..4).map(|_| f.pop().unwrap()).collect();
+        assert_eq!(f.pop(), None);
+        for &s in &taken {
+            f.push(s);
+        }
+        let again: Vec<u32> = (0..4).map(|_| f.pop().unwrap()).collect();
+        let mut reversed = taken.clone();
+        reversed.reverse();
+        assert_eq!(again, reversed, "the owner's returns come back in reverse order");
+        for &s in &again {
+            f.push(s);
+        }
+        f.give_back();
+        let mut all: Vec<u32> = std::iter::from_fn(|| f.pop()).collect();
+        all.sort_unstable();
+        assert_eq!(all, [0, 1, 2, 3], "every slot once");
+    }
+
+    #[test]
     fn the_owner_reuses_its_own_returns_and_gives_them_back() {
         let f = FreeList::full(3).unwrap();
         f.claim();
