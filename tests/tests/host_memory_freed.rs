@@ -19,7 +19,10 @@ static LIVE: AtomicIsize = AtomicIsize::new(0);
 
 struct Counting;
 
-#[allow(clippy::cast_possible_wrap, reason = "allocation sizes are far below isize::MAX")]
+#[allow(
+    clippy::cast_possible_wrap,
+    reason = "allocation sizes are far below isize::MAX"
+)]
 // SAFETY: every call forwards to `System` with the caller's arguments; the counter only
 // observes the sizes.
 unsafe impl GlobalAlloc for Counting {
@@ -39,7 +42,10 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         // SAFETY: the caller's contract.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -86,14 +92,33 @@ impl Operator for Drain {
 fn run_once() -> u64 {
     let mut g = Graph::new();
     let big = g
-        .add_operator("big", Big { frames: Output::default() }, ParamSet::defaults().unwrap())
+        .add_operator(
+            "big",
+            Big {
+                frames: Output::default(),
+            },
+            ParamSet::defaults().unwrap(),
+        )
         .unwrap();
     let drain = g
-        .add_operator("drain", Drain { frames: Input::default() }, ParamSet::defaults().unwrap())
+        .add_operator(
+            "drain",
+            Drain {
+                frames: Input::default(),
+            },
+            ParamSet::defaults().unwrap(),
+        )
         .unwrap();
-    g.add_flow(big.frames, drain.frames, ConnectionOptions::DEFAULT.with_queue_depth(8));
+    g.add_flow(
+        big.frames,
+        drain.frames,
+        ConnectionOptions::DEFAULT.with_queue_depth(8),
+    );
     let plan = compile(&g, CompileOptions::default()).unwrap();
-    let pool_bytes = plan.tensor_allocation("big.frames").unwrap().aggregate_bytes;
+    let pool_bytes = plan
+        .tensor_allocation("big.frames")
+        .unwrap()
+        .aggregate_bytes;
     let session = RunSession::start(g, &plan, SessionOptions::frames(20)).unwrap();
     assert!(session.wait_idle(Duration::from_mins(1)));
     session.join().unwrap();
@@ -108,7 +133,10 @@ fn host_pools_and_pass_through_host_tensors_give_their_memory_back() {
     run_once();
     let before = LIVE.load(Ordering::Relaxed);
     let pool_bytes = run_once();
-    assert!(pool_bytes >= 8 * MIB, "the pool is big enough to see: {pool_bytes}");
+    assert!(
+        pool_bytes >= 8 * MIB,
+        "the pool is big enough to see: {pool_bytes}"
+    );
     let grown = LIVE.load(Ordering::Relaxed) - before;
     assert!(
         grown < isize::try_from(MIB).unwrap(),

@@ -183,7 +183,10 @@ mod tests {
         let again: Vec<u32> = (0..4).map(|_| f.pop().unwrap()).collect();
         let mut reversed = taken.clone();
         reversed.reverse();
-        assert_eq!(again, reversed, "the owner's returns come back in reverse order");
+        assert_eq!(
+            again, reversed,
+            "the owner's returns come back in reverse order"
+        );
         for &s in &again {
             f.push(s);
         }

@@ -1753,6 +1753,66 @@ mod tests {
     }
 
     #[test]
+    fn each_refused_loan_names_its_reason() {
+        // Found by cargo-mutants: the refusal's branches (all but one `InvalidArgument`)
+        // could be reordered or merged without a test noticing.
+        let exact = |rank| PoolSpec {
+            rank,
+            max_rank: 2,
+            ..spec(MemoryKind::Host, 1)
+        };
+        let refused = |spec: PoolSpec, shape: &[u64], dtype| {
+            let pool = Pool::materialize(spec, None).unwrap();
+            let e = pool.loan(shape, dtype).unwrap_err();
+            assert_eq!(pool.free_slots(), 1, "a refused loan borrows nothing");
+            (
+                e.code(),
+                e.message().split(" (").next().unwrap_or("").to_owned(),
+            )
+        };
+        let invalid = ErrorCode::InvalidArgument;
+        assert_eq!(
+            refused(exact(Some(2)), &[2, 2], DType::F32),
+            (
+                invalid,
+                "the loan's dtype differs from the dtype the output declares".into()
+            )
+        );
+        assert_eq!(
+            refused(exact(Some(2)), &[4], DType::U8),
+            (
+                invalid,
+                "the loan's rank differs from the rank the output declares".into()
+            )
+        );
+        assert_eq!(
+            refused(exact(None), &[1, 1, 1], DType::U8),
+            (
+                invalid,
+                "the loan's rank exceeds the output's max_rank".into()
+            )
+        );
+        assert_eq!(
+            refused(exact(Some(2)), &[u64::MAX, 2], DType::U8),
+            (
+                ErrorCode::ArithmeticOverflow,
+                "the loan's byte size overflows".into()
+            )
+        );
+        assert_eq!(
+            refused(exact(None), &[4, 8], DType::U8),
+            (
+                invalid,
+                "the loan's byte size exceeds the pool's per-slot bound".into()
+            )
+        );
+        // At the bound the loan is granted.
+        let pool = Pool::materialize(exact(None), None).unwrap();
+        let slot = pool.loan(&[4, 4], DType::U8).unwrap();
+        Pool::release(&pool, slot, Holder::NONE);
+    }
+
+    #[test]
     fn device_pools_without_a_backend_fail_closed() {
         let err = Pool::materialize(spec(MemoryKind::PinnedHost, 2), None)
             .err()
