@@ -1753,6 +1753,31 @@ mod tests {
     }
 
     #[test]
+    fn a_slots_buffer_is_the_pools_object_at_the_slots_offset() {
+        // Found by cargo-mutants: `slot / per_slot_bytes` for the offset survived (on
+        // unified addressing the data pointer is computed apart).
+        let pool = Pool::materialize(spec(MemoryKind::Host, 3), None).unwrap();
+        let slots: Vec<u32> = (0..3).map(|_| pool.borrow_slot().unwrap()).collect();
+        for &slot in &slots {
+            let b = pool.buffer(slot);
+            assert_eq!((b.offset, b.len), (u64::from(slot) * 16, 16), "slot {slot}");
+            assert_eq!(
+                b.memory,
+                pool.buffer(slots[0]).memory,
+                "one object for the pool"
+            );
+            assert_eq!(
+                b.unified_address(),
+                Some(pool.slot_addr(slot)),
+                "slot {slot}"
+            );
+        }
+        for slot in slots {
+            Pool::release(&pool, slot, Holder::NONE);
+        }
+    }
+
+    #[test]
     fn each_refused_loan_names_its_reason() {
         // Found by cargo-mutants: the refusal's branches (all but one `InvalidArgument`)
         // could be reordered or merged without a test noticing.
