@@ -60,6 +60,15 @@ fn a_consumer_sees_the_producers_bytes_and_every_slot_returns() {
     let pool = &report.pools[0];
     assert_eq!(pool.pool, "camera.frames");
     assert_eq!(pool.free_at_end, pool.slot_count);
+    // Every loan granted is counted once, every refused one as exhausted (cargo-mutants
+    // found the loan counter's increment unchecked).
+    assert_eq!(
+        (pool.loans, pool.exhausted),
+        (
+            emitted + s_stats.backpressured.load(Ordering::Relaxed),
+            s_stats.exhausted.load(Ordering::Relaxed)
+        )
+    );
     assert_eq!(report.activations[0], ("camera".to_owned(), 200));
 }
 
