@@ -51,16 +51,7 @@ impl Placed {
 /// kinds, or the neutral `device` on either side of a device kind (placement then checks
 /// the two resolve to one API's kind).
 pub(crate) fn kinds_compatible(want: MemoryKind, have: MemoryKind) -> bool {
-    let device = |k| {
-        matches!(
-            k,
-            MemoryKind::CudaDevice | MemoryKind::OpenClDevice | MemoryKind::Device
-        )
-    };
-    want == have
-        || ((want == MemoryKind::Device || have == MemoryKind::Device)
-            && device(want)
-            && device(have))
+    want.accepts(have) || have.accepts(want)
 }
 
 pub(crate) fn place(
@@ -419,7 +410,7 @@ fn check_apis(
         let (Some(want), Some(&have)) = (req.memory_kind, output_kind.get(&(fo, fp))) else {
             continue;
         };
-        if want != MemoryKind::Device && want != have {
+        if !want.accepts(have) {
             let producer = &graph.operators[fo as usize];
             work.diagnostics.push(
                 Diagnostic::error(
