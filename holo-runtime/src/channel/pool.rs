@@ -1902,6 +1902,10 @@ mod tests {
     }
 }
 
+#[cfg(test)]
+#[path = "pool_ledger_tests.rs"]
+mod ledger_tests;
+
 /// loom models of the pool's parked-count protocol and of its release-stream marks: every
 /// interleaving of the threads (up to the preemption bound) drives the real pool and real
 /// tensors (`Tensor`'s clone and drop are the handles' protocol), host pools on the host,

@@ -27,12 +27,8 @@ pub(crate) struct Retirer {
     /// slot released late (a tensor kept past its session) is returned by the releasing
     /// thread itself, recording nothing on the session's streams (see [`Self::enter`]).
     closed: AtomicBool,
-    /// Slots returned by the worker so far (`std`'s even under loom: a statistic).
-    pub(crate) retired: std::sync::atomic::AtomicU64,
     /// Slots announced ([`Self::enter`]) or handed to the worker, and not yet returned.
     outstanding: AtomicU64,
-    /// Polls made (event queries), for tests (`std`'s even under loom).
-    pub(crate) polls: std::sync::atomic::AtomicU64,
     error: Mutex<Option<Error>>,
     /// Called once an error is noted: the session's stop request (a device call that
     /// failed on the release path stops the session with that error).
@@ -46,9 +42,7 @@ impl Retirer {
             thread: OnceLock::new(),
             stop: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            retired: std::sync::atomic::AtomicU64::new(0),
             outstanding: AtomicU64::new(0),
-            polls: std::sync::atomic::AtomicU64::new(0),
             error: Mutex::new(None),
             on_error: OnceLock::new(),
         })
@@ -240,12 +234,10 @@ impl Retirer {
         let before = pending.len();
         let mut i = 0;
         while i < pending.len() {
-            self.polls.fetch_add(1, Ordering::Relaxed);
             let (pool, slot) = &pending[i];
             match pool.release_complete(*slot) {
                 Ok(false) => i += 1,
                 Ok(true) => {
-                    self.retired.fetch_add(1, Ordering::Relaxed);
                     // The slot and the pool count it carries go back together.
                     let (pool, slot) = pending.swap_remove(i);
                     self.give_back(pool, slot);

@@ -133,6 +133,15 @@ impl LiveObjects {
     }
 }
 
+/// Which call of a kind is slow ([`FaultInjecting::slow_nth`]).
+#[derive(Default)]
+struct Slow {
+    /// The call number (1-based) that sleeps; 0: none.
+    at: AtomicU64,
+    /// How long it sleeps, in nanoseconds.
+    nanos: AtomicU64,
+}
+
 /// When a kind's calls fail.
 #[derive(Default)]
 struct Rule {
@@ -158,6 +167,7 @@ pub struct FaultInjecting {
     calls: [AtomicU64; 14],
     injected: [AtomicU64; 14],
     rules: [Rule; 14],
+    slow: [Slow; 14],
     streams: AtomicI64,
     events: AtomicI64,
     allocations: AtomicI64,
@@ -171,6 +181,7 @@ impl FaultInjecting {
             calls: Default::default(),
             injected: Default::default(),
             rules: Default::default(),
+            slow: Default::default(),
             streams: AtomicI64::new(0),
             events: AtomicI64::new(0),
             allocations: AtomicI64::new(0),
@@ -189,6 +200,19 @@ impl FaultInjecting {
     pub fn fail_from(&self, kind: CallKind, n: u64, code: ErrorCode) {
         let at = self.calls(kind) + n.max(1);
         self.set_rule(kind, at, u64::MAX, code);
+    }
+
+    /// The `n`-th call of `kind` from now on (`n` ≥ 1) is slow: it is numbered (so
+    /// [`calls`](Self::calls) counts it at once), then the calling thread sleeps for `by`
+    /// before the call is made — a driver call that stalls, which lets a test act while
+    /// another thread is inside the call. Replaces an earlier slow call for `kind`.
+    pub fn slow_nth(&self, kind: CallKind, n: u64, by: Duration) {
+        let slow = &self.slow[kind.index()];
+        slow.nanos.store(
+            u64::try_from(by.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::SeqCst,
+        );
+        slow.at.store(self.calls(kind) + n.max(1), Ordering::SeqCst);
     }
 
     /// Fails no call of `kind` any more.
@@ -231,6 +255,10 @@ impl FaultInjecting {
     fn enter(&self, kind: CallKind) -> Result<()> {
         let i = kind.index();
         let n = self.calls[i].fetch_add(1, Ordering::SeqCst) + 1;
+        let slow = &self.slow[i];
+        if slow.at.load(Ordering::SeqCst) == n {
+            std::thread::sleep(Duration::from_nanos(slow.nanos.load(Ordering::SeqCst)));
+        }
         let rule = &self.rules[i];
         let from = rule.from.load(Ordering::SeqCst);
         if from == 0 || n < from || n > rule.until.load(Ordering::SeqCst) {

@@ -578,3 +578,69 @@ const _: () = {
     send_sync::<Dlpack>();
     send_sync::<ExportRequest>();
 };
+
+/// Kills `record_foreign_readiness`'s `state != RECORDING && compare_exchange` → `||` and
+/// `readiness_event_slow`'s deleted `UNCONTRACTED` arm: while a foreign producer's stream
+/// is being recorded the slot reads "recording", so a consumer on another thread waits for
+/// the record instead of refusing an uncontracted tensor; before it, the readiness is
+/// refused with the contract's code.
+#[test]
+fn a_consumer_waits_for_a_foreign_readiness_being_recorded() {
+    use crate::device::{CallKind, FaultInjecting, SoftwareDevice};
+    let faults = FaultInjecting::new(SoftwareDevice::new());
+    let backend: Arc<dyn crate::device::DeviceBackend> = Arc::clone(&faults) as _;
+    let bytes = 8;
+    let ptr = backend
+        .alloc(crate::device::AllocKind::PinnedHost, bytes)
+        .unwrap();
+    let (producer, consumer) = (
+        backend.create_stream().unwrap(),
+        backend.create_stream().unwrap(),
+    );
+    let (raw, deleted) = foreign(&Spec {
+        device: DLDevice {
+            device_type: DLDeviceType::CUDAHOST,
+            device_id: 0,
+        },
+        ..spec(&[8])
+    });
+    // SAFETY: as in `a_device_import_has_no_contract_until_its_stream_is_recorded`.
+    let t = unsafe {
+        (*raw).dl_tensor.data = ptr.as_host_ptr().cast();
+        Tensor::from_dlpack_raw(raw, Some(&backend)).unwrap()
+    };
+    let refused = t.pool.readiness_event(t.slot).map(|_| ()).unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::ProtocolError, "{refused}");
+    faults.slow_nth(
+        CallKind::RecordEvent,
+        1,
+        std::time::Duration::from_millis(300),
+    );
+    let calls = faults.calls(CallKind::RecordEvent);
+    std::thread::scope(|scope| {
+        scope.spawn(|| t.set_readiness_stream(producer).unwrap());
+        while faults.calls(CallKind::RecordEvent) == calls {
+            std::thread::yield_now();
+        }
+        // The recorder is inside its (slow) record now.
+        t.synchronize_for_consumer_stream(consumer).unwrap();
+    });
+    assert_eq!(t.readiness(), TensorReadiness::Recorded);
+    drop(t);
+    // The consumer's stream is a release stream: the foreign retirement worker runs the
+    // deleter once it passed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while deleted.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(deleted.load(Ordering::SeqCst), 1);
+    for s in [producer, consumer] {
+        backend.destroy_stream(s).unwrap();
+    }
+    // SAFETY: the import was released and no stream uses the memory.
+    unsafe {
+        backend
+            .free(crate::device::AllocKind::PinnedHost, ptr, bytes)
+            .unwrap();
+    }
+}
