@@ -351,6 +351,48 @@ mod loom_models {
     }
 
     #[test]
+    fn loom_an_owner_that_unwinds_gives_its_private_slots_back() {
+        // The owner thread parks a slot on its private stack and unwinds (an operator
+        // panicked); its guard — as the session's `Adopted` does — gives the private
+        // slots back while another thread borrows and returns, claiming the list itself
+        // once it is free. No slot may stay stranded on the dead owner's stack, and the
+        // next owner's claim must see the stack the unwinding owner emptied.
+        model("an_owner_that_unwinds_gives_its_private_slots_back", || {
+            struct GiveBack<'a>(&'a FreeList);
+            impl Drop for GiveBack<'_> {
+                fn drop(&mut self) {
+                    self.0.give_back();
+                }
+            }
+            let f = Arc::new(FreeList::full(3).unwrap());
+            let owner = {
+                let f = Arc::clone(&f);
+                loom::thread::spawn(move || {
+                    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        f.claim();
+                        let _guard = GiveBack(&f);
+                        let a = f.pop().unwrap();
+                        f.push(a);
+                        // No panic hook (no message per interleaving): unwinding only.
+                        std::panic::resume_unwind(Box::new("an operator panicked"));
+                    }));
+                    assert!(unwound.is_err());
+                })
+            };
+            // Meanwhile this thread takes its turn: it claims the list (if the owner gave
+            // it back already), uses it, and gives it back.
+            f.claim();
+            if let Some(s) = f.pop() {
+                f.push(s);
+            }
+            f.give_back();
+            owner.join().unwrap();
+            assert!(!f.is_owner());
+            drain_all(&f, 3);
+        });
+    }
+
+    #[test]
     fn loom_ownership_passes_from_thread_to_thread_without_a_race() {
         // Two threads each claim, use the private stack if they own the list, and give it
         // back. Ownership may pass from one to the other (after a give_back); loom checks

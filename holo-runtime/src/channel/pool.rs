@@ -1831,10 +1831,28 @@ mod tests {
                 "the loan's byte size exceeds the pool's per-slot bound".into()
             )
         );
-        // At the bound the loan is granted.
-        let pool = Pool::materialize(exact(None), None).unwrap();
-        let slot = pool.loan(&[4, 4], DType::U8).unwrap();
-        Pool::release(&pool, slot, Holder::NONE);
+        // A zero bound: every rank exceeds it (not "differs": `rank` was not declared).
+        assert_eq!(
+            refused(
+                PoolSpec {
+                    rank: None,
+                    max_rank: 0,
+                    ..spec(MemoryKind::Host, 1)
+                },
+                &[1],
+                DType::U8
+            ),
+            (
+                invalid,
+                "the loan's rank exceeds the output's max_rank".into()
+            )
+        );
+        // At the bound the loan is granted, and at the exact rank.
+        for rank in [None, Some(2)] {
+            let pool = Pool::materialize(exact(rank), None).unwrap();
+            let slot = pool.loan(&[4, 4], DType::U8).unwrap();
+            Pool::release(&pool, slot, Holder::NONE);
+        }
     }
 
     #[test]

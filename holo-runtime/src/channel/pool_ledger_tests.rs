@@ -145,7 +145,9 @@ fn one_holder_with_two_handles_records_its_only_release_stream_once() {
 }
 
 /// Kills `record_own_release`'s failure branch mutants (`fetch_and(!(1 << i))` →
-/// `fetch_and(1 << i)` or `!(1 >> i)`): a holder whose own record failed leaves its
+/// `fetch_and(1 << i)` or `!(1 >> i)`) and its `base + i` → `base × i` (stream and event):
+/// a holder dropping a handle that is not the last records its own stream's release on
+/// that stream, with that position's event; one whose own record failed leaves its
 /// position unclean — even one an earlier handle of its own marked clean — so the last
 /// handle records it again, and the failure is noted for the session.
 #[test]
@@ -153,7 +155,7 @@ fn a_failed_own_release_record_leaves_the_position_to_the_last_handle() {
     let faults = FaultInjecting::new(SoftwareDevice::new());
     let rig = Rig::new(Arc::clone(&faults) as Arc<dyn DeviceBackend>, 2, 2);
     let (producer, s0, s1) = (rig.stream(), rig.stream(), rig.stream());
-    let slot = rig.committed(producer);
+    let slot = rig.slot_one(producer);
     for s in [s0, s1] {
         rig.pool
             .register_release(slot, OrderingDomain::partition(s))
@@ -166,11 +168,20 @@ fn a_failed_own_release_record_leaves_the_position_to_the_last_handle() {
     assert_eq!((h0, h1), (Holder(0), Holder(1)));
     rig.pool.retain(slot);
     rig.pool.retain(slot);
-    // h1 holds two handles: the first drop records s1 and marks it clean …
+    // h1 holds two handles: the first drop records s1's release behind s1's work and
+    // marks it clean …
+    rig.backend
+        .enqueue_delay(s1, Duration::from_millis(300))
+        .unwrap();
     let before = rig.records();
     Pool::release(&rig.pool, slot, h1);
     assert_eq!(rig.records() - before, 1);
     assert_eq!(rig.clean(slot), 0b10);
+    rig.backend.synchronize_stream(s0).unwrap();
+    assert!(
+        !rig.backend.query_event(rig.event(slot, 1)).unwrap(),
+        "position 1's event, on s1, behind its 300 ms of work"
+    );
     // … the second drop's record fails: the mark goes, and nothing else changes.
     faults.fail_nth(CallKind::RecordEvent, 1, ErrorCode::DeviceUnavailable);
     Pool::release(&rig.pool, slot, h1);
@@ -184,17 +195,19 @@ fn a_failed_own_release_record_leaves_the_position_to_the_last_handle() {
         rig.retirer.take_error().map(|e| e.code()),
         Some(ErrorCode::DeviceUnavailable)
     );
+    rig.release_other();
     assert!(rig.wait_free(2));
 }
 
 /// Kills `record_release_at`'s `base + i` → `base − i` / `base × i` (the stream looked up
-/// when the hand-off names none) and `fetch_or(1 << i)` → `fetch_or(1 >> i)`: a hand-off's
-/// release is recorded on its own stream, behind its work, and marked clean, so the slot's
-/// last handle records only the other positions.
+/// when the hand-off names none), `fetch_or(1 << i)` → `fetch_or(1 >> i)` and
+/// `mark_clean && …` → `||`: a hand-off's release is recorded on its own stream, behind its
+/// work, and marked clean — unless the stream is one the backend runs itself — so the
+/// slot's last handle records only the other positions.
 #[test]
 fn a_hand_off_records_its_release_on_its_stream_and_marks_it_clean() {
     let rig = Rig::software(2, 3);
-    let (producer, s0, s1) = (rig.stream(), rig.stream(), rig.stream());
+    let (producer, s0, s1, s2) = (rig.stream(), rig.stream(), rig.stream(), rig.stream());
     let slot = rig.slot_one(producer);
     rig.pool
         .register_release(slot, OrderingDomain::partition(s0))
@@ -209,14 +222,25 @@ fn a_hand_off_records_its_release_on_its_stream_and_marks_it_clean() {
     let before = rig.records();
     rig.pool.record_release_at(slot, hb, None, true).unwrap();
     assert_eq!(rig.records() - before, 1);
+    rig.backend.synchronize_stream(s0).unwrap();
     assert!(
         !rig.backend.query_event(rig.event(slot, 1)).unwrap(),
         "recorded on s1, behind its 300 ms of work"
     );
     assert_eq!(rig.clean(slot), 0b10);
+    // A hand-off on a stream the backend runs: recorded, not marked.
+    let hc = rig.pool.enter_borrowed(slot, s2, false).unwrap();
+    assert_eq!(hc, Holder(2));
+    rig.pool.record_release_at(slot, hc, None, false).unwrap();
+    assert_eq!(rig.records() - before, 2);
+    assert_eq!(rig.clean(slot), 0b10);
     Pool::release(&rig.pool, slot, Holder::NONE);
     Pool::release(&rig.pool, slot, h0);
-    assert_eq!(rig.records() - before, 2, "the last handle records s0 only");
+    assert_eq!(
+        rig.records() - before,
+        4,
+        "the last handle records s0 and s2, not the clean s1"
+    );
     rig.release_other();
     assert!(rig.wait_free(2));
 }
@@ -469,14 +493,15 @@ fn a_release_that_can_be_neither_recorded_nor_waited_is_withheld() {
     faults.heal(CallKind::SynchronizeStream);
 }
 
-/// Kills `poll_pending`'s `i += 1` → `i *= 1`: a slot whose release completed goes back
-/// while one retired before it still waits for its stream.
+/// Kills `poll_pending`'s `i += 1` → `i *= 1` and `release_complete`'s `slot × capacity`
+/// → `slot / capacity`: a slot whose release completed goes back while one retired before
+/// it still waits for its stream, each polled on its own events.
 #[test]
 fn a_completed_slot_goes_back_while_an_earlier_one_still_waits() {
-    let rig = Rig::software(2, 1);
+    let rig = Rig::software(2, 2);
     let (producer, slow, fast) = (rig.stream(), rig.stream(), rig.stream());
-    let a = rig.committed(producer);
-    let b = rig.committed(producer);
+    assert_eq!(rig.slot_one(producer), 1);
+    let (a, b) = (0, 1);
     rig.pool
         .register_release(a, OrderingDomain::partition(slow))
         .unwrap();
