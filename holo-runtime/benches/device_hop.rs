@@ -34,6 +34,7 @@
 //! HOLO_DEVICE=cuda ./device_hop-* --bench                   # on the GPU machine
 //! HOLO_DEVICE=cuda HOLO_BENCH_IDLE_SPIN_US=0 ./device_hop-* --bench
 //! HOLO_DEVICE=cuda ./device_hop-* diag
+//! HOLO_DEVICE=cuda ./device_hop-* fork                      # issue 17's fork latency
 //! ```
 
 #![allow(
@@ -57,6 +58,8 @@ use holo_runtime::{
 
 #[path = "device_hop/diag.rs"]
 mod diag;
+#[path = "device_hop/fork.rs"]
+mod fork;
 
 const BYTES: usize = 256;
 const FRAMES: u64 = 10_000;
@@ -502,6 +505,14 @@ fn main() {
     }
     if std::env::args().any(|a| a == "diag") {
         diag::run(&device);
+        return;
+    }
+    if std::env::args().any(|a| a == "fork") {
+        let runs = std::env::var("HOLO_BENCH_RUNS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3);
+        fork::run(&device, runs);
         return;
     }
     let pairs = pairs();

@@ -245,7 +245,7 @@ fn raw_timed(device: &Arc<dyn DeviceBackend>, shape: &Shape) {
     }
 }
 
-fn raw_for(device: &Arc<dyn DeviceBackend>) -> Raw {
+pub(super) fn raw_for(device: &Arc<dyn DeviceBackend>) -> Raw {
     #[cfg(feature = "cuda")]
     let cuda = device.backend_kind() == holo_runtime::device::BackendKind::Cuda;
     bind(device);
@@ -258,7 +258,7 @@ fn raw_for(device: &Arc<dyn DeviceBackend>) -> Raw {
 
 /// Spins a while, then yields (a machine with fewer cores than busy threads must still
 /// run the device's own threads).
-fn relax(spins: &mut u32) {
+pub(super) fn relax(spins: &mut u32) {
     *spins += 1;
     if spins.is_multiple_of(64) {
         std::thread::yield_now();

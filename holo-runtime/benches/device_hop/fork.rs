@@ -1,0 +1,532 @@
+//! The fork's latency (issue 17): `device_hop fork`.
+//!
+//! The workload of the issue's comparison: a source on a 1 µs clock
+//! (`trigger = clock(hz = 1_000_000)`) fills a 256-byte device frame on its stream and
+//! emits it with its capture time, counting the frames it could not loan
+//! (`ResourceExhausted`) or emit (`Backpressured`); blocking queues of depth 4; each sink
+//! copies the frame on its own stream into a buffer of its own (the stand-in for an add
+//! kernel) and records capture → receipt. Scenarios:
+//!
+//! - **fork, default policy**: source → {sink0, sink1}, three partitions, three streams;
+//! - **fork, shared stream**: the same under `CudaComputeStreamPolicy::SharedProcessDevice`;
+//! - **fork, one partition**: the three operators authored into one partition;
+//! - **chain over 3 partitions**, default and shared: source → forward (a copy into its own
+//!   slot, emitted on) → sink, one operator per partition.
+//!
+//! Each row: per sink, msg/s over the measured window and p50 / p99 of capture → receipt
+//! (µs); at the source, Backpressured/s and ResourceExhausted/s. The raw baseline has the
+//! same threads and queue depth: a producer thread paced at 1 µs (fill, readiness record,
+//! a crossbeam `ArrayQueue` of depth 4 per consumer, a ring of 8 slots whose release
+//! events it polls before reuse; a frame is dropped and counted when a queue is full or no
+//! slot is free) and a thread per consumer (wait, copy, release record).
+
+use std::sync::Mutex;
+
+use crossbeam_queue::ArrayQueue;
+use holo_runtime::FrameInfo;
+use holo_runtime::plan::CudaComputeStreamPolicy;
+
+use super::diag::{raw_for, relax};
+use super::{
+    AllocKind, Arc, AtomicU64, BYTES, CompileOptions, ConnectionOptions, DType, DeviceBackend,
+    DevicePtr, Duration, EmitOptions, ErrorCode, EventHandle, ExecutionContext, Graph, Input,
+    Instant, K, Operator, Ordering, Output, ParamSet, PartitionSpec, Partitioning, Result,
+    RunSession, SessionOptions, StreamHandle, Tensor, TensorLoanRequest, compile, idle_spin,
+    operator,
+};
+
+/// Deliveries per sink before the measured window, and in it.
+const WARM: u64 = 2_000;
+const MEASURED: u64 = 20_000;
+/// The source's period.
+const PACE: Duration = Duration::from_micros(1);
+/// Queue depth of every edge.
+const DEPTH: usize = 4;
+
+/// What the source could not do.
+#[derive(Default)]
+struct SourceStats {
+    exhausted: AtomicU64,
+    backpressured: AtomicU64,
+}
+
+/// One sink's deliveries and latencies (ns, capture → receipt), and when its measured
+/// window began and ended (ns since `super::anchor()`), with the source's refusals then.
+#[derive(Default)]
+struct SinkStats {
+    frames: AtomicU64,
+    latencies: Mutex<Vec<u64>>,
+    window: [AtomicU64; 2],
+    refusals: [[AtomicU64; 2]; 2],
+}
+
+impl SinkStats {
+    /// A frame received at `now` (ns since the anchor), captured `latency` ns earlier.
+    fn frame(&self, latency: u64, source: &SourceStats, local: &mut Vec<u64>) {
+        let n = self.frames.fetch_add(1, Ordering::Release) + 1;
+        if n > WARM && n <= WARM + MEASURED && local.len() < local.capacity() {
+            local.push(latency);
+        }
+        if n == WARM || n == WARM + MEASURED {
+            let i = usize::from(n != WARM);
+            self.window[i].store(
+                super::anchor().elapsed().as_nanos() as u64,
+                Ordering::Release,
+            );
+            self.refusals[i][0].store(
+                source.backpressured.load(Ordering::Relaxed),
+                Ordering::Release,
+            );
+            self.refusals[i][1].store(source.exhausted.load(Ordering::Relaxed), Ordering::Release);
+        }
+    }
+}
+
+#[operator(trigger = clock(hz = 1_000_000))]
+struct ClockedHead {
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256, max_loans = 4)]
+    out: Output<Tensor>,
+    stats: Arc<SourceStats>,
+}
+
+impl Operator for ClockedHead {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let stream = ctx.cuda_stream()?;
+        let device = ctx.device().unwrap();
+        let loan = match self.out.allocate_tensor(TensorLoanRequest {
+            shape: &[BYTES as u64],
+            dtype: DType::U8,
+        }) {
+            Ok(l) => l,
+            Err(e) if e.code() == ErrorCode::ResourceExhausted => {
+                self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let w = loan.write(stream)?;
+        // SAFETY: the writer owns the slot; the fill stays inside it.
+        unsafe { device.memset_async(w.device_ptr(), 0x2A, BYTES, w.stream())? };
+        let t = w.commit()?;
+        match self
+            .out
+            .emit(t, EmitOptions::default().with_capture_time(Instant::now()))
+        {
+            Err(e) if e.code() == ErrorCode::Backpressured => {
+                self.stats.backpressured.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            other => other,
+        }
+    }
+}
+
+/// Copies its input on its own stream into a slot of its own and emits it on (keeping the
+/// frame's capture time).
+#[operator]
+struct Forward {
+    input: Input<Tensor>,
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256, max_loans = 4)]
+    out: Output<Tensor>,
+}
+
+impl Operator for Forward {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let stream = ctx.cuda_stream()?;
+        let device = ctx.device().unwrap();
+        while let Some(t) = self.input.receive() {
+            let Ok(loan) = self.out.allocate_tensor(TensorLoanRequest {
+                shape: &[BYTES as u64],
+                dtype: DType::U8,
+            }) else {
+                continue;
+            };
+            let w = loan.write(stream)?;
+            // SAFETY: both slots are live and the stream orders the copy after `t`'s writes.
+            unsafe { device.copy_async(w.device_ptr(), t.device_ptr(), BYTES, w.stream())? };
+            match self.out.emit(w.commit()?, EmitOptions::default()) {
+                Err(e) if e.code() == ErrorCode::Backpressured => {}
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Copies each frame on its own stream into a buffer of its own and records its latency.
+#[operator]
+struct LatencySink {
+    input: Input<Tensor>,
+    scratch: DevicePtr,
+    stats: Arc<SinkStats>,
+    source: Arc<SourceStats>,
+    local: Vec<u64>,
+}
+
+impl Operator for LatencySink {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let stream = ctx.cuda_stream()?;
+        let device = ctx.device().unwrap();
+        let dst = self.scratch;
+        while let Some((t, info)) = self.input.receive_with_info() {
+            let now = Instant::now();
+            // SAFETY: `dst` is this sink's own allocation, `t` keeps its slot, and the
+            // stream orders the copy after `t`'s writes.
+            unsafe { device.copy_async(dst, t.device_ptr(), BYTES, stream.handle())? };
+            let latency = latency_ns(&info, now);
+            self.stats.frame(latency, &self.source, &mut self.local);
+        }
+        Ok(())
+    }
+
+    fn stop(&mut self, _ctx: &mut holo_runtime::LifecycleContext<'_>) -> Result<()> {
+        *self.stats.latencies.lock().unwrap() = std::mem::take(&mut self.local);
+        Ok(())
+    }
+}
+
+fn latency_ns(info: &FrameInfo, now: Instant) -> u64 {
+    info.capture_time
+        .map_or(0, |c| now.saturating_duration_since(c).as_nanos() as u64)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    Fork,
+    ForkShared,
+    ForkOnePartition,
+    Chain,
+    ChainShared,
+}
+
+impl Scenario {
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Fork => "fork, default (3 partitions)",
+            Scenario::ForkShared => "fork, shared stream",
+            Scenario::ForkOnePartition => "fork, one partition",
+            Scenario::Chain => "chain, 3 partitions",
+            Scenario::ChainShared => "chain, 3 partitions, shared",
+        }
+    }
+    fn is_fork(self) -> bool {
+        matches!(
+            self,
+            Scenario::Fork | Scenario::ForkShared | Scenario::ForkOnePartition
+        )
+    }
+}
+
+/// A run's figures: per sink (msg/s, p50 µs, p99 µs), and the source's Backpressured/s and
+/// ResourceExhausted/s over the window.
+struct Figures {
+    sinks: Vec<(f64, f64, f64)>,
+    backpressured: f64,
+    exhausted: f64,
+}
+
+fn quantile_us(v: &mut [u64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_unstable();
+    #[allow(clippy::cast_sign_loss)]
+    let i = ((v.len() as f64 - 1.0) * q).round() as usize;
+    v[i] as f64 / 1e3
+}
+
+/// Figures from the sinks' windows: msg/s per sink; refusals per second over the window
+/// of the first sink.
+fn figures(sinks: &[Arc<SinkStats>]) -> Figures {
+    let mut out = Vec::new();
+    for s in sinks {
+        let w0 = s.window[0].load(Ordering::Acquire);
+        let w1 = s.window[1].load(Ordering::Acquire);
+        let secs = (w1.saturating_sub(w0)) as f64 / 1e9;
+        let mut l = s.latencies.lock().unwrap().clone();
+        out.push((
+            MEASURED as f64 / secs,
+            quantile_us(&mut l, 0.5),
+            quantile_us(&mut l, 0.99),
+        ));
+    }
+    let s = &sinks[0];
+    let secs =
+        (s.window[1].load(Ordering::Acquire) - s.window[0].load(Ordering::Acquire)) as f64 / 1e9;
+    let per = |i: usize| {
+        (s.refusals[1][i].load(Ordering::Acquire) - s.refusals[0][i].load(Ordering::Acquire)) as f64
+            / secs
+    };
+    Figures {
+        sinks: out,
+        backpressured: per(0),
+        exhausted: per(1),
+    }
+}
+
+fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
+    super::anchor();
+    let source = Arc::new(SourceStats::default());
+    let sinks: Vec<Arc<SinkStats>> = (0..if scenario.is_fork() { 2 } else { 1 })
+        .map(|_| Arc::new(SinkStats::default()))
+        .collect();
+    let mut g = Graph::new();
+    let h = g
+        .add_operator(
+            "head",
+            ClockedHead {
+                out: Output::default(),
+                stats: Arc::clone(&source),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    let scratch: Vec<DevicePtr> = (0..sinks.len())
+        .map(|_| device.alloc(AllocKind::Device, BYTES).unwrap())
+        .collect();
+    let sink = |i: usize| LatencySink {
+        input: Input::default(),
+        scratch: scratch[i],
+        stats: Arc::clone(&sinks[i]),
+        source: Arc::clone(&source),
+        local: Vec::with_capacity(MEASURED as usize),
+    };
+    let c = || ConnectionOptions::default().with_queue_depth(DEPTH as u32);
+    let mut bound = vec!["head"];
+    let mut names = vec!["head"];
+    if scenario.is_fork() {
+        for (i, name) in ["sink0", "sink1"].into_iter().enumerate() {
+            let s = g
+                .add_operator(name, sink(i), ParamSet::defaults().unwrap())
+                .unwrap();
+            g.add_flow(h.out, s.input, c());
+            names.push(name);
+        }
+    } else {
+        let f = g
+            .add_operator(
+                "forward",
+                Forward {
+                    input: Input::default(),
+                    out: Output::default(),
+                },
+                ParamSet::defaults().unwrap(),
+            )
+            .unwrap();
+        g.add_flow(h.out, f.input, c());
+        let s = g
+            .add_operator("sink0", sink(0), ParamSet::defaults().unwrap())
+            .unwrap();
+        g.add_flow(f.out, s.input, c());
+        bound.push("forward");
+        names.extend(["forward", "sink0"]);
+    }
+    let mut options = CompileOptions::default();
+    for name in bound {
+        options
+            .deployment
+            .bind_tensor_output_device(name, "out", device.device_id());
+    }
+    if matches!(scenario, Scenario::ForkShared | Scenario::ChainShared) {
+        options = options.with_compute_stream_policy(CudaComputeStreamPolicy::SharedProcessDevice);
+    }
+    options.partitioning = Partitioning::Authored(if scenario == Scenario::ForkOnePartition {
+        vec![PartitionSpec::new("all", names)]
+    } else {
+        names
+            .iter()
+            .map(|&n| PartitionSpec::new(n, vec![n]))
+            .collect()
+    });
+    let plan = compile(&g, options).unwrap();
+    let session = RunSession::start(
+        g,
+        &plan,
+        SessionOptions::default()
+            .with_idle_spin(idle_spin())
+            .on_device(Arc::clone(device)),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_mins(2);
+    while sinks
+        .iter()
+        .any(|s| s.frames.load(Ordering::Acquire) < WARM + MEASURED)
+    {
+        assert!(Instant::now() < deadline, "no progress");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    session.stop();
+    session.join().unwrap();
+    for p in scratch {
+        // SAFETY: the session's teardown synchronized the sinks' streams.
+        unsafe { device.free(AllocKind::Device, p, BYTES).unwrap() };
+    }
+    figures(&sinks)
+}
+
+/// The raw baseline: the same threads, queue depth and pacing, the CUDA calls made raw.
+fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures {
+    super::anchor();
+    let d = device.as_ref();
+    let slots: Arc<Vec<DevicePtr>> = Arc::new(
+        (0..K)
+            .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
+            .collect(),
+    );
+    let scratch: Vec<DevicePtr> = (0..consumers)
+        .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
+        .collect();
+    let s: Vec<StreamHandle> = (0..=consumers)
+        .map(|_| d.create_stream().unwrap())
+        .collect();
+    let ready: Arc<Vec<EventHandle>> =
+        Arc::new((0..K).map(|_| d.create_event().unwrap()).collect());
+    let rel: Arc<Vec<EventHandle>> = Arc::new(
+        (0..consumers * K)
+            .map(|_| d.create_event().unwrap())
+            .collect(),
+    );
+    // A frame in flight: its slot and capture time.
+    let hops: Vec<Arc<ArrayQueue<(usize, Instant)>>> = (0..consumers)
+        .map(|_| Arc::new(ArrayQueue::new(DEPTH)))
+        .collect();
+    // Per slot and consumer: released (its release recorded) since the last fill.
+    let released: Arc<Vec<AtomicU64>> =
+        Arc::new((0..consumers * K).map(|_| AtomicU64::new(1)).collect());
+    let source = Arc::new(SourceStats::default());
+    let sinks: Vec<Arc<SinkStats>> = (0..consumers)
+        .map(|_| Arc::new(SinkStats::default()))
+        .collect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let threads: Vec<_> = (0..consumers)
+        .map(|c| {
+            let (device, hop, ready, rel, slots, released, stats, source, stop) = (
+                Arc::clone(device),
+                Arc::clone(&hops[c]),
+                Arc::clone(&ready),
+                Arc::clone(&rel),
+                Arc::clone(&slots),
+                Arc::clone(&released),
+                Arc::clone(&sinks[c]),
+                Arc::clone(&source),
+                Arc::clone(&stop),
+            );
+            let (stream, dst) = (s[1 + c], scratch[c]);
+            std::thread::spawn(move || {
+                let r = raw_for(&device);
+                let mut spins = 0u32;
+                let mut local = Vec::with_capacity(MEASURED as usize);
+                while !stop.load(Ordering::Acquire) {
+                    let Some((k, captured)) = hop.pop() else {
+                        relax(&mut spins);
+                        continue;
+                    };
+                    let now = Instant::now();
+                    r.wait(stream, ready[k]);
+                    r.copy(dst, slots[k], stream);
+                    r.record(rel[c * K + k], stream);
+                    released[c * K + k].store(1, Ordering::Release);
+                    let latency = now.saturating_duration_since(captured).as_nanos() as u64;
+                    stats.frame(latency, &source, &mut local);
+                }
+                *stats.latencies.lock().unwrap() = local;
+            })
+        })
+        .collect();
+    let r = raw_for(device);
+    let mut next = Instant::now();
+    let mut k = 0usize;
+    let done = || {
+        sinks
+            .iter()
+            .all(|s| s.frames.load(Ordering::Acquire) >= WARM + MEASURED)
+    };
+    let deadline = Instant::now() + Duration::from_mins(2);
+    while !done() {
+        assert!(Instant::now() < deadline, "no progress");
+        while Instant::now() < next {
+            std::hint::spin_loop();
+        }
+        next += PACE;
+        if next + PACE <= Instant::now() {
+            next = Instant::now();
+        }
+        // A free slot: every consumer released it and its release events completed.
+        let free = (0..consumers)
+            .all(|c| released[c * K + k].load(Ordering::Acquire) == 1 && r.done(rel[c * K + k]));
+        if !free {
+            source.exhausted.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        if hops.iter().any(|h| h.is_full()) {
+            source.backpressured.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        r.memset(slots[k], s[0]);
+        r.record(ready[k], s[0]);
+        let captured = Instant::now();
+        for (c, hop) in hops.iter().enumerate() {
+            released[c * K + k].store(0, Ordering::Relaxed);
+            hop.push((k, captured)).unwrap();
+        }
+        k = (k + 1) % K;
+    }
+    stop.store(true, Ordering::Release);
+    for t in threads {
+        t.join().unwrap();
+    }
+    for &st in &s {
+        d.synchronize_stream(st).unwrap();
+    }
+    for e in ready.iter().chain(rel.iter()) {
+        d.destroy_event(*e).unwrap();
+    }
+    for st in s {
+        d.destroy_stream(st).unwrap();
+    }
+    for p in slots.iter().copied().chain(scratch) {
+        // SAFETY: every stream using them was synchronized.
+        unsafe { d.free(AllocKind::Device, p, BYTES).unwrap() };
+    }
+    figures(&sinks)
+}
+
+fn row(name: &str, f: &Figures) {
+    let mut s = format!("{name:<30}");
+    for (i, (rate, p50, p99)) in f.sinks.iter().enumerate() {
+        s += &format!(
+            "  sink{i} {:>7.1} k/s p50 {p50:>7.1} p99 {p99:>8.1} µs",
+            rate / 1e3
+        );
+    }
+    println!(
+        "{s}  source: Backpressured {:>8.0}/s ResourceExhausted {:>8.0}/s",
+        f.backpressured, f.exhausted
+    );
+}
+
+/// `device_hop fork`: each scenario and its raw baseline, `runs` times interleaved.
+pub(super) fn run(device: &Arc<dyn DeviceBackend>, runs: usize) {
+    println!(
+        "fork latency on {} {}: 256-byte frames, source clock 1 µs, blocking queues of depth {DEPTH}; {MEASURED} deliveries per sink after {WARM}; capture → receipt",
+        device.backend_kind().name(),
+        device.ordinal()
+    );
+    for run in 1..=runs {
+        println!("-- run {run}");
+        for scenario in [
+            Scenario::Fork,
+            Scenario::ForkShared,
+            Scenario::ForkOnePartition,
+            Scenario::Chain,
+            Scenario::ChainShared,
+        ] {
+            row(
+                &format!("holo {}", scenario.name()),
+                &holo(device, scenario),
+            );
+        }
+        row("raw threaded, 2 consumers", &raw(device, 2));
+        row("raw threaded, 1 consumer", &raw(device, 1));
+    }
+}
