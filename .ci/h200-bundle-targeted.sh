@@ -22,8 +22,8 @@ cargo test --release --no-run --message-format=json -p holo-tests "${args[@]}" 2
   | pick test $tests | while read -r exe; do cp "$exe" .gpu/bin/; done
 cargo test --release --no-run --message-format=json -p holo-runtime --lib 2>/dev/null \
   | pick lib holo_runtime | while read -r exe; do cp "$exe" .gpu/bin/; done
-cargo bench --no-run --message-format=json -p holo-runtime --bench device_hop --bench handoff --bench opencl_hop 2>/dev/null \
-  | pick bench device_hop handoff opencl_hop | while read -r exe; do cp "$exe" .gpu/bench/; done
+cargo bench --no-run --message-format=json -p holo-runtime --bench device_hop --bench handoff --bench opencl_hop --bench host_hop 2>/dev/null \
+  | pick bench device_hop handoff opencl_hop host_hop | while read -r exe; do cp "$exe" .gpu/bench/; done
 examples="device_array_opencl tensors_in_depth_cuda fork_streams cudarc_interop device_array_handoff"
 eargs=(); for e in $examples; do eargs+=(--example "$e"); done
 cargo build --release -p holo-examples "${eargs[@]}"
