@@ -278,24 +278,13 @@ fn bind(device: &Arc<dyn DeviceBackend>) {
 /// fenced hop, two the fork.
 pub(super) fn raw_threaded(device: &Arc<dyn DeviceBackend>, consumers: usize) -> f64 {
     let d = device.as_ref();
-    let slots: Arc<Vec<DevicePtr>> = Arc::new(
-        (0..K)
-            .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
-            .collect(),
-    );
-    let scratch: Vec<DevicePtr> = (0..consumers)
-        .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
-        .collect();
-    let s: Vec<StreamHandle> = (0..=consumers)
-        .map(|_| d.create_stream().unwrap())
-        .collect();
-    let ready: Arc<Vec<EventHandle>> =
-        Arc::new((0..K).map(|_| d.create_event().unwrap()).collect());
-    let rel: Arc<Vec<EventHandle>> = Arc::new(
-        (0..consumers * K)
-            .map(|_| d.create_event().unwrap())
-            .collect(),
-    );
+    let RawRing {
+        slots,
+        scratch,
+        s,
+        ready,
+        rel,
+    } = RawRing::new(d, consumers);
     let hops: Vec<Arc<ArrayQueue<usize>>> = (0..consumers)
         .map(|_| Arc::new(ArrayQueue::new(K)))
         .collect();
@@ -366,17 +355,64 @@ pub(super) fn raw_threaded(device: &Arc<dyn DeviceBackend>, consumers: usize) ->
         d.synchronize_stream(st).unwrap();
     }
     let ns = t0.elapsed().as_nanos() as f64 / FRAMES as f64;
-    for &e in ready.iter().chain(rel.iter()) {
-        d.destroy_event(e).unwrap();
+    RawRing {
+        slots,
+        scratch,
+        s,
+        ready,
+        rel,
     }
-    for st in s {
-        d.destroy_stream(st).unwrap();
-    }
-    for &p in slots.iter().chain(&scratch) {
-        // SAFETY: every stream using them was synchronized.
-        unsafe { d.free(AllocKind::Device, p, BYTES).unwrap() };
-    }
+    .free(d);
     ns
+}
+
+/// The raw side's device objects for a fan-out to `consumers`: a ring of `K` slots and
+/// their readiness events, a stream per consumer after the producer's (`s[0]`), a scratch
+/// buffer per consumer, and `K` release events per consumer (`rel[c × K + k]`).
+pub(super) struct RawRing {
+    pub(super) slots: Arc<Vec<DevicePtr>>,
+    pub(super) scratch: Vec<DevicePtr>,
+    pub(super) s: Vec<StreamHandle>,
+    pub(super) ready: Arc<Vec<EventHandle>>,
+    pub(super) rel: Arc<Vec<EventHandle>>,
+}
+
+impl RawRing {
+    pub(super) fn new(d: &dyn DeviceBackend, consumers: usize) -> RawRing {
+        let buffers = |n: usize| -> Vec<DevicePtr> {
+            (0..n)
+                .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
+                .collect()
+        };
+        let events =
+            |n: usize| -> Vec<EventHandle> { (0..n).map(|_| d.create_event().unwrap()).collect() };
+        RawRing {
+            slots: Arc::new(buffers(K)),
+            scratch: buffers(consumers),
+            s: (0..=consumers)
+                .map(|_| d.create_stream().unwrap())
+                .collect(),
+            ready: Arc::new(events(K)),
+            rel: Arc::new(events(consumers * K)),
+        }
+    }
+
+    /// Synchronizes every stream, then destroys and frees everything.
+    pub(super) fn free(self, d: &dyn DeviceBackend) {
+        for &st in &self.s {
+            d.synchronize_stream(st).unwrap();
+        }
+        for &e in self.ready.iter().chain(self.rel.iter()) {
+            d.destroy_event(e).unwrap();
+        }
+        for st in self.s {
+            d.destroy_stream(st).unwrap();
+        }
+        for &p in self.slots.iter().chain(&self.scratch) {
+            // SAFETY: every stream using them was synchronized.
+            unsafe { d.free(AllocKind::Device, p, BYTES).unwrap() };
+        }
+    }
 }
 
 /// A device whose asynchronous calls do nothing and whose events are always complete:

@@ -10,8 +10,8 @@
 //! - **fork, default policy**: source → {sink0, sink1}, three partitions, three streams;
 //! - **fork, shared stream**: the same under `CudaComputeStreamPolicy::SharedProcessDevice`;
 //! - **fork, one partition**: the three operators authored into one partition;
-//! - **chain over 3 partitions**, default and shared: source → forward (a copy into its own
-//!   slot, emitted on) → sink, one operator per partition.
+//! - **chain over 3 partitions**, default and shared: source → forward (device_hop's
+//!   `Stage`: a copy into its own slot, emitted on) → sink, one operator per partition.
 //!
 //! Each row: per sink, msg/s over the measured window and p50 / p99 of capture → receipt
 //! (µs); at the source, Backpressured/s and ResourceExhausted/s. The raw baseline has the
@@ -26,13 +26,12 @@ use crossbeam_queue::ArrayQueue;
 use holo_runtime::FrameInfo;
 use holo_runtime::plan::CudaComputeStreamPolicy;
 
-use super::diag::{raw_for, relax};
+use super::diag::{RawRing, raw_for, relax};
 use super::{
     AllocKind, Arc, AtomicU64, BYTES, CompileOptions, ConnectionOptions, DType, DeviceBackend,
-    DevicePtr, Duration, EmitOptions, ErrorCode, EventHandle, ExecutionContext, Graph, Input,
-    Instant, K, Operator, Ordering, Output, ParamSet, PartitionSpec, Partitioning, Result,
-    RunSession, SessionOptions, StreamHandle, Tensor, TensorLoanRequest, compile, idle_spin,
-    operator,
+    DevicePtr, Duration, EmitOptions, ErrorCode, ExecutionContext, Graph, Input, Instant, K,
+    Operator, Ordering, Output, ParamSet, PartitionSpec, Partitioning, Result, RunSession,
+    SessionOptions, Tensor, TensorLoanRequest, compile, idle_spin, operator,
 };
 
 /// Deliveries per sink before the measured window, and in it.
@@ -118,38 +117,6 @@ impl Operator for ClockedHead {
             }
             other => other,
         }
-    }
-}
-
-/// Copies its input on its own stream into a slot of its own and emits it on (keeping the
-/// frame's capture time).
-#[operator]
-struct Forward {
-    input: Input<Tensor>,
-    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256, max_loans = 4)]
-    out: Output<Tensor>,
-}
-
-impl Operator for Forward {
-    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        let stream = ctx.cuda_stream()?;
-        let device = ctx.device().unwrap();
-        while let Some(t) = self.input.receive() {
-            let Ok(loan) = self.out.allocate_tensor(TensorLoanRequest {
-                shape: &[BYTES as u64],
-                dtype: DType::U8,
-            }) else {
-                continue;
-            };
-            let w = loan.write(stream)?;
-            // SAFETY: both slots are live and the stream orders the copy after `t`'s writes.
-            unsafe { device.copy_async(w.device_ptr(), t.device_ptr(), BYTES, w.stream())? };
-            match self.out.emit(w.commit()?, EmitOptions::default()) {
-                Err(e) if e.code() == ErrorCode::Backpressured => {}
-                other => other?,
-            }
-        }
-        Ok(())
     }
 }
 
@@ -303,13 +270,11 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
             names.push(name);
         }
     } else {
+        // device_hop's copying stage (its frame count unused here).
         let f = g
             .add_operator(
                 "forward",
-                Forward {
-                    input: Input::default(),
-                    out: Output::default(),
-                },
+                super::stage(&Arc::new(super::Progress::default())),
                 ParamSet::defaults().unwrap(),
             )
             .unwrap();
@@ -368,24 +333,13 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
 fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures {
     super::anchor();
     let d = device.as_ref();
-    let slots: Arc<Vec<DevicePtr>> = Arc::new(
-        (0..K)
-            .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
-            .collect(),
-    );
-    let scratch: Vec<DevicePtr> = (0..consumers)
-        .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
-        .collect();
-    let s: Vec<StreamHandle> = (0..=consumers)
-        .map(|_| d.create_stream().unwrap())
-        .collect();
-    let ready: Arc<Vec<EventHandle>> =
-        Arc::new((0..K).map(|_| d.create_event().unwrap()).collect());
-    let rel: Arc<Vec<EventHandle>> = Arc::new(
-        (0..consumers * K)
-            .map(|_| d.create_event().unwrap())
-            .collect(),
-    );
+    let RawRing {
+        slots,
+        scratch,
+        s,
+        ready,
+        rel,
+    } = RawRing::new(d, consumers);
     // A frame in flight: its slot and capture time.
     let hops: Vec<Arc<ArrayQueue<(usize, Instant)>>> = (0..consumers)
         .map(|_| Arc::new(ArrayQueue::new(DEPTH)))
@@ -475,19 +429,14 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures {
     for t in threads {
         t.join().unwrap();
     }
-    for &st in &s {
-        d.synchronize_stream(st).unwrap();
+    RawRing {
+        slots,
+        scratch,
+        s,
+        ready,
+        rel,
     }
-    for e in ready.iter().chain(rel.iter()) {
-        d.destroy_event(*e).unwrap();
-    }
-    for st in s {
-        d.destroy_stream(st).unwrap();
-    }
-    for p in slots.iter().copied().chain(scratch) {
-        // SAFETY: every stream using them was synchronized.
-        unsafe { d.free(AllocKind::Device, p, BYTES).unwrap() };
-    }
+    .free(d);
     figures(&sinks)
 }
 
