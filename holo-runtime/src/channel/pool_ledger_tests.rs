@@ -79,6 +79,20 @@ impl Rig {
         1
     }
 
+    /// Registers each of `streams` as a partition's release stream of `slot` and enters
+    /// its domain (a consumer partition receiving the slot): their holders, in order.
+    fn receive(&self, slot: u32, streams: &[StreamHandle]) -> Vec<Holder> {
+        for &s in streams {
+            self.pool
+                .register_release(slot, OrderingDomain::partition(s))
+                .unwrap();
+        }
+        streams
+            .iter()
+            .map(|&s| self.pool.enter_domain(slot, s))
+            .collect()
+    }
+
     fn release_other(&self) {
         Pool::release(&self.pool, 0, Holder::NONE);
     }
@@ -130,10 +144,7 @@ fn one_holder_with_two_handles_records_its_only_release_stream_once() {
     let rig = Rig::software(2, 2);
     let (producer, s0) = (rig.stream(), rig.stream());
     let slot = rig.committed(producer);
-    rig.pool
-        .register_release(slot, OrderingDomain::partition(s0))
-        .unwrap();
-    let h = rig.pool.enter_domain(slot, s0);
+    let h = rig.receive(slot, &[s0])[0];
     assert_eq!(h, Holder(0));
     rig.pool.retain(slot);
     let before = rig.records();
@@ -156,15 +167,9 @@ fn a_failed_own_release_record_leaves_the_position_to_the_last_handle() {
     let rig = Rig::new(Arc::clone(&faults) as Arc<dyn DeviceBackend>, 2, 2);
     let (producer, s0, s1) = (rig.stream(), rig.stream(), rig.stream());
     let slot = rig.slot_one(producer);
-    for s in [s0, s1] {
-        rig.pool
-            .register_release(slot, OrderingDomain::partition(s))
-            .unwrap();
-    }
-    let (h0, h1) = (
-        rig.pool.enter_domain(slot, s0),
-        rig.pool.enter_domain(slot, s1),
-    );
+    let [h0, h1] = rig.receive(slot, &[s0, s1])[..] else {
+        unreachable!("two streams")
+    };
     assert_eq!((h0, h1), (Holder(0), Holder(1)));
     rig.pool.retain(slot);
     rig.pool.retain(slot);
@@ -209,10 +214,7 @@ fn a_hand_off_records_its_release_on_its_stream_and_marks_it_clean() {
     let rig = Rig::software(2, 3);
     let (producer, s0, s1, s2) = (rig.stream(), rig.stream(), rig.stream(), rig.stream());
     let slot = rig.slot_one(producer);
-    rig.pool
-        .register_release(slot, OrderingDomain::partition(s0))
-        .unwrap();
-    let h0 = rig.pool.enter_domain(slot, s0);
+    let h0 = rig.receive(slot, &[s0])[0];
     let hb = rig.pool.enter_borrowed(slot, s1, true).unwrap();
     assert_eq!((h0, hb), (Holder(0), Holder(1)));
     rig.pool.retain(slot); // the hand-off's handle
@@ -253,10 +255,7 @@ fn a_release_marked_clean_spares_the_last_handle_its_record() {
     let rig = Rig::software(2, 3);
     let (producer, s0, s1) = (rig.stream(), rig.stream(), rig.stream());
     let slot = rig.slot_one(producer);
-    rig.pool
-        .register_release(slot, OrderingDomain::partition(s0))
-        .unwrap();
-    let h0 = rig.pool.enter_domain(slot, s0);
+    let h0 = rig.receive(slot, &[s0])[0];
     let hb = rig.pool.enter_borrowed(slot, s1, true).unwrap();
     assert_eq!(hb, Holder(1));
     rig.pool.retain(slot);
@@ -281,15 +280,9 @@ fn entering_a_domain_again_clears_its_clean_mark_and_only_that() {
     let rig = Rig::software(2, 3);
     let (producer, s0, s1) = (rig.stream(), rig.stream(), rig.stream());
     let slot = rig.slot_one(producer);
-    for s in [s0, s1] {
-        rig.pool
-            .register_release(slot, OrderingDomain::partition(s))
-            .unwrap();
-    }
-    let (h0, h1) = (
-        rig.pool.enter_domain(slot, s0),
-        rig.pool.enter_domain(slot, s1),
-    );
+    let [h0, h1] = rig.receive(slot, &[s0, s1])[..] else {
+        unreachable!("two streams")
+    };
     rig.pool.retain(slot);
     Pool::release(&rig.pool, slot, h1);
     assert_eq!(rig.clean(slot), 0b10, "h1 recorded s1");
@@ -351,9 +344,7 @@ fn a_release_after_teardown_waits_on_the_host_for_each_callers_stream() {
         rig.stream(),
     );
     let slot = rig.slot_one(producer);
-    rig.pool
-        .register_release(slot, OrderingDomain::partition(s0))
-        .unwrap();
+    rig.receive(slot, &[s0]);
     for s in [s1, s2, s1] {
         rig.pool
             .register_release(slot, OrderingDomain::caller(s))
@@ -416,11 +407,7 @@ fn a_failed_poll_waits_on_the_host_for_every_release_event() {
     let rig = Rig::new(Arc::clone(&faults) as Arc<dyn DeviceBackend>, 2, 2);
     let (producer, s0, s1) = (rig.stream(), rig.stream(), rig.stream());
     let slot = rig.slot_one(producer);
-    for s in [s0, s1] {
-        rig.pool
-            .register_release(slot, OrderingDomain::partition(s))
-            .unwrap();
-    }
+    rig.receive(slot, &[s0, s1]);
     rig.backend
         .enqueue_delay(s1, Duration::from_millis(300))
         .unwrap();
@@ -446,9 +433,7 @@ fn a_retiring_slot_is_outstanding_until_it_is_back() {
     let rig = Rig::software(1, 1);
     let (producer, s0) = (rig.stream(), rig.stream());
     let slot = rig.committed(producer);
-    rig.pool
-        .register_release(slot, OrderingDomain::partition(s0))
-        .unwrap();
+    rig.receive(slot, &[s0]);
     rig.backend
         .enqueue_delay(s0, Duration::from_millis(200))
         .unwrap();
@@ -474,9 +459,7 @@ fn a_release_that_can_be_neither_recorded_nor_waited_is_withheld() {
     }));
     let (producer, s0) = (rig.stream(), rig.stream());
     let slot = rig.committed(producer);
-    rig.pool
-        .register_release(slot, OrderingDomain::partition(s0))
-        .unwrap();
+    rig.receive(slot, &[s0]);
     let counts = Arc::strong_count(&rig.pool);
     faults.fail_from(CallKind::RecordEvent, 1, ErrorCode::DeviceUnavailable);
     faults.fail_from(CallKind::SynchronizeStream, 1, ErrorCode::DeviceUnavailable);
@@ -502,12 +485,8 @@ fn a_completed_slot_goes_back_while_an_earlier_one_still_waits() {
     let (producer, slow, fast) = (rig.stream(), rig.stream(), rig.stream());
     assert_eq!(rig.slot_one(producer), 1);
     let (a, b) = (0, 1);
-    rig.pool
-        .register_release(a, OrderingDomain::partition(slow))
-        .unwrap();
-    rig.pool
-        .register_release(b, OrderingDomain::partition(fast))
-        .unwrap();
+    rig.receive(a, &[slow]);
+    rig.receive(b, &[fast]);
     rig.backend
         .enqueue_delay(slow, Duration::from_secs(2))
         .unwrap();
