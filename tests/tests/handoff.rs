@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use holo_runtime::__test_support::test_backends;
 use holo_runtime::device::{
-    AdoptedStream, AllocKind, BackendKind, CudaStreamPtr, DeviceBackend, OpenClQueuePtr,
-    SoftwareDevice, StreamOrQueue, synchronize_stream,
+    AdoptedStream, AllocKind, BackendKind, CudaStreamPtr, DeviceBackend, DeviceCall, Observed,
+    OpenClQueuePtr, SoftwareDevice, StreamOrQueue, synchronize_stream,
 };
 use holo_runtime::{
     CompileOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph, Input, Operator,
@@ -519,6 +519,60 @@ fn a_per_thread_stream_array_dropped_on_another_thread_records_on_the_legacy_str
         drop(t);
         let report = s.finish();
         assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
+    }
+}
+
+#[test]
+fn a_per_thread_array_records_on_its_own_stream_there_and_on_the_legacy_stream_elsewhere() {
+    // Which stream a per-thread default stream's release lands on (found by cargo-mutants,
+    // RELIABILITY.md: the test above counts one record, not where): the thread's own
+    // per-thread stream when the array drops there, CUDA's legacy default stream (ordered
+    // after every per-thread stream of the context) when it drops on another thread.
+    // CUDA only: the software device has one default stream for all three.
+    for device in test_backends() {
+        if device.backend_kind() != BackendKind::Cuda {
+            continue;
+        }
+        let recorded: Arc<Mutex<Vec<u64>>> = Arc::default();
+        let sink = Arc::clone(&recorded);
+        let observed: Arc<dyn DeviceBackend> =
+            Observed::new(Arc::clone(&device), move |call, _| {
+                if let DeviceCall::RecordEvent { stream, .. } = call {
+                    sink.lock().unwrap().push(stream.raw());
+                }
+            });
+        let s = start(&observed, 1, Duration::ZERO);
+        let (_, t) = next(&s);
+        let handle = |stream| {
+            let h = observed.adopt_stream(StreamOrQueue::Cuda(stream)).unwrap();
+            observed.release_adopted_stream(h);
+            h.raw()
+        };
+        let (legacy, per_thread) = (
+            handle(CudaStreamPtr::LEGACY),
+            handle(CudaStreamPtr::PER_THREAD),
+        );
+        assert_ne!(legacy, per_thread);
+        for elsewhere in [false, true] {
+            let array = t
+                .clone()
+                .into_device_array(CudaStreamPtr::PER_THREAD)
+                .unwrap();
+            recorded.lock().unwrap().clear();
+            if elsewhere {
+                std::thread::spawn(move || drop(array)).join().unwrap();
+            } else {
+                drop(array);
+            }
+            let want = if elsewhere { legacy } else { per_thread };
+            assert_eq!(
+                *recorded.lock().unwrap(),
+                vec![want],
+                "dropped on another thread: {elsewhere}"
+            );
+        }
+        drop(t);
+        s.finish();
     }
 }
 

@@ -593,3 +593,90 @@ fn host_spec(slots: u32) -> PoolSpec {
         release_capacity: 0,
     }
 }
+
+/// A committed device tensor of 16 bytes, written on `producer` (bound as the pool's
+/// planned stream, as a session binds its output's).
+fn device_tensor(rig: &Rig, producer: StreamHandle) -> crate::Tensor {
+    rig.pool.bind_loan_streams(LoanStreams {
+        planned: Some(producer),
+        fused: None,
+    });
+    crate::tensor::TensorOutputLoan::new(
+        &rig.pool,
+        crate::TensorLoanRequest {
+            shape: &[16],
+            dtype: DType::U8,
+        },
+    )
+    .unwrap()
+    .write(producer)
+    .unwrap()
+    .commit()
+    .unwrap()
+    .into_tensor()
+}
+
+/// Kills `DeviceArray::drop`'s `synchronize_stream(..).is_ok() && mark_clean` → `||`: an
+/// array whose release record failed waits for its stream on the host, and then marks
+/// the position clean only on a caller's raw stream — a stream the backend runs may go
+/// on carrying work on the slot, so its position stays for the last handle to record.
+#[test]
+fn a_failed_hand_off_record_marks_clean_only_a_callers_raw_stream() {
+    use crate::device::{CudaStreamPtr, StreamOrQueue};
+    let faults = FaultInjecting::new(SoftwareDevice::new());
+    let rig = Rig::new(Arc::clone(&faults) as Arc<dyn DeviceBackend>, 1, 2);
+    let producer = rig.stream();
+    let t = device_tensor(&rig, producer);
+    let backend_stream = rig.stream();
+    for (stream, marked) in [
+        (StreamOrQueue::Backend(backend_stream), 0b00),
+        // The software device's default stream stands for a caller's raw stream.
+        (StreamOrQueue::Cuda(CudaStreamPtr::LEGACY), 0b10),
+    ] {
+        let array = t.device_array(stream).unwrap();
+        faults.fail_nth(CallKind::RecordEvent, 1, ErrorCode::DeviceUnavailable);
+        let synchronized = faults.calls(CallKind::SynchronizeStream);
+        drop(array);
+        assert_eq!(
+            faults.injected(CallKind::RecordEvent),
+            u64::from(marked != 0) + 1
+        );
+        assert_eq!(
+            faults.calls(CallKind::SynchronizeStream),
+            synchronized + 1,
+            "the failed record fell back to a host wait"
+        );
+        assert_eq!(rig.clean(0), marked, "{stream:?}");
+    }
+    drop(t);
+    assert!(rig.wait_free(1));
+}
+
+/// Kills `hand_off`'s `stream == PER_THREAD` → `!=` (which stream a hand-off's release is
+/// recorded on when its array is dropped on another thread): an array on a stream other
+/// than CUDA's per-thread default stream records its release on that stream, whichever
+/// thread drops it.
+#[test]
+fn an_array_dropped_on_another_thread_records_on_its_own_stream() {
+    use crate::device::{DeviceCall, Observed, StreamOrQueue};
+    let recorded: Arc<std::sync::Mutex<Vec<u64>>> = Arc::default();
+    let sink = Arc::clone(&recorded);
+    let observed = Observed::new(SoftwareDevice::new(), move |call, _| {
+        if let DeviceCall::RecordEvent { stream, .. } = call {
+            sink.lock().unwrap().push(stream.raw());
+        }
+    });
+    let rig = Rig::new(observed, 1, 2);
+    let producer = rig.stream();
+    let t = device_tensor(&rig, producer);
+    let caller = rig.stream();
+    let array = t
+        .clone()
+        .into_device_array(StreamOrQueue::Backend(caller))
+        .unwrap();
+    recorded.lock().unwrap().clear();
+    std::thread::spawn(move || drop(array)).join().unwrap();
+    assert_eq!(*recorded.lock().unwrap(), vec![caller.raw()]);
+    drop(t);
+    assert!(rig.wait_free(1));
+}
