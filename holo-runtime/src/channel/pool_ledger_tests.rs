@@ -680,3 +680,40 @@ fn an_array_dropped_on_another_thread_records_on_its_own_stream() {
     drop(t);
     assert!(rig.wait_free(1));
 }
+
+/// Kills `Drop for HostCopy` → `()` and its `pending && …` → `||`: a copy to the host
+/// dropped before it was synchronized waits for the array's stream (its destination must
+/// outlive the copy), once; one already synchronized waits no more.
+#[test]
+fn an_unsynchronized_host_copy_waits_for_its_stream_when_dropped() {
+    use crate::device::StreamOrQueue;
+    let rig = Rig::software(1, 2);
+    let producer = rig.stream();
+    let t = device_tensor(&rig, producer);
+    let caller = rig.stream();
+    let array = t.device_array(StreamOrQueue::Backend(caller)).unwrap();
+    let waits = || rig.backend.counters().snapshot().stream_synchronize;
+    rig.backend
+        .enqueue_delay(caller, Duration::from_millis(100))
+        .unwrap();
+    let before = waits();
+    let copy = array.copy_to_host_async(vec![0; 16]).unwrap();
+    let probe = rig.probe(caller);
+    drop(copy);
+    assert_eq!(waits() - before, 1, "the unsynchronized copy waited once");
+    assert!(
+        rig.backend.query_event(probe).unwrap(),
+        "the stream ran the copy before its destination was freed"
+    );
+    let before = waits();
+    let bytes = array
+        .copy_to_host_async(vec![0; 16])
+        .unwrap()
+        .synchronize_stream()
+        .unwrap();
+    assert_eq!(bytes.len(), 16);
+    assert_eq!(waits() - before, 1, "synchronized once, not again at drop");
+    drop(array);
+    drop(t);
+    assert!(rig.wait_free(1));
+}
