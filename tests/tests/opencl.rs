@@ -500,6 +500,9 @@ fn a_wrapped_cl_mem_is_read_only_ordered_and_released_once() {
     let mut t = Tensor::from_cl_mem(&device, buffer.ptr(), &[4, 64], DType::U8).unwrap();
     assert_eq!(buffer.reference_count(), 2, "holo holds its own reference");
     assert_eq!(t.byte_size(), 256);
+    // The view's own metadata (cargo-mutants found its rank and dtype unchecked; the
+    // F32 view below checks the dtype).
+    assert_eq!((t.shape(), t.rank()), (&[4, 64][..], 2));
     // Read-only forever.
     assert_eq!(
         t.mutable_data().unwrap_err().code(),
@@ -563,6 +566,12 @@ fn a_cl_mem_of_another_context_a_null_one_or_a_short_one_is_refused() {
     let software: Arc<dyn DeviceBackend> = SoftwareDevice::new();
     let error = Tensor::from_cl_mem(&software, ours.ptr(), &[64], DType::U8).unwrap_err();
     assert_eq!(error.code(), ErrorCode::NotSupported);
+    // The largest view that fits, of another dtype: its metadata is the view's.
+    let view = Tensor::from_cl_mem(&device, ours.ptr(), &[2, 8], DType::F32).unwrap();
+    assert_eq!(
+        (view.shape(), view.rank(), view.dtype(), view.byte_size()),
+        (&[2, 8][..], 2, DType::F32, 64)
+    );
 }
 
 #[test]
