@@ -20,6 +20,7 @@
 //! events it polls before reuse; a frame is dropped and counted when a queue is full or no
 //! slot is free) and a thread per consumer (wait, copy, release record).
 
+use std::fmt::Write as _;
 use std::sync::Mutex;
 
 use crossbeam_queue::ArrayQueue;
@@ -258,7 +259,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
         source: Arc::clone(&source),
         local: Vec::with_capacity(MEASURED as usize),
     };
-    let c = || ConnectionOptions::default().with_queue_depth(DEPTH as u32);
+    let depth = || ConnectionOptions::default().with_queue_depth(DEPTH as u32);
     let mut bound = vec!["head"];
     let mut names = vec!["head"];
     if scenario.is_fork() {
@@ -266,7 +267,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
             let s = g
                 .add_operator(name, sink(i), ParamSet::defaults().unwrap())
                 .unwrap();
-            g.add_flow(h.out, s.input, c());
+            g.add_flow(h.out, s.input, depth());
             names.push(name);
         }
     } else {
@@ -278,11 +279,11 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
                 ParamSet::defaults().unwrap(),
             )
             .unwrap();
-        g.add_flow(h.out, f.input, c());
+        g.add_flow(h.out, f.input, depth());
         let s = g
             .add_operator("sink0", sink(0), ParamSet::defaults().unwrap())
             .unwrap();
-        g.add_flow(f.out, s.input, c());
+        g.add_flow(f.out, s.input, depth());
         bound.push("forward");
         names.extend(["forward", "sink0"]);
     }
@@ -443,7 +444,8 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures {
 fn row(name: &str, f: &Figures) {
     let mut s = format!("{name:<30}");
     for (i, (rate, p50, p99)) in f.sinks.iter().enumerate() {
-        s += &format!(
+        let _ = write!(
+            s,
             "  sink{i} {:>7.1} k/s p50 {p50:>7.1} p99 {p99:>8.1} µs",
             rate / 1e3
         );
