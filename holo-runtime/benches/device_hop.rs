@@ -77,27 +77,37 @@ struct Head {
 
 impl Operator for Head {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        let stream = ctx.cuda_stream()?;
-        let device = ctx.device().unwrap();
-        let loan = match self.out.allocate_tensor(TensorLoanRequest {
-            shape: &[BYTES as u64],
-            dtype: DType::U8,
-        }) {
-            Ok(l) => l,
-            Err(e) if e.code() == ErrorCode::ResourceExhausted => {
-                diag::HEAD_EXHAUSTED.fetch_add(1, Ordering::Relaxed);
-                return Ok(());
-            }
-            Err(e) => return Err(e),
+        let Some(frame) = fill_frame(&mut self.out, ctx)? else {
+            diag::HEAD_EXHAUSTED.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
         };
-        let w = loan.write(stream)?;
-        // SAFETY: the writer owns the slot; the fill stays inside it.
-        unsafe { device.memset_async(w.device_ptr(), 0x2A, BYTES, w.stream())? };
-        match self.out.emit(w.commit()?, EmitOptions::default()) {
+        match self.out.emit(frame, EmitOptions::default()) {
             Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
             other => other,
         }
     }
+}
+
+/// Loans a frame of `out`, fills it on the operator's stream and commits it; `None` when
+/// the pool has no free slot (`ResourceExhausted`).
+fn fill_frame(
+    out: &mut Output<Tensor>,
+    ctx: &mut ExecutionContext<'_>,
+) -> Result<Option<holo_runtime::CommittedTensor>> {
+    let stream = ctx.cuda_stream()?;
+    let device = ctx.device().unwrap();
+    let loan = match out.allocate_tensor(TensorLoanRequest {
+        shape: &[BYTES as u64],
+        dtype: DType::U8,
+    }) {
+        Ok(l) => l,
+        Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let w = loan.write(stream)?;
+    // SAFETY: the writer owns the slot; the fill stays inside it.
+    unsafe { device.memset_async(w.device_ptr(), 0x2A, BYTES, w.stream())? };
+    w.commit().map(Some)
 }
 
 /// Copies its input into a slot of its own on its stream; forwards it when connected.

@@ -29,10 +29,10 @@ use holo_runtime::plan::CudaComputeStreamPolicy;
 
 use super::diag::{RawRing, raw_for, relax};
 use super::{
-    AllocKind, Arc, AtomicU64, BYTES, CompileOptions, ConnectionOptions, DType, DeviceBackend,
-    DevicePtr, Duration, EmitOptions, ErrorCode, ExecutionContext, Graph, Input, Instant, K,
-    Operator, Ordering, Output, ParamSet, PartitionSpec, Partitioning, Result, RunSession,
-    SessionOptions, Tensor, TensorLoanRequest, compile, idle_spin, operator,
+    AllocKind, Arc, AtomicU64, BYTES, CompileOptions, ConnectionOptions, DeviceBackend, DevicePtr,
+    Duration, EmitOptions, ErrorCode, ExecutionContext, Graph, Input, Instant, K, Operator,
+    Ordering, Output, ParamSet, PartitionSpec, Partitioning, Result, RunSession, SessionOptions,
+    Tensor, compile, idle_spin, operator,
 };
 
 /// Deliveries per sink before the measured window, and in it.
@@ -91,27 +91,14 @@ struct ClockedHead {
 
 impl Operator for ClockedHead {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        let stream = ctx.cuda_stream()?;
-        let device = ctx.device().unwrap();
-        let loan = match self.out.allocate_tensor(TensorLoanRequest {
-            shape: &[BYTES as u64],
-            dtype: DType::U8,
-        }) {
-            Ok(l) => l,
-            Err(e) if e.code() == ErrorCode::ResourceExhausted => {
-                self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
-                return Ok(());
-            }
-            Err(e) => return Err(e),
+        let Some(frame) = super::fill_frame(&mut self.out, ctx)? else {
+            self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
         };
-        let w = loan.write(stream)?;
-        // SAFETY: the writer owns the slot; the fill stays inside it.
-        unsafe { device.memset_async(w.device_ptr(), 0x2A, BYTES, w.stream())? };
-        let t = w.commit()?;
-        match self
-            .out
-            .emit(t, EmitOptions::default().with_capture_time(Instant::now()))
-        {
+        match self.out.emit(
+            frame,
+            EmitOptions::default().with_capture_time(Instant::now()),
+        ) {
             Err(e) if e.code() == ErrorCode::Backpressured => {
                 self.stats.backpressured.fetch_add(1, Ordering::Relaxed);
                 Ok(())
