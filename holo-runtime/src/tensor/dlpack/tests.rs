@@ -524,14 +524,15 @@ fn released_imports_are_recycled_and_a_stale_slot_ref_is_refused() {
     assert!(seen, "a released import's pool is reused");
 }
 
-#[test]
-fn a_device_import_has_no_contract_until_its_stream_is_recorded() {
-    let backend: Arc<dyn crate::device::DeviceBackend> = crate::device::SoftwareDevice::new();
-    let bytes = 8;
+/// A foreign (DLPack) tensor of 8 bytes in pinned host memory of `backend`, imported:
+/// the tensor, the allocation (the caller frees it after the deleter ran) and the
+/// deleter's run count.
+fn pinned_import(
+    backend: &Arc<dyn crate::device::DeviceBackend>,
+) -> (Tensor, crate::device::DevicePtr, Arc<AtomicUsize>) {
     let ptr = backend
-        .alloc(crate::device::AllocKind::PinnedHost, bytes)
+        .alloc(crate::device::AllocKind::PinnedHost, 8)
         .unwrap();
-    let stream = backend.create_stream().unwrap();
     let (raw, deleted) = foreign(&Spec {
         device: DLDevice {
             device_type: DLDeviceType::CUDAHOST,
@@ -540,11 +541,20 @@ fn a_device_import_has_no_contract_until_its_stream_is_recorded() {
         ..spec(&[8])
     });
     // SAFETY: the descriptor is owned; its data now points at the pinned allocation,
-    // which outlives the tensor (freed below, after the deleter ran).
+    // which outlives the tensor (the caller frees it after the deleter ran).
     let t = unsafe {
         (*raw).dl_tensor.data = ptr.as_host_ptr().cast();
-        Tensor::from_dlpack_raw(raw, Some(&backend)).unwrap()
+        Tensor::from_dlpack_raw(raw, Some(backend)).unwrap()
     };
+    (t, ptr, deleted)
+}
+
+#[test]
+fn a_device_import_has_no_contract_until_its_stream_is_recorded() {
+    let backend: Arc<dyn crate::device::DeviceBackend> = crate::device::SoftwareDevice::new();
+    let bytes = 8;
+    let stream = backend.create_stream().unwrap();
+    let (t, ptr, deleted) = pinned_import(&backend);
     assert_eq!(t.memory_kind(), crate::MemoryKind::PinnedHost);
     assert!(!t.has_readiness_stream_contract());
     assert_eq!(t.readiness(), TensorReadiness::Uncontracted);
@@ -590,25 +600,11 @@ fn a_consumer_waits_for_a_foreign_readiness_being_recorded() {
     let faults = FaultInjecting::new(SoftwareDevice::new());
     let backend: Arc<dyn crate::device::DeviceBackend> = Arc::clone(&faults) as _;
     let bytes = 8;
-    let ptr = backend
-        .alloc(crate::device::AllocKind::PinnedHost, bytes)
-        .unwrap();
     let (producer, consumer) = (
         backend.create_stream().unwrap(),
         backend.create_stream().unwrap(),
     );
-    let (raw, deleted) = foreign(&Spec {
-        device: DLDevice {
-            device_type: DLDeviceType::CUDAHOST,
-            device_id: 0,
-        },
-        ..spec(&[8])
-    });
-    // SAFETY: as in `a_device_import_has_no_contract_until_its_stream_is_recorded`.
-    let t = unsafe {
-        (*raw).dl_tensor.data = ptr.as_host_ptr().cast();
-        Tensor::from_dlpack_raw(raw, Some(&backend)).unwrap()
-    };
+    let (t, ptr, deleted) = pinned_import(&backend);
     let refused = t.pool.readiness_event(t.slot).map(|_| ()).unwrap_err();
     assert_eq!(refused.code(), ErrorCode::ProtocolError, "{refused}");
     faults.slow_nth(
