@@ -35,6 +35,7 @@
 //! HOLO_DEVICE=cuda HOLO_BENCH_IDLE_SPIN_US=0 ./device_hop-* --bench
 //! HOLO_DEVICE=cuda ./device_hop-* diag
 //! HOLO_DEVICE=cuda ./device_hop-* fork                      # issue 17's fork latency
+//! HOLO_DEVICE=cuda ./device_hop-* fork-diag                 # … and its driver time per thread
 //! ```
 
 #![allow(
@@ -515,6 +516,10 @@ fn main() {
     }
     if std::env::args().any(|a| a == "diag") {
         diag::run(&device);
+        return;
+    }
+    if std::env::args().any(|a| a == "fork-diag") {
+        fork::run_diag(&device);
         return;
     }
     if std::env::args().any(|a| a == "fork") {

@@ -45,7 +45,7 @@ thread_local! {
 }
 
 /// Adds one call of `call`'s kind, `took` long, to the calling thread's accumulator.
-fn tally(call: DeviceCall, took: Duration) {
+pub(super) fn tally(call: DeviceCall, took: Duration) {
     let kind = match call {
         DeviceCall::RecordEvent { .. } => 0,
         DeviceCall::WaitEvent { .. } => 1,
@@ -60,7 +60,7 @@ fn tally(call: DeviceCall, took: Duration) {
     });
 }
 
-fn snapshot() -> Vec<(String, [u64; 12])> {
+pub(super) fn snapshot() -> Vec<(String, [u64; 12])> {
     THREADS
         .lock()
         .unwrap()
@@ -75,7 +75,7 @@ fn snapshot() -> Vec<(String, [u64; 12])> {
 }
 
 /// Prints each thread's driver time per frame between two snapshots.
-fn report(before: &[(String, [u64; 12])], after: &[(String, [u64; 12])], frames: f64) {
+pub(super) fn report(before: &[(String, [u64; 12])], after: &[(String, [u64; 12])], frames: f64) {
     for (i, (name, a)) in after.iter().enumerate() {
         let b = before.get(i).map_or([0; 12], |x| x.1);
         let d: Vec<u64> = (0..12).map(|k| a[k] - b[k]).collect();

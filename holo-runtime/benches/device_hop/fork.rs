@@ -3,7 +3,8 @@
 //! The workload of the issue's comparison: a source on a 1 µs clock
 //! (`trigger = clock(hz = 1_000_000)`) fills a 256-byte device frame on its stream and
 //! emits it with its capture time, counting the frames it could not loan
-//! (`ResourceExhausted`) or emit (`Backpressured`); blocking queues of depth 4; each sink
+//! (`ResourceExhausted`) or emit (`Backpressured`: it checks `Output::has_room` first and
+//! fills nothing then, as the raw producer checks its queues); blocking queues of depth 4; each sink
 //! copies the frame on its own stream into a buffer of its own (the stand-in for an add
 //! kernel) and records capture → receipt. Scenarios:
 //!
@@ -91,6 +92,11 @@ struct ClockedHead {
 
 impl Operator for ClockedHead {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        // As the raw producer does: no frame is filled for a queue that has no room.
+        if !self.out.has_room() {
+            self.stats.backpressured.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
         let Some(frame) = super::fill_frame(&mut self.out, ctx)? else {
             self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
             return Ok(());
@@ -466,5 +472,30 @@ pub(super) fn run(device: &Arc<dyn DeviceBackend>, runs: usize) {
         }
         row("raw threaded, 2 consumers", &raw(device, 2));
         row("raw threaded, 1 consumer", &raw(device, 1));
+    }
+}
+
+/// `device_hop fork-diag`: the fork and the chain under both policies through a timing
+/// wrapper (`diag`'s): driver time per delivered frame by call kind and thread, to find
+/// where a frame's latency goes (issue 17, item 2).
+pub(super) fn run_diag(device: &Arc<dyn DeviceBackend>) {
+    let timed: Arc<dyn DeviceBackend> =
+        holo_runtime::device::Observed::new(Arc::clone(device), super::diag::tally);
+    println!(
+        "fork diag on {} {}: driver ns per delivered frame (warm-up included), kind calls×ns, per thread",
+        device.backend_kind().name(),
+        device.ordinal()
+    );
+    for scenario in [
+        Scenario::Fork,
+        Scenario::ForkShared,
+        Scenario::Chain,
+        Scenario::ChainShared,
+    ] {
+        let before = super::diag::snapshot();
+        let f = holo(&timed, scenario);
+        let after = super::diag::snapshot();
+        row(&format!("holo {}", scenario.name()), &f);
+        super::diag::report(&before, &after, (WARM + MEASURED) as f64);
     }
 }
