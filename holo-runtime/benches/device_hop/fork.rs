@@ -4,9 +4,9 @@
 //! (`trigger = clock(hz = 1_000_000)`) fills a 256-byte device frame on its stream and
 //! emits it with its capture time, counting the frames it could not loan
 //! (`ResourceExhausted`) or emit (`Backpressured`: it checks `Output::has_room` first and
-//! fills nothing then, as the raw producer checks its queues); blocking queues of depth 4; each sink
-//! copies the frame on its own stream into a buffer of its own (the stand-in for an add
-//! kernel) and records capture → receipt. Scenarios:
+//! fills nothing then, as the raw producer checks its queues); blocking queues of depth
+//! 4; each sink copies the frame on its own stream into a buffer of its own (the
+//! stand-in for an add kernel) and records capture → receipt. Scenarios:
 //!
 //! - **fork, default policy**: source → {sink0, sink1}, three partitions, three streams;
 //! - **fork, shared stream**: the same under `CudaComputeStreamPolicy::SharedProcessDevice`;
@@ -62,7 +62,7 @@ struct SinkStats {
 }
 
 impl SinkStats {
-    /// A frame received at `now` (ns since the anchor), captured `latency` ns earlier.
+    /// A frame received now, captured `latency` ns earlier.
     fn frame(&self, latency: u64, source: &SourceStats, local: &mut Vec<u64>) {
         let n = self.frames.fetch_add(1, Ordering::Release) + 1;
         if n > WARM && n <= WARM + MEASURED && local.len() < local.capacity() {
