@@ -278,13 +278,9 @@ fn bind(device: &Arc<dyn DeviceBackend>) {
 /// fenced hop, two the fork.
 pub(super) fn raw_threaded(device: &Arc<dyn DeviceBackend>, consumers: usize) -> f64 {
     let d = device.as_ref();
-    let RawRing {
-        slots,
-        scratch,
-        s,
-        ready,
-        rel,
-    } = RawRing::new(d, consumers);
+    let ring = RawRing::new(d, consumers);
+    let (slots, scratch, s, ready, rel) =
+        (&ring.slots, &ring.scratch, &ring.s, &ring.ready, &ring.rel);
     let hops: Vec<Arc<ArrayQueue<usize>>> = (0..consumers)
         .map(|_| Arc::new(ArrayQueue::new(K)))
         .collect();
@@ -297,9 +293,9 @@ pub(super) fn raw_threaded(device: &Arc<dyn DeviceBackend>, consumers: usize) ->
             let (device, hop, ready, rel, slots, recorded) = (
                 Arc::clone(device),
                 Arc::clone(&hops[c]),
-                Arc::clone(&ready),
-                Arc::clone(&rel),
-                Arc::clone(&slots),
+                Arc::clone(ready),
+                Arc::clone(rel),
+                Arc::clone(slots),
                 Arc::clone(&recorded[c]),
             );
             let (stream, dst) = (s[1 + c], scratch[c]);
@@ -351,18 +347,11 @@ pub(super) fn raw_threaded(device: &Arc<dyn DeviceBackend>, consumers: usize) ->
         .map(|c| c.join().unwrap())
         .min()
         .unwrap();
-    for &st in &s {
+    for &st in s {
         d.synchronize_stream(st).unwrap();
     }
     let ns = t0.elapsed().as_nanos() as f64 / FRAMES as f64;
-    RawRing {
-        slots,
-        scratch,
-        s,
-        ready,
-        rel,
-    }
-    .free(d);
+    ring.free(d);
     ns
 }
 

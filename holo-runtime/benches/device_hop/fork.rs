@@ -327,13 +327,9 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
 fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures {
     super::anchor();
     let d = device.as_ref();
-    let RawRing {
-        slots,
-        scratch,
-        s,
-        ready,
-        rel,
-    } = RawRing::new(d, consumers);
+    let ring = RawRing::new(d, consumers);
+    let (slots, scratch, s, ready, rel) =
+        (&ring.slots, &ring.scratch, &ring.s, &ring.ready, &ring.rel);
     // A frame in flight: its slot and capture time.
     let hops: Vec<Arc<ArrayQueue<(usize, Instant)>>> = (0..consumers)
         .map(|_| Arc::new(ArrayQueue::new(DEPTH)))
@@ -351,9 +347,9 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures {
             let (device, hop, ready, rel, slots, released, stats, source, stop) = (
                 Arc::clone(device),
                 Arc::clone(&hops[c]),
-                Arc::clone(&ready),
-                Arc::clone(&rel),
-                Arc::clone(&slots),
+                Arc::clone(ready),
+                Arc::clone(rel),
+                Arc::clone(slots),
                 Arc::clone(&released),
                 Arc::clone(&sinks[c]),
                 Arc::clone(&source),
@@ -423,14 +419,7 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures {
     for t in threads {
         t.join().unwrap();
     }
-    RawRing {
-        slots,
-        scratch,
-        s,
-        ready,
-        rel,
-    }
-    .free(d);
+    ring.free(d);
     figures(&sinks)
 }
 
