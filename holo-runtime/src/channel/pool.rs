@@ -1620,7 +1620,7 @@ fn device_backing(
 mod tests {
     use super::*;
 
-    fn spec(kind: MemoryKind, slots: u32) -> PoolSpec {
+    pub(super) fn spec(kind: MemoryKind, slots: u32) -> PoolSpec {
         PoolSpec {
             name: "op.out".into(),
             location: "op.out",
@@ -1920,9 +1920,33 @@ mod tests {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(holo_loom)))]
 #[path = "pool_ledger_tests.rs"]
 mod ledger_tests;
+
+/// A `u8` tensor of `shape` loaned from `pool`, written on `producer` (a stream the pool's
+/// loans may be written on) and committed there: the handles the ledger tests and the
+/// loom models drive.
+#[cfg(test)]
+pub(crate) fn written_tensor(
+    pool: &Arc<Pool>,
+    shape: &[u64],
+    producer: StreamHandle,
+) -> crate::Tensor {
+    crate::tensor::TensorOutputLoan::new(
+        pool,
+        crate::TensorLoanRequest {
+            shape,
+            dtype: DType::U8,
+        },
+    )
+    .unwrap()
+    .write(producer)
+    .unwrap()
+    .commit()
+    .unwrap()
+    .into_tensor()
+}
 
 /// loom models of the pool's parked-count protocol and of its release-stream marks: every
 /// interleaving of the threads (up to the preemption bound) drives the real pool and real
@@ -2114,13 +2138,7 @@ pub(crate) mod loom_models {
 
     /// A tensor written on `producer`, its readiness recorded there.
     pub(crate) fn device_tensor(pool: &Arc<Pool>, producer: StreamHandle) -> Tensor {
-        TensorOutputLoan::new(pool, REQUEST)
-            .unwrap()
-            .write(producer)
-            .unwrap()
-            .commit()
-            .unwrap()
-            .into_tensor()
+        super::written_tensor(pool, REQUEST.shape, producer)
     }
 
     /// After the model's threads: the worker's pass returns the slot (the fake device

@@ -21,7 +21,6 @@ struct Rig {
     retirer: Arc<Retirer>,
     worker: Option<JoinHandle<()>>,
     pool: PoolOwner,
-    capacity: u32,
 }
 
 impl Rig {
@@ -29,15 +28,8 @@ impl Rig {
         let retirer = Retirer::new();
         let worker = retirer.start(slots as usize, Duration::ZERO).unwrap();
         let spec = PoolSpec {
-            name: "op.out".into(),
-            location: "op.out",
-            kind: MemoryKind::CudaDevice,
-            dtype: Some(DType::U8),
-            rank: None,
-            max_rank: 1,
-            per_slot_bytes: 16,
-            slot_count: slots,
             release_capacity: capacity,
+            ..super::tests::spec(MemoryKind::CudaDevice, slots)
         };
         let pool = Pool::materialize(spec, Some((&backend, &retirer))).unwrap();
         Rig {
@@ -45,7 +37,6 @@ impl Rig {
             retirer,
             worker: Some(worker),
             pool,
-            capacity,
         }
     }
 
@@ -100,7 +91,7 @@ impl Rig {
     /// Release position `i`'s event of `slot`.
     fn event(&self, slot: u32, i: usize) -> EventHandle {
         let d = self.pool.device().unwrap();
-        d.release_events[slot as usize * self.capacity as usize + i]
+        d.release_events[slot as usize * d.release_capacity as usize + i]
     }
 
     fn clean(&self, slot: u32) -> u64 {
@@ -582,15 +573,8 @@ fn an_elided_readiness_is_recorded_once_on_the_writers_stream() {
 
 fn host_spec(slots: u32) -> PoolSpec {
     PoolSpec {
-        name: "op.out".into(),
-        location: "op.out",
-        kind: MemoryKind::Host,
-        dtype: Some(DType::U8),
-        rank: None,
-        max_rank: 1,
-        per_slot_bytes: 16,
-        slot_count: slots,
         release_capacity: 0,
+        ..super::tests::spec(MemoryKind::Host, slots)
     }
 }
 
@@ -601,19 +585,7 @@ fn device_tensor(rig: &Rig, producer: StreamHandle) -> crate::Tensor {
         planned: Some(producer),
         fused: None,
     });
-    crate::tensor::TensorOutputLoan::new(
-        &rig.pool,
-        crate::TensorLoanRequest {
-            shape: &[16],
-            dtype: DType::U8,
-        },
-    )
-    .unwrap()
-    .write(producer)
-    .unwrap()
-    .commit()
-    .unwrap()
-    .into_tensor()
+    written_tensor(&rig.pool, &[16], producer)
 }
 
 /// Kills `DeviceArray::drop`'s `synchronize_stream(..).is_ok() && mark_clean` → `||`: an
