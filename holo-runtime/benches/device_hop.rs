@@ -265,14 +265,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
         Shape::Chain4 => assert_eq!(fused, 3),
         Shape::FencedHop | Shape::Fork => assert_eq!(fused, 0),
     }
-    let session = RunSession::start(
-        g,
-        &plan,
-        SessionOptions::default()
-            .with_idle_spin(idle_spin())
-            .on_device(Arc::clone(device)),
-    )
-    .unwrap();
+    let session = start_session(g, &plan, device);
     let sinks: &[&Arc<Progress>] = if matches!(shape, Shape::Fork) {
         &[&done, &done2]
     } else {
@@ -475,6 +468,22 @@ fn raw(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> f64 {
     #[allow(clippy::cast_precision_loss)]
     let ns = dt.as_nanos() as f64 / FRAMES as f64;
     ns
+}
+
+/// Starts a bench session of `g` on `device`, with the bench's idle spin.
+fn start_session(
+    g: Graph,
+    plan: &holo_runtime::plan::ExecutionPlan,
+    device: &Arc<dyn DeviceBackend>,
+) -> RunSession {
+    RunSession::start(
+        g,
+        plan,
+        SessionOptions::default()
+            .with_idle_spin(idle_spin())
+            .on_device(Arc::clone(device)),
+    )
+    .unwrap()
 }
 
 /// `SessionOptions::idle_spin` for holo's sessions: the default, or

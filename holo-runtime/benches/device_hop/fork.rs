@@ -32,8 +32,7 @@ use super::diag::{RawRing, raw_for, relax};
 use super::{
     AllocKind, Arc, AtomicU64, BYTES, CompileOptions, ConnectionOptions, DeviceBackend, DevicePtr,
     Duration, EmitOptions, ErrorCode, ExecutionContext, Graph, Input, Instant, K, Operator,
-    Ordering, Output, ParamSet, PartitionSpec, Partitioning, Result, RunSession, SessionOptions,
-    Tensor, compile, idle_spin, operator,
+    Ordering, Output, ParamSet, PartitionSpec, Partitioning, Result, Tensor, compile, operator,
 };
 
 /// Deliveries per sink before the measured window, and in it.
@@ -62,6 +61,13 @@ struct SinkStats {
 }
 
 impl SinkStats {
+    /// The measured window's length, in seconds.
+    fn window_secs(&self) -> f64 {
+        let w0 = self.window[0].load(Ordering::Acquire);
+        let w1 = self.window[1].load(Ordering::Acquire);
+        w1.saturating_sub(w0) as f64 / 1e9
+    }
+
     /// A frame received now, captured `latency` ns earlier.
     fn frame(&self, latency: u64, source: &SourceStats, local: &mut Vec<u64>) {
         let n = self.frames.fetch_add(1, Ordering::Release) + 1;
@@ -201,19 +207,15 @@ fn quantile_us(v: &mut [u64], q: f64) -> f64 {
 fn figures(sinks: &[Arc<SinkStats>]) -> Figures {
     let mut out = Vec::new();
     for s in sinks {
-        let w0 = s.window[0].load(Ordering::Acquire);
-        let w1 = s.window[1].load(Ordering::Acquire);
-        let secs = (w1.saturating_sub(w0)) as f64 / 1e9;
         let mut l = s.latencies.lock().unwrap().clone();
         out.push((
-            MEASURED as f64 / secs,
+            MEASURED as f64 / s.window_secs(),
             quantile_us(&mut l, 0.5),
             quantile_us(&mut l, 0.99),
         ));
     }
     let s = &sinks[0];
-    let secs =
-        (s.window[1].load(Ordering::Acquire) - s.window[0].load(Ordering::Acquire)) as f64 / 1e9;
+    let secs = s.window_secs();
     let per = |i: usize| {
         (s.refusals[1][i].load(Ordering::Acquire) - s.refusals[0][i].load(Ordering::Acquire)) as f64
             / secs
@@ -298,14 +300,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
             .collect()
     });
     let plan = compile(&g, options).unwrap();
-    let session = RunSession::start(
-        g,
-        &plan,
-        SessionOptions::default()
-            .with_idle_spin(idle_spin())
-            .on_device(Arc::clone(device)),
-    )
-    .unwrap();
+    let session = super::start_session(g, &plan, device);
     let deadline = Instant::now() + Duration::from_mins(2);
     while sinks
         .iter()
