@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run on the GPU machine from the repo root after a bundle (.ci/h200-bundle.sh): the
+# Run on the GPU machine from the repo root after a bundle (.ci/h200-bundle.sh or
+# .ci/h200-bundle-targeted.sh): the
 # hand-off's device tests, then three interleaved rounds of the benches whose targets sit
 # near their noise (issue 12's fused hop and in-partition host hop, issue 13's hand-off).
 # HOLO_BENCH_PAIRS (device_hop's interleaved pairs) defaults to 31 here.
@@ -12,7 +13,8 @@ t() {
   echo "test ${n%-*}: rc=$rc $(grep -h 'test result' "$out/$n.log" | awk '{p+=$4; f+=$6} END {print p" passed, "f" failed"}')"
   [ $rc = 0 ] || { status=1; grep -E "FAILED|panicked" -A5 "$out/$n.log" | head -20; }
 }
-for n in handoff cuda_context dlpack topics stream_contract holo_runtime ${EXTRA_TESTS:-}; do
+# HOLO_SKIP_TESTS=1: the bench rounds only (as .ci/h200-fork.sh runs them).
+[ -n "${HOLO_SKIP_TESTS:-}" ] || for n in handoff cuda_context dlpack topics stream_contract holo_runtime ${EXTRA_TESTS:-}; do
   for b in .gpu/bin/$n-*; do [ -x "$b" ] && t "$b"; done
 done
 H=$(ls .gpu/bench/handoff-* | head -1); D=$(ls .gpu/bench/device_hop-* | head -1); O=$(ls .gpu/bench/host_hop-* | head -1)
