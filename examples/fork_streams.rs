@@ -6,6 +6,10 @@
 //! prints the partitions and streams under both policies — the default and
 //! `SharedProcessDevice` (one stream per device) — then runs the configured one: A fills a
 //! device frame on S_A; B and C each wait for it on their own stream and check it there.
+//! Under `SharedProcessDevice` the three partitions submit on one stream, so the plan gives
+//! them one thread (serial GPU submission: several threads on one stream would serialize
+//! in the driver) and fuses A's fan-out — both legs are on A's stream, so no event orders
+//! anything.
 //! With no CUDA device it says so and runs on holo's software device.
 //!
 //! ```text
@@ -148,11 +152,12 @@ fn print_streams(title: &str, plan: &ExecutionPlan, out: HumanOutput) {
             .map(|s| format!("S{} on cuda:{}", s.id, s.device))
             .collect();
         out.println(format_args!(
-            "  partition {} ({}): {} → {}",
+            "  partition {} ({}): {} → {}, thread {}",
             p.name,
             p.reason,
             ops.join(", "),
-            streams.join(", ")
+            streams.join(", "),
+            p.thread
         ));
     }
 }

@@ -415,6 +415,70 @@ fn each_consumer_waits_and_records_its_release_on_its_own_thread() {
     }
 }
 
+/// Under `SharedProcessDevice` the partitions that submit on the one shared stream are run
+/// by one thread (several threads submitting to one stream serialize in the driver): the
+/// plan says so, and every device call of a partition comes from that thread.
+/// The default policy keeps a thread per partition.
+#[test]
+fn under_the_shared_policy_one_thread_submits_to_the_shared_stream() {
+    use holo_runtime::plan::CudaComputeStreamPolicy;
+    for inner in test_backends() {
+        let submitters = Arc::new(Mutex::new(std::collections::HashSet::new()));
+        let sink = Arc::clone(&submitters);
+        let device: Arc<dyn DeviceBackend> = Observed::new(Arc::clone(&inner), move |_, _| {
+            // Every call a partition thread makes (not the retirement worker's, nor
+            // the test thread's setup and teardown).
+            let name = std::thread::current().name().map(str::to_owned);
+            if name.as_deref().is_some_and(|n| n.starts_with("holo-p")) {
+                sink.lock().unwrap().insert(name);
+            }
+        });
+        let shared = CompileOptions::default()
+            .with_compute_stream_policy(CudaComputeStreamPolicy::SharedProcessDevice);
+        let r = run(
+            &device,
+            3,
+            Check::Copy,
+            200,
+            Duration::ZERO,
+            ConnectionOptions::default(),
+            shared,
+        );
+        r.result.unwrap_or_else(|e| panic!("{}: {e}", name(&inner)));
+        assert!(r.stats.emitted.load(Ordering::Relaxed) > 0);
+        let threads: Vec<u32> = r.plan.partitions().iter().map(|p| p.thread).collect();
+        assert_eq!(threads, [0, 0, 0, 0], "{}", name(&inner));
+        assert_eq!(r.plan.cuda_compute_streams().len(), 1);
+        assert!(
+            r.plan.render_human().contains("; thread 0 with p1, p2, p3"),
+            "{}",
+            r.plan.render_human()
+        );
+        assert_eq!(
+            *submitters.lock().unwrap(),
+            std::collections::HashSet::from([Some("holo-p0".to_owned())]),
+            "{}",
+            name(&inner)
+        );
+        // The default policy: a thread and a stream per partition.
+        submitters.lock().unwrap().clear();
+        let r = run(
+            &device,
+            3,
+            Check::Copy,
+            200,
+            Duration::ZERO,
+            ConnectionOptions::default(),
+            CompileOptions::default(),
+        );
+        r.result.unwrap_or_else(|e| panic!("{}: {e}", name(&inner)));
+        let threads: Vec<u32> = r.plan.partitions().iter().map(|p| p.thread).collect();
+        assert_eq!(threads, [0, 1, 2, 3], "{}", name(&inner));
+        assert!(!r.plan.render_human().contains("; thread "));
+        assert_eq!(submitters.lock().unwrap().len(), 4, "{}", name(&inner));
+    }
+}
+
 #[test]
 fn fan_out_to_three_has_one_readiness_event_and_three_release_streams() {
     for device in test_backends() {
@@ -544,6 +608,124 @@ fn a_proven_linear_edge_records_no_event_and_waits_on_nothing() {
             "{}: and the release polling",
             name(&device)
         );
+    }
+}
+
+/// src → three checkers, all in one partition (`one_partition`) or on one shared stream:
+/// every consumer is on the producer's stream.
+fn same_stream_fan_out(
+    device: &Arc<dyn DeviceBackend>,
+    check: Check,
+    frames: u64,
+    one_partition: bool,
+) -> Run {
+    let mut options = CompileOptions::default();
+    options = if one_partition {
+        options.with_partitioning(holo_runtime::Partitioning::Authored(vec![
+            holo_runtime::PartitionSpec::new("all", ["src", "check0", "check1", "check2"]),
+        ]))
+    } else {
+        options.with_compute_stream_policy(
+            holo_runtime::plan::CudaComputeStreamPolicy::SharedProcessDevice,
+        )
+    };
+    run(
+        device,
+        3,
+        check,
+        frames,
+        Duration::ZERO,
+        ConnectionOptions::default(),
+        options,
+    )
+}
+
+/// A fan-out whose consumers all share the producer's stream is fused on every edge
+/// (holo's own extension of the seed's linear-chain proof): no readiness event, no
+/// self-wait, no release event, no polling — and every consumer's copy on that stream
+/// still reads the producer's bytes.
+#[test]
+fn a_fan_out_on_its_producers_stream_records_no_event() {
+    for device in test_backends() {
+        for one_partition in [true, false] {
+            let what = format!(
+                "{}, {}",
+                name(&device),
+                if one_partition {
+                    "one partition"
+                } else {
+                    "shared stream"
+                }
+            );
+            let r = same_stream_fan_out(&device, Check::Copy, 50, one_partition);
+            r.result.unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(r.plan.cuda_compute_streams().len(), 1, "{what}");
+            for e in r.plan.edges() {
+                let f = e.fusion.as_ref().expect("the plan proves every edge");
+                assert!(!f.sole_successor, "{what}");
+            }
+            let emitted = r.stats.emitted.load(Ordering::Relaxed);
+            assert!(emitted > 0, "{what}");
+            assert_eq!(
+                r.stats.received.load(Ordering::Relaxed),
+                emitted * 3,
+                "{what}"
+            );
+            assert_eq!(r.stats.bad.load(Ordering::Relaxed), 0, "{what}");
+            assert!(
+                r.counts
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .all(|&c| c == (0, TensorReadiness::Elided)),
+                "{what}"
+            );
+            assert_eq!(r.calls.event_record, 0, "{what}: {:?}", r.calls);
+            assert_eq!(r.calls.stream_wait, 0, "{what}");
+            assert_eq!(r.calls.event_query, 0, "{what}");
+        }
+        // A host access falls back to the full contract: one lazy readiness record per
+        // frame, however many consumers ask.
+        let r = same_stream_fan_out(&device, Check::HostSync, 50, true);
+        r.result
+            .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
+        let emitted = r.stats.emitted.load(Ordering::Relaxed);
+        assert!(emitted > 0);
+        assert_eq!(r.calls.event_record, emitted, "{}", name(&device));
+        assert_eq!(r.calls.event_synchronize, emitted * 3, "{}", name(&device));
+    }
+}
+
+/// A fan-out with one consumer on the producer's stream and one on its own: no fusion;
+/// the consumer on the producer's stream makes no self-wait, the other waits.
+#[test]
+fn a_consumer_on_the_writers_stream_makes_no_self_wait() {
+    for device in test_backends() {
+        let options = CompileOptions::default().with_partitioning(
+            holo_runtime::Partitioning::Authored(vec![
+                holo_runtime::PartitionSpec::new("a", ["src", "check0"]),
+                holo_runtime::PartitionSpec::new("b", ["check1"]),
+            ]),
+        );
+        let r = run(
+            &device,
+            2,
+            Check::Drop,
+            50,
+            Duration::ZERO,
+            ConnectionOptions::default(),
+            options,
+        );
+        r.result
+            .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
+        assert!(r.plan.edges().iter().all(|e| e.fusion.is_none()));
+        let emitted = r.stats.emitted.load(Ordering::Relaxed);
+        assert!(emitted > 0);
+        // Per frame: one readiness record (check1 needs it) and a release record on each
+        // consumer's stream (an unfused consumer registers its stream, its producer's
+        // too).
+        assert_eq!(r.calls.event_record, emitted * 3, "{}", name(&device));
+        assert_eq!(r.calls.stream_wait, emitted, "{}", name(&device));
     }
 }
 

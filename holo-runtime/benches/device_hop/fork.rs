@@ -19,7 +19,12 @@
 //! same threads and queue depth: a producer thread paced at 1 µs (fill, readiness record,
 //! a crossbeam `ArrayQueue` of depth 4 per consumer, a ring of 8 slots whose release
 //! events it polls before reuse; a frame is dropped and counted when a queue is full or no
-//! slot is free) and a thread per consumer (wait, copy, release record).
+//! slot is free) and a thread per consumer (wait, copy, release record). The fork in one
+//! partition has its own baseline, **raw one thread**: one thread and one stream (fill,
+//! each consumer's copy in turn, one release record per slot).
+//!
+//! Under `SharedProcessDevice` the three partitions submit on one stream, so the plan
+//! gives them one thread (`ExecutionPartition::thread`): the shared rows measure that.
 
 use std::fmt::Write as _;
 use std::sync::Mutex;
@@ -418,6 +423,62 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures {
     figures(&sinks)
 }
 
+/// The raw baseline of the fork in one partition: one thread and one stream, as a
+/// hand-written loop would do it — at each 1 µs tick, fill a free slot, copy it for each
+/// consumer in turn (same stream: no wait), and record one release event for the slot.
+fn raw_one_thread(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures {
+    super::anchor();
+    let d = device.as_ref();
+    let ring = RawRing::new(d, consumers);
+    let (slots, scratch, s0, rel) = (&ring.slots, &ring.scratch, ring.s[0], &ring.rel);
+    let source = SourceStats::default();
+    let sinks: Vec<Arc<SinkStats>> = (0..consumers)
+        .map(|_| Arc::new(SinkStats::default()))
+        .collect();
+    let mut locals: Vec<Vec<u64>> = (0..consumers)
+        .map(|_| Vec::with_capacity(MEASURED as usize))
+        .collect();
+    let r = raw_for(device);
+    let mut next = Instant::now();
+    let mut k = 0usize;
+    // Per slot: whether its release event was recorded since its last fill.
+    let mut recorded = [false; K];
+    let deadline = Instant::now() + Duration::from_mins(2);
+    while sinks
+        .iter()
+        .any(|s| s.frames.load(Ordering::Relaxed) < WARM + MEASURED)
+    {
+        assert!(Instant::now() < deadline, "no progress");
+        while Instant::now() < next {
+            std::hint::spin_loop();
+        }
+        next += PACE;
+        if next + PACE <= Instant::now() {
+            next = Instant::now();
+        }
+        if recorded[k] && !r.done(rel[k]) {
+            source.exhausted.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        r.memset(slots[k], s0);
+        let captured = Instant::now();
+        for (c, stats) in sinks.iter().enumerate() {
+            let now = Instant::now();
+            r.copy(scratch[c], slots[k], s0);
+            let latency = now.saturating_duration_since(captured).as_nanos() as u64;
+            stats.frame(latency, &source, &mut locals[c]);
+        }
+        r.record(rel[k], s0);
+        recorded[k] = true;
+        k = (k + 1) % K;
+    }
+    for (stats, local) in sinks.iter().zip(locals) {
+        *stats.latencies.lock().unwrap() = local;
+    }
+    ring.free(d);
+    figures(&sinks)
+}
+
 fn row(name: &str, f: &Figures) {
     let mut s = format!("{name:<30}");
     for (i, (rate, p50, p99)) in f.sinks.iter().enumerate() {
@@ -455,6 +516,7 @@ pub(super) fn run(device: &Arc<dyn DeviceBackend>, runs: usize) {
             );
         }
         row("raw threaded, 2 consumers", &raw(device, 2));
+        row("raw one thread, 2 consumers", &raw_one_thread(device, 2));
         row("raw threaded, 1 consumer", &raw(device, 1));
     }
 }
@@ -473,6 +535,7 @@ pub(super) fn run_diag(device: &Arc<dyn DeviceBackend>) {
     for scenario in [
         Scenario::Fork,
         Scenario::ForkShared,
+        Scenario::ForkOnePartition,
         Scenario::Chain,
         Scenario::ChainShared,
     ] {

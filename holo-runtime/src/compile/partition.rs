@@ -179,6 +179,7 @@ pub(crate) fn partition(work: &mut Work<'_>) -> Vec<ExecutionPartition> {
                         name: format!("p{id}"),
                         operators: vec![op],
                         host_only: true,
+                        thread: id,
                         reason: reason.to_owned(),
                     });
                 }
@@ -220,6 +221,7 @@ pub(crate) fn partition(work: &mut Work<'_>) -> Vec<ExecutionPartition> {
                     name: spec.name.clone(),
                     operators: Vec::new(),
                     host_only: true,
+                    thread: id,
                     reason: "authored".to_owned(),
                 });
             }

@@ -54,6 +54,46 @@ pub(crate) fn kinds_compatible(want: MemoryKind, have: MemoryKind) -> bool {
     want.accepts(have) || have.accepts(want)
 }
 
+/// The thread of each partition: its own, except that partitions submitting on one stream
+/// share a thread (only `SharedProcessDevice` gives a stream several partitions). Several
+/// threads submitting to one stream serialize inside the driver, each call 3–4× slower
+/// than from one thread (`device_hop fork-diag`, BENCHMARKS.md), which made the shared
+/// policy a latency trap; one thread per shared stream is the serial GPU submission the
+/// policy exists for. Threads are numbered in order of their first partition.
+fn assign_threads(partitions: &mut [ExecutionPartition], streams: &[CudaComputeStreamRecord]) {
+    fn find(root: &mut [u32], mut x: u32) -> u32 {
+        while root[x as usize] != x {
+            let up = root[root[x as usize] as usize];
+            root[x as usize] = up;
+            x = up;
+        }
+        x
+    }
+    // Union-find over partition ids, the root of a group its smallest member.
+    let mut root: Vec<u32> = (0..partitions.len())
+        .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
+        .collect();
+    for s in streams {
+        let Some(&first) = s.partitions.first() else {
+            continue;
+        };
+        for &p in &s.partitions[1..] {
+            let (a, b) = (find(&mut root, first), find(&mut root, p));
+            root[a.max(b) as usize] = a.min(b);
+        }
+    }
+    let mut thread_of_root = vec![u32::MAX; partitions.len()];
+    let mut threads = 0u32;
+    for (i, part) in partitions.iter_mut().enumerate() {
+        let r = find(&mut root, u32::try_from(i).unwrap_or(u32::MAX)) as usize;
+        if thread_of_root[r] == u32::MAX {
+            thread_of_root[r] = threads;
+            threads += 1;
+        }
+        part.thread = thread_of_root[r];
+    }
+}
+
 pub(crate) fn place(
     work: &mut Work<'_>,
     resolved: &Resolved,
@@ -308,24 +348,38 @@ pub(crate) fn place(
             stream_of[o as usize] = Some(id);
         }
     }
+    assign_threads(&mut partitions, &streams);
     // Fusion: a CUDA tensor edge whose output has exactly one successor in total (an
     // exported topic's subscribers are successors too: mixed fan-out gets no fusion) and
-    // whose two endpoints name the same final stream.
+    // whose two endpoints name the same final stream — the seed's proven linear chain.
+    // Beyond the seed, a runtime-pool output whose every successor is on its own stream
+    // (a fan-out inside one partition, or on one shared stream) is fused on every edge:
+    // stream order covers each consumer's reads, and the pool's next write into a slot is
+    // on that same stream after every handle is gone, so neither a readiness event, a
+    // self-wait nor a release event orders anything.
     let fusion = graph
         .edges
         .iter()
         .map(|e| {
             let (fo, fp) = (e.from.0.0, e.from.1);
-            let cuda = resolved
-                .get(work.port_index(fo, fp))
+            let out = resolved.get(work.port_index(fo, fp));
+            let cuda = out
                 .and_then(|r| r.memory_kind)
                 .is_some_and(MemoryKind::is_device);
-            let sole =
-                work.outgoing(fo, fp).len() == 1 && work.topics.exported(work, fo, fp).is_none();
-            let (a, b) = (stream_of[e.from.0.index()], stream_of[e.to.0.index()]);
-            (cuda && sole && a.is_some() && a == b).then(|| FusionEvidence {
+            let outgoing = work.outgoing(fo, fp);
+            let local = work.topics.exported(work, fo, fp).is_none();
+            let a = stream_of[e.from.0.index()];
+            let fused = if outgoing.len() == 1 {
+                stream_of[e.to.0.index()] == a
+            } else {
+                out.is_some_and(|r| r.storage == crate::spec::TensorOutputStorage::RuntimePool)
+                    && outgoing
+                        .iter()
+                        .all(|&k| stream_of[graph.edges[k as usize].to.0.index()] == a)
+            };
+            (cuda && local && a.is_some() && fused).then(|| FusionEvidence {
                 stream: a.unwrap_or(0),
-                sole_successor: true,
+                sole_successor: outgoing.len() == 1,
                 process_local: true,
             })
         })

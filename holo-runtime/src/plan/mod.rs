@@ -100,6 +100,13 @@ pub struct ExecutionPartition {
     pub host_only: bool,
     /// Why it exists (`authored`, `source`, `fork`, `join`, `chain`).
     pub reason: String,
+    /// The thread that runs it (an index into the session's partition threads, in order of
+    /// each thread's first partition). Every partition has its own, except under
+    /// `CudaComputeStreamPolicy::SharedProcessDevice`, where the partitions that submit on
+    /// one shared stream are run by one thread: serial GPU submission, without several
+    /// threads contending for one stream in the driver. Each partition keeps one serial
+    /// callback owner either way.
+    pub thread: u32,
 }
 
 /// A planned compute stream: a CUDA stream on a `cuda:N` device, an OpenCL command queue
@@ -121,7 +128,9 @@ pub struct CudaComputeStreamRecord {
 pub struct FusionEvidence {
     /// The one stream both endpoints are bound to.
     pub stream: u32,
-    /// The producer output has exactly one successor in total.
+    /// The producer output has exactly one successor in total (the seed's linear chain);
+    /// `false` for a runtime-pool output whose every successor is on the same stream (a
+    /// same-stream fan-out, fused on each of its edges).
     pub sole_successor: bool,
     /// The edge is process-local.
     pub process_local: bool,

@@ -24,6 +24,22 @@ fn stream_label(s: &super::CudaComputeStreamRecord) -> String {
 }
 
 impl ExecutionPlan {
+    /// `"; thread T with a, b"` for a partition whose thread runs other partitions too
+    /// (the shared-stream policy), else nothing.
+    fn thread_note(&self, p: &super::ExecutionPartition) -> String {
+        let others: Vec<&str> = self
+            .partitions
+            .iter()
+            .filter(|q| q.thread == p.thread && q.id != p.id)
+            .map(|q| q.name.as_str())
+            .collect();
+        if others.is_empty() {
+            String::new()
+        } else {
+            format!("; thread {} with {}", p.thread, others.join(", "))
+        }
+    }
+
     /// One line per device: its context rule, streams or queues, and pools.
     fn device_lines(&self) -> Vec<String> {
         self.devices
@@ -87,7 +103,7 @@ impl ExecutionPlan {
                 .collect();
             let _ = writeln!(
                 out,
-                "  {} [{}] ({}): {}{}",
+                "  {} [{}] ({}): {}{}{}",
                 p.name,
                 p.id,
                 p.reason,
@@ -96,7 +112,8 @@ impl ExecutionPlan {
                     "; host-only, no stream".to_owned()
                 } else {
                     format!("; streams {}", streams.join(", "))
-                }
+                },
+                self.thread_note(p)
             );
         }
         let _ = writeln!(out, "edges:");
@@ -281,14 +298,15 @@ impl ExecutionPlan {
                 .collect();
             let _ = writeln!(
                 out,
-                "  subgraph cluster_p{} {{\n    label=\"{} ({})\";",
+                "  subgraph cluster_p{} {{\n    label=\"{} ({}){}\";",
                 p.id,
                 esc(&p.name),
                 if p.host_only {
                     "host-only".to_owned()
                 } else {
                     streams.join(", ")
-                }
+                },
+                esc(&self.thread_note(p))
             );
             for &o in &p.operators {
                 let op = &self.operators[o as usize];

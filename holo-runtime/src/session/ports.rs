@@ -811,10 +811,11 @@ impl PortBinder<'_> {
         let edges: Box<[_]> = self.typed::<T>(port)?.into();
         let i = port as usize;
         let contracts: Vec<EdgeContract> = self.contracts.get(i).cloned().unwrap_or_default();
-        let fused = match contracts.as_slice() {
-            [only] if only.fused => self.stream,
-            _ => None,
-        };
+        // Every flow fused (one, or a fan-out whose consumers all share this stream):
+        // commit records no readiness event.
+        let fused = (!contracts.is_empty() && contracts.iter().all(|c| c.fused))
+            .then_some(self.stream)
+            .flatten();
         let pool = self.pools.get(i).cloned().flatten();
         if let Some(p) = &pool {
             p.bind_loan_streams(crate::channel::pool::LoanStreams {

@@ -55,6 +55,20 @@ pub(super) fn check(
             ),
         ));
     }
+    // Partition threads: numbered densely in order of each thread's first partition.
+    let mut threads = 0u32;
+    for p in plan.partitions() {
+        if p.thread > threads {
+            return Err(inconsistent(
+                &format!("partition record {} ({:?})", p.id, p.name),
+                &format!(
+                    "its thread is {} where the next new thread is {threads}",
+                    p.thread
+                ),
+            ));
+        }
+        threads += u32::from(p.thread == threads);
+    }
     let streams = plan.cuda_compute_streams().len();
     let stream_ok = |s: Option<u32>| s.is_none_or(|s| (s as usize) < streams);
     for (i, o) in ops.iter().enumerate() {
@@ -496,6 +510,43 @@ mod tests {
             e.message(),
             "the plan's trigger is on_arrival(input), but the operator has no connected input \"input\""
         );
+    }
+
+    #[test]
+    fn a_partition_thread_out_of_order_is_refused() {
+        let e = refused(|p| p.partitions[0].thread = 1);
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert_eq!(
+            e.message(),
+            "the plan's partition record 0 (\"p0\") is inconsistent: its thread is 1 where the next new thread is 0; start a plan that `compile` made from this graph"
+        );
+        assert_eq!(e.location(), Some("plan partition record 0 (\"p0\")"));
+    }
+
+    /// Two partitions the plan gives one thread run on one thread, as the plan says.
+    #[test]
+    fn partitions_that_share_a_thread_run_on_it() {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let g = graph(&got);
+        let options =
+            CompileOptions::default().with_partitioning(crate::Partitioning::Authored(vec![
+                crate::PartitionSpec::new("a", ["three"]),
+                crate::PartitionSpec::new("b", ["once"]),
+            ]));
+        let mut plan = compile(&g, options).unwrap();
+        assert_eq!(
+            plan.partitions()
+                .iter()
+                .map(|p| p.thread)
+                .collect::<Vec<_>>(),
+            [0, 1]
+        );
+        plan.partitions[1].thread = 0;
+        let s = RunSession::start(g, &plan, SessionOptions::frames(1)).unwrap();
+        assert_eq!(s.threads.len(), 1);
+        let _ = s.wait_idle(std::time::Duration::from_secs(30));
+        s.join().unwrap();
+        assert_eq!(*got.lock().unwrap(), [1, 2, 3]);
     }
 
     /// `three` → `once`, with `three.out` also exported as topic "n", started with its

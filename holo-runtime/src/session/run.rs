@@ -723,15 +723,22 @@ pub(crate) fn start(
 
     crate::trace::phase!(phase, "session.create_queues");
     // 2. Every queue.
-    let signals: Vec<Arc<CachePadded<PartitionSignal>>> = plan
+    // One signal per partition thread (the record check made the plan's thread numbers
+    // dense, in order of each thread's first partition).
+    let n_threads = plan
         .partitions()
         .iter()
+        .map(|p| p.thread as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let signals: Vec<Arc<CachePadded<PartitionSignal>>> = (0..n_threads)
         .map(|_| Arc::new(CachePadded::new(PartitionSignal::default())))
         .collect();
+    // Each operator's thread: whose signal its inputs wake and its outputs' pops notify.
     let partition_of: Vec<usize> = plan
         .operators()
         .iter()
-        .map(|o| o.partition as usize)
+        .map(|o| plan.partitions()[o.partition as usize].thread as usize)
         .collect();
     let mut typed: Vec<Vec<Vec<Arc<dyn Any + Send + Sync>>>> = plan
         .operators()
@@ -1105,11 +1112,15 @@ pub(crate) fn start(
     };
 
     crate::trace::phase!(phase, "session.spawn_partitions");
-    // 5. Arm: one thread per partition.
-    let mut by_partition: Vec<Vec<OpRuntime>> =
-        plan.partitions().iter().map(|_| Vec::new()).collect();
+    // 5. Arm: one thread per partition thread of the plan (a partition's own, or the one
+    //    that runs every partition on a shared stream), its partitions' operators in
+    //    partition order.
+    let mut by_partition: Vec<Vec<OpRuntime>> = (0..n_threads).map(|_| Vec::new()).collect();
+    let mut thread_names: Vec<Option<&str>> = vec![None; n_threads];
     let mut slots: Vec<Option<OpRuntime>> = runtimes.into_iter().map(Some).collect();
-    for (k, p) in plan.partitions().iter().enumerate() {
+    for p in plan.partitions() {
+        let k = p.thread as usize;
+        thread_names[k].get_or_insert(p.name.as_str());
         for &o in &p.operators {
             if let Some(rt) = slots[o as usize].take() {
                 by_partition[k].push(rt);
@@ -1150,7 +1161,8 @@ pub(crate) fn start(
     for (k, signal) in signals.iter().enumerate().take(by_partition.len()) {
         let shared_t = Arc::clone(&shared);
         let signal = Arc::clone(signal);
-        let name = format!("holo-{}", plan.partitions()[k].name);
+        let partition = thread_names[k].unwrap_or_default();
+        let name = format!("holo-{partition}");
         let handoff = Arc::new(Handoff::default());
         let thread_handoff = Arc::clone(&handoff);
         let spawned = if fault::spawn_fails(k) {
@@ -1172,10 +1184,7 @@ pub(crate) fn start(
             Err(e) => {
                 spawn_error = Some(Error::new(
                     ErrorCode::ResourceExhausted,
-                    format!(
-                        "cannot spawn the thread of partition {:?}: {e}",
-                        plan.partitions()[k].name
-                    ),
+                    format!("cannot spawn the thread of partition {partition:?}: {e}"),
                 ));
                 break;
             }

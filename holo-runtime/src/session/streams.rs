@@ -12,8 +12,8 @@ pub(crate) struct Streams {
     device: Option<Arc<dyn DeviceBackend>>,
     /// Indexed by the plan's stream id.
     handles: Vec<StreamHandle>,
-    /// Indexed by the plan's stream id: one partition alone submits to the stream, so
-    /// its consumers record their own release events (`DomainOwner::Partition`).
+    /// Indexed by the plan's stream id: one partition thread alone submits to the stream,
+    /// so its consumers record their own release events (`DomainOwner::Partition`).
     exclusive: Vec<bool>,
 }
 
@@ -28,20 +28,23 @@ impl Streams {
             handles: Vec::with_capacity(plan.cuda_compute_streams().len()),
             exclusive: Vec::new(),
         };
-        // How many partitions submit to each stream.
+        // How many partition threads submit to each stream (under the shared policy the
+        // partitions of one stream share a thread, which then owns the stream alone).
         let mut users = vec![0_u32; plan.cuda_compute_streams().len()];
-        for p in plan.partitions() {
-            let mut seen: Vec<u32> = p
-                .operators
-                .iter()
-                .filter_map(|&o| plan.operators().get(o as usize)?.cuda_stream)
-                .collect();
-            seen.sort_unstable();
-            seen.dedup();
-            for id in seen {
-                if let Some(n) = users.get_mut(id as usize) {
-                    *n += 1;
-                }
+        let mut seen: Vec<(u32, u32)> = plan
+            .partitions()
+            .iter()
+            .flat_map(|p| {
+                p.operators.iter().filter_map(|&o| {
+                    Some((plan.operators().get(o as usize)?.cuda_stream?, p.thread))
+                })
+            })
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for (id, _) in seen {
+            if let Some(n) = users.get_mut(id as usize) {
+                *n += 1;
             }
         }
         out.exclusive = users.iter().map(|&n| n == 1).collect();
@@ -77,7 +80,7 @@ impl Streams {
             .and_then(|id| self.handle(id))
     }
 
-    /// The ordering domain of the stream with plan id `id`: owned by one partition alone
+    /// The ordering domain of the stream with plan id `id`: owned by one partition thread alone
     /// or shared with others (`None` if the stream was not created).
     pub(crate) fn domain(&self, id: u32) -> Option<OrderingDomain> {
         let stream = self.handle(id)?;

@@ -532,7 +532,11 @@ impl Tensor {
         if n == 0 {
             return Ok(());
         }
-        if let Some((event, _)) = self.pool.readiness_event(self.slot)? {
+        // On the writer's own stream the copy is ordered already (no self-wait, and an
+        // elided readiness stays elided).
+        if self.pool.writer_stream(self.slot) != Some(stream)
+            && let Some((event, _)) = self.pool.readiness_event(self.slot)?
+        {
             d.backend.wait_event(stream, event)?;
         }
         // SAFETY: `dst` is a live exclusive borrow of exactly `n` bytes and the stream is
@@ -609,11 +613,16 @@ impl Tensor {
     /// publication) waits on the readiness event, and a consumer whose partition owns the
     /// stream alone keeps the stream's release position in this handle, so dropping it
     /// records that release itself; the host (a consumer with no planned stream) waits on
-    /// the host for stream-written bytes.
+    /// the host for stream-written bytes. A consumer on the very stream the bytes were
+    /// written on waits on nothing: the stream's order covers the writes (a fan-out whose
+    /// consumers share their producer's stream — one partition, or one shared stream —
+    /// makes no self-wait; an elided readiness stays elided).
     pub(crate) fn deliver_to(&mut self, consumer: OrderingDomain) -> Result<()> {
         match consumer {
             OrderingDomain::Stream { stream, owner } => {
-                if let Some((event, backend)) = self.pool.readiness_event(self.slot)? {
+                if self.pool.writer_stream(self.slot) != Some(stream)
+                    && let Some((event, backend)) = self.pool.readiness_event(self.slot)?
+                {
                     backend.wait_event(stream, event)?;
                 }
                 let position = self.pool.enter_domain(self.slot, stream);
