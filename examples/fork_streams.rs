@@ -149,7 +149,7 @@ fn print_streams(title: &str, plan: &ExecutionPlan, out: HumanOutput) {
             .cuda_compute_streams()
             .iter()
             .filter(|s| s.partitions.contains(&p.id))
-            .map(|s| format!("S{} on cuda:{}", s.id, s.device))
+            .map(|s| format!("S{} on {}", s.id, s.device))
             .collect();
         out.println(format_args!(
             "  partition {} ({}): {} → {}, thread {}",
