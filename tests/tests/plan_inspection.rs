@@ -170,6 +170,14 @@ fn the_stream_policy_is_frozen_into_the_plan() {
     );
     let v: serde_json::Value = serde_json::from_str(&plan.json()).unwrap();
     assert_eq!(v["cuda_compute_stream_policy"], "shared_process_device");
+    // A host-only graph has no stream to share: every partition keeps its own thread.
+    let threads: Vec<&serde_json::Value> = v["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["thread"])
+        .collect();
+    assert_eq!(threads, [0, 1, 2]);
 }
 
 #[test]

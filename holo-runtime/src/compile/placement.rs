@@ -484,3 +484,48 @@ fn check_apis(
     }
     output_kind
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{CudaComputeStreamRecord, DeviceId, ExecutionPartition, assign_threads};
+
+    fn partitions(n: u32) -> Vec<ExecutionPartition> {
+        (0..n)
+            .map(|id| ExecutionPartition {
+                id,
+                name: format!("p{id}"),
+                operators: vec![id],
+                host_only: false,
+                reason: "authored".to_owned(),
+                thread: id,
+            })
+            .collect()
+    }
+
+    fn threads(n: u32, streams: &[&[u32]]) -> Vec<u32> {
+        let streams: Vec<CudaComputeStreamRecord> = streams
+            .iter()
+            .enumerate()
+            .map(|(id, parts)| CudaComputeStreamRecord {
+                id: u32::try_from(id).unwrap(),
+                device: DeviceId::cuda(0),
+                partitions: parts.to_vec(),
+            })
+            .collect();
+        let mut parts = partitions(n);
+        assign_threads(&mut parts, &streams);
+        parts.iter().map(|p| p.thread).collect()
+    }
+
+    #[test]
+    fn partitions_on_one_stream_share_a_thread_numbered_by_first_partition() {
+        // A stream per partition (the default policy): a thread each.
+        assert_eq!(threads(3, &[&[0], &[1], &[2]]), [0, 1, 2]);
+        // One shared stream; partition 1 is host-only (no stream): its own thread.
+        assert_eq!(threads(4, &[&[0, 2, 3]]), [0, 1, 0, 0]);
+        // Two streams chained by partition 2 (on both devices): one group.
+        assert_eq!(threads(5, &[&[0, 2], &[2, 4], &[3]]), [0, 1, 0, 2, 0]);
+        // A group whose smallest member comes later still numbers in partition order.
+        assert_eq!(threads(4, &[&[1, 3], &[0]]), [0, 1, 2, 1]);
+    }
+}
