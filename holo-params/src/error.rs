@@ -43,11 +43,14 @@ pub enum ErrorCode {
     Cancelled,
     /// An invariant of holo itself broke; please report it.
     Internal,
+    /// A peer process exited or was killed: the exporter of a cross-process topic its
+    /// subscriber was receiving from (docs/IPC.md).
+    PeerLost,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::NotSupported,
         ErrorCode::PermissionDenied,
         ErrorCode::ResourceExhausted,
@@ -59,6 +62,7 @@ impl ErrorCode {
         ErrorCode::NotFound,
         ErrorCode::Cancelled,
         ErrorCode::Internal,
+        ErrorCode::PeerLost,
     ];
 
     /// The stable name of the code, as printed in diagnostics and JSON.
@@ -75,6 +79,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "NotFound",
             ErrorCode::Cancelled => "Cancelled",
             ErrorCode::Internal => "Internal",
+            ErrorCode::PeerLost => "PeerLost",
         }
     }
 }

@@ -114,6 +114,16 @@ pub struct TopicOptions {
     /// An import: the loans each publisher may hold at once (default 1), counted in the
     /// topic's pool.
     pub loans_per_publisher: u32,
+    /// An export: subscribers attach from other processes (docs/IPC.md). The output's
+    /// pool is materialized in shared memory, the session serves the topic over iceoryx2
+    /// descriptors, and the plan's endpoint catalog
+    /// ([`ExecutionPlan::endpoint_catalog`](crate::plan::ExecutionPlan::endpoint_catalog))
+    /// describes it to the importing process. Default `false`.
+    pub across_processes: bool,
+    /// An export: the tensors each subscriber may hold at once (default 1), counted in the
+    /// output's pool per subscriber beside its queue. Across processes it is a window: the
+    /// session sends a subscriber no more descriptors while it holds this many.
+    pub holds_per_subscriber: u32,
 }
 
 /// The most subscribers (or publishers) one topic may declare: each is a preallocated
@@ -131,6 +141,8 @@ impl TopicOptions {
         policy: QueuePolicy::Block,
         max_bytes: None,
         loans_per_publisher: 1,
+        across_processes: false,
+        holds_per_subscriber: 1,
     };
 
     /// These options with `n` subscribers (an export).
@@ -172,6 +184,21 @@ impl TopicOptions {
     #[must_use]
     pub const fn with_loans_per_publisher(mut self, n: u32) -> Self {
         self.loans_per_publisher = n;
+        self
+    }
+
+    /// These options exported across processes (an export; see
+    /// [`across_processes`](Self::across_processes)).
+    #[must_use]
+    pub const fn across_processes(mut self) -> Self {
+        self.across_processes = true;
+        self
+    }
+
+    /// These options with `n` tensors held at once per subscriber (an export).
+    #[must_use]
+    pub const fn with_holds_per_subscriber(mut self, n: u32) -> Self {
+        self.holds_per_subscriber = n;
         self
     }
 }

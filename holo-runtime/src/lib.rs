@@ -56,6 +56,7 @@ pub mod app;
 mod compile;
 pub mod device;
 mod graph;
+pub mod ipc;
 mod operator;
 pub mod plan;
 mod session;

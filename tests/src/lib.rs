@@ -1,1 +1,4 @@
-//! Integration tests live in `tests/tests/`.
+//! Integration tests live in `tests/tests/`; this library holds what they share with the
+//! helper binaries in `src/bin/` (a test's peer process).
+
+pub mod ipc_frames;

@@ -56,7 +56,7 @@ impl BufferRef {
 /// refuses one whose generation is not the slot's current one (`InvalidArgument`) — never
 /// aliasing a later use of the same slot. ([`Tensor::slot_ref`](crate::Tensor::slot_ref);
 /// a descriptor or capsule that leaves the process carries one.)
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SlotRef {
     /// The slot's index in its pool.
     pub slot: u32,

@@ -219,6 +219,9 @@ enum HostBytes {
     Boxed,
     /// A foreign buffer (a DLPack import): its owner, through [`Pool::foreign`].
     Foreign,
+    /// A shared-memory segment (the pool of a topic exported across processes): the
+    /// pool's handle of it; importers map it too.
+    Shared(Arc<crate::ipc::Segment>),
 }
 
 /// A device-backed pool's memory and event inventory.
@@ -355,6 +358,8 @@ pub(crate) struct PoolSpec {
     pub(crate) per_slot_bytes: u64,
     pub(crate) slot_count: u32,
     pub(crate) release_capacity: u32,
+    /// A host pool in a shared-memory segment (a topic exported across processes).
+    pub(crate) shared_memory: bool,
 }
 
 fn exhausted(spec: &PoolSpec, what: impl std::fmt::Display) -> Error {
@@ -393,7 +398,15 @@ impl Pool {
                     ),
                 )
             })?;
-        let backing = if spec.kind == MemoryKind::Host {
+        let backing = if spec.kind == MemoryKind::Host && spec.shared_memory {
+            let segment = crate::ipc::Segment::create(&format!("holo:{}", spec.name), total)
+                .map_err(|e| exhausted(&spec, e.message()))?;
+            Backing::Host {
+                ptr: segment.as_ptr(),
+                len: total,
+                owner: HostBytes::Shared(Arc::new(segment)),
+            }
+        } else if spec.kind == MemoryKind::Host {
             let layout = std::alloc::Layout::from_size_align(total.max(1), HOST_ALIGN)
                 .map_err(|e| exhausted(&spec, format!("cannot lay out {total} bytes: {e}")))?;
             // SAFETY: `layout` has a non-zero size.
@@ -878,6 +891,22 @@ impl Pool {
 
     /// The device side, for device-backed pools.
     #[inline]
+    /// The shared-memory segment of a pool served across processes.
+    pub(crate) fn shared_segment(&self) -> Option<&Arc<crate::ipc::Segment>> {
+        match &self.backing {
+            Backing::Host {
+                owner: HostBytes::Shared(s),
+                ..
+            } => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The bytes each slot has.
+    pub(crate) fn per_slot_bytes(&self) -> usize {
+        self.per_slot_bytes
+    }
+
     pub(crate) fn device(&self) -> Option<&DeviceBacking> {
         match &self.backing {
             Backing::Device(d) => Some(d),
@@ -1631,6 +1660,7 @@ mod tests {
             per_slot_bytes: 16,
             slot_count: slots,
             release_capacity: 2,
+            shared_memory: false,
         }
     }
 
@@ -1977,6 +2007,7 @@ pub(crate) mod loom_models {
             per_slot_bytes: 4,
             slot_count: slots,
             release_capacity,
+            shared_memory: false,
         }
     }
 

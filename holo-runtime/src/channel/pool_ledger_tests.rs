@@ -29,6 +29,7 @@ impl Rig {
         let worker = retirer.start(slots as usize, Duration::ZERO).unwrap();
         let spec = PoolSpec {
             release_capacity: capacity,
+            shared_memory: false,
             ..super::tests::spec(MemoryKind::CudaDevice, slots)
         };
         let pool = Pool::materialize(spec, Some((&backend, &retirer))).unwrap();
@@ -574,6 +575,7 @@ fn an_elided_readiness_is_recorded_once_on_the_writers_stream() {
 fn host_spec(slots: u32) -> PoolSpec {
     PoolSpec {
         release_capacity: 0,
+        shared_memory: false,
         ..super::tests::spec(MemoryKind::Host, slots)
     }
 }

@@ -348,12 +348,20 @@ stable_codes! {
     TopicNameDuplicate = TOPIC_NAME_DUPLICATE,
     /// A port carries a second topic, or an imported input is also fed by a flow.
     TopicPortConflict = TOPIC_PORT_CONFLICT,
-    /// A topic declares 0 subscribers (or publishers), or more than
-    /// [`MAX_TOPIC_CLIENTS`](crate::MAX_TOPIC_CLIENTS).
+    /// A topic declares 0 subscribers (or publishers, or holds per subscriber), or more
+    /// than [`MAX_TOPIC_CLIENTS`](crate::MAX_TOPIC_CLIENTS).
     TopicClientCount = TOPIC_CLIENT_COUNT,
     /// An imported tensor input has no bound (`TopicOptions::max_bytes`), so the topic's
     /// pool cannot be sized.
     TopicImportUnbounded = TOPIC_IMPORT_UNBOUNDED,
     /// An imported tensor input declares no memory kind, so the topic's pool has none.
     TopicImportMemoryKindMissing = TOPIC_IMPORT_MEMORY_KIND_MISSING,
+    /// A topic exported across processes in a memory kind that cannot cross: managed
+    /// memory (the seed's "current limitations": it does not cross processes).
+    TopicMemoryNotShareable = TOPIC_MEMORY_NOT_SHAREABLE,
+    /// A topic declared across processes that holo cannot serve so: an import, a message
+    /// topic, a pass-through output (its tensors live in other pools: serving them would
+    /// need a hidden copy), or a memory kind whose cross-process transport is not built
+    /// (pinned host, device memory; docs/IPC.md).
+    TopicAcrossProcessesUnsupported = TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
 }

@@ -431,6 +431,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
     let mut edges = edges;
     binding::host_waits(&mut edges, &allocations, &placed);
     let topics = topics::records(&work, &resolved, &placed, &allocations);
+    topics::check_across_processes(&mut work, &topics);
     if !work.diagnostics.is_empty() {
         return Err(Diagnostics {
             items: work.diagnostics,

@@ -193,6 +193,35 @@ pub(crate) fn check(work: &mut Work<'_>) {
                 "declare how many clients may attach at once with `TopicOptions::with_subscribers` / `with_publishers`",
             ));
         }
+        let holds = t.options.holds_per_subscriber;
+        if t.direction == TopicDirection::Export && (holds == 0 || holds > MAX_TOPIC_CLIENTS) {
+            work.diagnostics.push(diag(
+                codes::TOPIC_CLIENT_COUNT,
+                format!(
+                    "topic {:?} declares {holds} holds per subscriber; it must be 1 to {MAX_TOPIC_CLIENTS} (each is a slot of the output's pool)",
+                    t.name
+                ),
+                "declare how many tensors a subscriber keeps at once with `TopicOptions::with_holds_per_subscriber`",
+            ));
+        }
+        if t.options.across_processes {
+            let refused = match t.direction {
+                TopicDirection::Import => Some(
+                    "an imported topic cannot be published from another process yet: only exports cross processes",
+                ),
+                TopicDirection::Export if !work.port(o, p).tensor => Some(
+                    "a message topic cannot cross processes: only tensors travel as descriptors of shared slots",
+                ),
+                TopicDirection::Export => None,
+            };
+            if let Some(why) = refused {
+                work.diagnostics.push(diag(
+                    codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
+                    format!("topic {:?}: {why}", t.name),
+                    "export a tensor output across processes, or keep the topic in this process",
+                ));
+            }
+        }
         let floor = match (t.direction, work.port(o, p).mode) {
             (TopicDirection::Import, InputMode::Window { min }) => min.max(1),
             _ => 1,
@@ -290,7 +319,8 @@ pub(crate) fn subscriber_terms(
         let node = &work.graph.topics[t as usize];
         let depth = work.topics.plans[t as usize].depth;
         for seat in 0..node.options.subscribers.min(MAX_TOPIC_CLIENTS) {
-            for (contributor, entries) in [("queue_depth", depth), ("subscriber_hold", 1)] {
+            let holds = node.options.holds_per_subscriber;
+            for (contributor, entries) in [("queue_depth", depth), ("subscriber_hold", holds)] {
                 sum = sum.and_then(|s| s.checked_add(entries));
                 terms.push(TopicSlotTerm {
                     topic: node.name.clone(),
@@ -548,6 +578,52 @@ pub(crate) fn import_pools(
     }
 }
 
+/// Refuses what a topic declared across processes cannot carry, once its memory kind and
+/// pool are known: managed memory (`TOPIC_MEMORY_NOT_SHAREABLE`); a pass-through output or
+/// a kind whose transport is not built (`TOPIC_ACROSS_PROCESSES_UNSUPPORTED`). Nothing is
+/// ever copied to make a topic fit.
+pub(crate) fn check_across_processes(work: &mut Work<'_>, records: &[TopicRecord]) {
+    for r in records.iter().filter(|r| r.across_processes && r.tensor) {
+        let (op_name, port) = (work.op_name(r.operator).to_owned(), r.port.clone());
+        let diag = |code, message: String, hint: &str| {
+            Diagnostic::error(code, message)
+                .operator(&op_name)
+                .port(&port)
+                .hint(hint)
+        };
+        let kind = r.contract.memory_kind;
+        if kind == Some(MemoryKind::CudaManaged) {
+            work.diagnostics.push(diag(
+                codes::TOPIC_MEMORY_NOT_SHAREABLE,
+                format!(
+                    "topic {:?} is exported across processes in cuda_managed memory, which does not cross processes",
+                    r.name
+                ),
+                "declare `memory = host` on the output (pinned and device memory cross processes once docs/IPC.md lists them)",
+            ));
+        } else if kind != Some(MemoryKind::Host) {
+            work.diagnostics.push(diag(
+                codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
+                format!(
+                    "topic {:?} is exported across processes in {} memory; this build serves host memory across processes",
+                    r.name,
+                    kind.map_or("undeclared", MemoryKind::wire_name)
+                ),
+                "declare `memory = host` on the output (docs/IPC.md, \"What crosses\")",
+            ));
+        } else if r.pool.is_none() {
+            work.diagnostics.push(diag(
+                codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
+                format!(
+                    "topic {:?} is exported across processes from a pass-through output: its tensors live in other pools, which are not shared, and holo never copies to make them fit",
+                    r.name
+                ),
+                "export the output that allocates the tensors, or allocate a copy in an operator of your own",
+            ));
+        }
+    }
+}
+
 /// The topic records, once pools and streams are decided.
 pub(crate) fn records(
     work: &Work<'_>,
@@ -634,6 +710,11 @@ pub(crate) fn records(
             contract,
             pool,
             consumer_stream,
+            across_processes: t.options.across_processes,
+            holds_per_subscriber: match t.direction {
+                TopicDirection::Export => t.options.holds_per_subscriber,
+                TopicDirection::Import => 0,
+            },
         });
     }
     out

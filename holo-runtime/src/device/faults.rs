@@ -244,7 +244,7 @@ impl FaultInjecting {
         let index = ErrorCode::ALL.iter().position(|&c| c == code).unwrap_or(0);
         #[allow(
             clippy::cast_possible_truncation,
-            reason = "ErrorCode::ALL has 11 codes"
+            reason = "ErrorCode::ALL has 12 codes"
         )]
         rule.code.store(index as u8, Ordering::SeqCst);
         rule.until.store(until, Ordering::SeqCst);

@@ -118,11 +118,16 @@ pub struct TopicRecord {
     /// An import: the importing operator has no stream and the topic's tensors may be
     /// stream-written, so `receive` waits on the host for their readiness.
     pub host_wait: bool,
+    /// An export served to other processes (`TopicOptions::across_processes`): its pool
+    /// lives in shared memory and the endpoint catalog lists it.
+    pub across_processes: bool,
+    /// An export: the tensors each subscriber may hold at once (its pool counts them).
+    pub holds_per_subscriber: u32,
 }
 
 impl Serialize for TopicRecord {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut r = s.serialize_struct("TopicRecord", 16)?;
+        let mut r = s.serialize_struct("TopicRecord", 18)?;
         r.serialize_field("id", &self.id)?;
         r.serialize_field("name", &self.name)?;
         r.serialize_field("direction", self.direction.name())?;
@@ -139,6 +144,8 @@ impl Serialize for TopicRecord {
         r.serialize_field("pool", &self.pool)?;
         r.serialize_field("consumer_stream", &self.consumer_stream)?;
         r.serialize_field("host_wait", &self.host_wait)?;
+        r.serialize_field("across_processes", &self.across_processes)?;
+        r.serialize_field("holds_per_subscriber", &self.holds_per_subscriber)?;
         r.end()
     }
 }

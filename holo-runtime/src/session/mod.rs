@@ -58,6 +58,12 @@ pub struct SessionOptions {
     /// this one; the price is up to this much CPU time after each burst of work. Zero
     /// parks right after the short spin. Default [`SessionOptions::DEFAULT_IDLE_SPIN`].
     pub idle_spin: std::time::Duration,
+    /// The namespace the session serves its topics exported across processes in: the
+    /// topic's socket is `holo/<namespace>/<topic>` (abstract), and
+    /// [`endpoint_catalog`](RunSession::endpoint_catalog) names it for the importing
+    /// process. Two sessions that export the same topic across processes need different
+    /// namespaces. Default `"holo"`.
+    pub ipc_namespace: String,
 }
 
 impl Default for SessionOptions {
@@ -66,6 +72,7 @@ impl Default for SessionOptions {
             max_source_activations: None,
             device: None,
             idle_spin: Self::DEFAULT_IDLE_SPIN,
+            ipc_namespace: "holo".to_owned(),
         }
     }
 }
@@ -75,6 +82,7 @@ impl std::fmt::Debug for SessionOptions {
         f.debug_struct("SessionOptions")
             .field("max_source_activations", &self.max_source_activations)
             .field("idle_spin", &self.idle_spin)
+            .field("ipc_namespace", &self.ipc_namespace)
             .field(
                 "device",
                 &self
@@ -90,6 +98,13 @@ impl SessionOptions {
     /// The default [`idle_spin`](Self::idle_spin): 50 µs, a few frames' gap of a fast
     /// device pipeline, and 0.3 % of a core at 60 frames per second.
     pub const DEFAULT_IDLE_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+    /// These options serving topics exported across processes in `namespace`.
+    #[must_use]
+    pub fn with_ipc_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.ipc_namespace = namespace.into();
+        self
+    }
 
     /// Each source runs `n` activations.
     pub fn frames(n: u64) -> Self {
@@ -192,6 +207,10 @@ pub struct RunSession {
     plan: ExecutionPlan,
     /// The topics standalone clients attach to.
     topics: Arc<crate::topic::TopicRegistry>,
+    /// The servers of the topics exported across processes.
+    ipc: Vec<crate::ipc::ExportServer>,
+    /// The namespace they serve in.
+    ipc_namespace: String,
     /// `join` or `Drop` ran the teardown.
     torn_down: bool,
     /// The latency recorded before the last `reset_latency`, left out of the report.
@@ -368,8 +387,12 @@ impl RunSession {
                 "the session was already torn down",
             ));
         }
-        // No client attaches, publishes or receives from here on.
+        // No client attaches, publishes or receives from here on; the subscribers in other
+        // processes are told the topic ends, and the tensors they held are dropped here.
         self.topics.close();
+        for server in &mut self.ipc {
+            server.stop();
+        }
         self.shared.request_stop();
         let elapsed = self.started.elapsed();
         let mut ops: Vec<OpRuntime> = Vec::new();
@@ -532,6 +555,13 @@ impl RunSession {
     /// an imported one. `None` for a topic the plan does not have.
     pub fn topic_attachments(&self, topic: &str) -> Option<(u32, u32)> {
         self.topics.attachments(topic)
+    }
+
+    /// The endpoint catalog of the topics this session serves to other processes, in its
+    /// namespace ([`ExecutionPlan::endpoint_catalog`] with
+    /// [`SessionOptions::ipc_namespace`]): write it where the importing process reads it.
+    pub fn endpoint_catalog(&self) -> crate::ipc::EndpointCatalog {
+        self.plan.endpoint_catalog(&self.ipc_namespace)
     }
 
     /// The session's topics, for the clients that attach to them.

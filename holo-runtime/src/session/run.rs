@@ -710,6 +710,11 @@ pub(crate) fn start(
                 per_slot_bytes: a.per_slot_bytes,
                 slot_count: a.slot_count,
                 release_capacity: plan.max_fanout_release_streams(),
+                // The pool of a topic exported across processes lives in shared memory.
+                shared_memory: plan
+                    .topics()
+                    .iter()
+                    .any(|t| t.across_processes && t.pool.as_deref() == Some(a.pool.as_str())),
             },
             device.as_ref().map(|d| (d, &retirer)),
         )?;
@@ -1046,6 +1051,32 @@ pub(crate) fn start(
         }
     }));
     let topics = Arc::new(registry);
+    // The topics exported across processes: each one's socket is bound (a second
+    // exporter of the topic in the namespace is refused here) and served from now on;
+    // a remote subscriber receives nothing before the operators run.
+    let mut ipc = Vec::new();
+    for t in plan
+        .topics()
+        .iter()
+        .filter(|t| t.across_processes && t.direction == crate::plan::TopicDirection::Export)
+    {
+        let pool = t
+            .pool
+            .as_deref()
+            .and_then(|name| pools.iter().find(|p| p.name == name))
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::Internal,
+                    format!(
+                        "the plan serves topic {:?} across processes and has no pool for it",
+                        t.name
+                    ),
+                )
+            })?;
+        let mut server = crate::ipc::ExportServer::bind(&topics, t, pool, &options.ipc_namespace)?;
+        server.spawn()?;
+        ipc.push(server);
+    }
     // The first rate generation: the plan's compiled rates, or the caller's candidate.
     // A rejected first candidate leaves nothing published; the session still runs on the
     // plan's compiled nominal rates, and the rejection is kept as evidence.
@@ -1143,6 +1174,8 @@ pub(crate) fn start(
                 started: Instant::now(),
                 plan: plan.clone(),
                 topics,
+                ipc,
+                ipc_namespace: options.ipc_namespace.clone(),
                 torn_down: false,
                 latency_baseline: Mutex::new(None),
             }

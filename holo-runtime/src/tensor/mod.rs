@@ -595,6 +595,16 @@ impl Tensor {
     /// than `own` (the emitting output's pool): the pool's location (`operator "…", port
     /// "…"`). `None` for a slot of `own` and for a pass-through tensor's own bytes.
     #[inline]
+    /// The tensor of a one-slot foreign pool ([`Pool::wrap_foreign`]), which holds the
+    /// slot's one handle.
+    pub(crate) fn from_foreign(pool: Arc<Pool>) -> Tensor {
+        Tensor {
+            pool: ManuallyDrop::new(pool),
+            slot: 0,
+            holder: Holder::NONE,
+        }
+    }
+
     pub(crate) fn foreign_pool(&self, own: Option<&Arc<Pool>>) -> Option<&'static str> {
         let pool: &Arc<Pool> = &self.pool;
         (!pool.pass_through && own.is_none_or(|own| !Arc::ptr_eq(own, pool)))
@@ -724,6 +734,7 @@ mod tests {
                 per_slot_bytes: bytes,
                 slot_count: slots,
                 release_capacity: 0,
+                shared_memory: false,
             },
             None,
         )

@@ -152,7 +152,16 @@ impl<T: Clone + Send + 'static> ChannelSubscriber<T> {
     /// `options.expected` states a contract the topic does not declare; `ResourceExhausted`
     /// when every declared subscriber is attached; `Cancelled` once the session stops.
     pub fn attach(session: &RunSession, topic: &str, options: SubscriberOptions) -> Result<Self> {
-        let registry = session.topic_registry();
+        Self::attach_to(session.topic_registry(), topic, options)
+    }
+
+    /// [`attach`](Self::attach) to a session's topic registry (the cross-process server
+    /// attaches each remote subscriber's seat so).
+    pub(crate) fn attach_to(
+        registry: &Arc<TopicRegistry>,
+        topic: &str,
+        options: SubscriberOptions,
+    ) -> Result<Self> {
         let state = registry.find(topic)?;
         state.expect_direction(TopicDirection::Export)?;
         let Side::Export(seats) = &state.side else {
@@ -272,6 +281,11 @@ impl<T: Clone + Send + 'static> ChannelSubscriber<T> {
                 .then(|| clock.instant(self.last.capture_ns)),
             publish_time: clock.instant(self.last.publish_ns),
         }
+    }
+
+    /// The subscriber's seat, `0..subscribers`.
+    pub(crate) fn seat(&self) -> usize {
+        self.seat
     }
 
     /// Values waiting in this subscriber's queue.

@@ -121,6 +121,7 @@ fn host_pool(slots: u32) -> PoolOwner {
             per_slot_bytes: 64,
             slot_count: slots,
             release_capacity: 0,
+            shared_memory: false,
         },
         None,
     )
@@ -271,6 +272,7 @@ fn export_orders_the_consumer_stream_and_registers_its_release() {
             per_slot_bytes: 16,
             slot_count: 1,
             release_capacity: 2,
+            shared_memory: false,
         },
         Some((&backend, &retirer)),
     )

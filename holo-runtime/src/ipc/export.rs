@@ -1,0 +1,571 @@
+//! The exporting side: a session serves each topic it exports across processes.
+//!
+//! A listener thread accepts subscribers on the topic's abstract socket. Each accepted
+//! subscriber takes one of the topic's seats — an in-process [`ChannelSubscriber`], so the
+//! exporting output's queue, policy and pool accounting are exactly a local subscriber's —
+//! and gets the pool's payload segment and the topic's control segment, once. Its seat
+//! thread then moves the seat's tensors out as iceoryx2 descriptors: it writes the slot's
+//! generation into the slot's fence word, sends the descriptor and wakes the subscriber,
+//! and keeps the tensor (so the slot stays out of the pool) until the subscriber's release
+//! word names that use of the slot — or the subscriber's process has exited (its pidfd).
+//! A subscriber that merely closes its socket is detached (its seat is free again), but
+//! what it still holds stays held until it releases it or its process exits.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use iceoryx2::prelude::*;
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
+
+use super::catalog::record_wire;
+use super::segment::Segment;
+use super::wire::{
+    self, BYE, ControlLayout, Hello, MAGIC, READY, SlotDescriptor, VERSION, Welcome, WireContract,
+};
+use crate::channel::pool::Pool;
+use crate::plan::TopicRecord;
+use crate::tensor::Tensor;
+use crate::topic::{ChannelSubscriber, SubscriberOptions, TopicRegistry};
+use crate::{Error, ErrorCode, Result};
+
+/// How long a handshake step may take before the exporter gives the subscriber up.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often a seat thread looks at its subscriber's process and socket.
+const LIVENESS_PERIOD: Duration = Duration::from_millis(2);
+
+/// What the listener and every seat thread of one served topic share.
+struct Served {
+    registry: Arc<TopicRegistry>,
+    topic: String,
+    service: String,
+    contract: WireContract,
+    pool: Arc<Pool>,
+    payload: Arc<Segment>,
+    control: Arc<Segment>,
+    layout: ControlLayout,
+    incarnation: u64,
+    pool_id: u64,
+    seats: u32,
+    holds: usize,
+    stop: AtomicBool,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// One topic a session serves to other processes; [`stop`](Self::stop) ends every thread
+/// and drops what the seats held.
+pub(crate) struct ExportServer {
+    served: Arc<Served>,
+    listener: Option<OwnedFd>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// A per-process, per-call unique 64-bit value (the incarnation of a served topic).
+fn incarnation() -> u64 {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let pid = u64::from(
+        rustix::process::getpid()
+            .as_raw_nonzero()
+            .get()
+            .unsigned_abs(),
+    );
+    let now = wire::monotonic_ns();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    (pid << 40) ^ now ^ (n << 20) ^ 0x9e37_79b9_7f4a_7c15
+}
+
+fn name_hash(s: &str) -> u64 {
+    // FNV-1a: a stable id of the pool's name.
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+impl ExportServer {
+    /// Binds the topic's socket in `namespace` and makes its control segment; serves
+    /// nothing until [`spawn`](Self::spawn). `InvalidArgument` when another process
+    /// already serves the topic in the namespace.
+    pub(crate) fn bind(
+        registry: &Arc<TopicRegistry>,
+        record: &TopicRecord,
+        pool: &Arc<Pool>,
+        namespace: &str,
+    ) -> Result<ExportServer> {
+        let at = || format!("topic {:?}", record.name);
+        let payload = pool.shared_segment().cloned().ok_or_else(|| {
+            Error::new(
+                ErrorCode::Internal,
+                "a topic served across processes has a pool outside shared memory",
+            )
+            .at(at())
+        })?;
+        let layout = ControlLayout {
+            slots: pool.slot_count as usize,
+            seats: record.subscribers as usize,
+        };
+        let control = Arc::new(Segment::create(
+            &format!("holo:{}:control", record.name),
+            layout.bytes(),
+        )?);
+        let incarnation = incarnation();
+        if let Some(w) = control.word(0) {
+            w.store(MAGIC, Ordering::Relaxed);
+        }
+        if let Some(w) = control.word(1) {
+            w.store(incarnation, Ordering::Release);
+        }
+        let address = wire::socket_address(namespace, &record.name)?;
+        let socket = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+            None,
+        )
+        .map_err(|e| {
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!(
+                    "cannot make the topic's socket: {}",
+                    std::io::Error::from(e)
+                ),
+            )
+            .at(at())
+        })?;
+        rustix::net::bind(&socket, &address).map_err(|e| {
+            if e == rustix::io::Errno::ADDRINUSE {
+                Error::invalid_argument(format!(
+                    "another process already serves topic {:?} in namespace {namespace:?}; give this session another namespace (`SessionOptions::with_ipc_namespace`)",
+                    record.name
+                ))
+            } else {
+                Error::new(
+                    ErrorCode::ResourceExhausted,
+                    format!("cannot bind the topic's socket: {}", std::io::Error::from(e)),
+                )
+            }
+            .at(at())
+        })?;
+        rustix::net::listen(&socket, 16).map_err(|e| {
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!(
+                    "cannot listen on the topic's socket: {}",
+                    std::io::Error::from(e)
+                ),
+            )
+            .at(at())
+        })?;
+        Ok(ExportServer {
+            served: Arc::new(Served {
+                registry: Arc::clone(registry),
+                topic: record.name.clone(),
+                service: format!("holo/{namespace}/{}/{incarnation:016x}", record.name),
+                contract: record_wire(record)?,
+                pool: Arc::clone(pool),
+                pool_id: name_hash(&pool.name),
+                payload,
+                control,
+                layout,
+                incarnation,
+                seats: record.subscribers,
+                holds: record.holds_per_subscriber.max(1) as usize,
+                stop: AtomicBool::new(false),
+                threads: Mutex::new(Vec::new()),
+            }),
+            listener: Some(socket),
+            thread: None,
+        })
+    }
+
+    /// Starts the listener thread.
+    pub(crate) fn spawn(&mut self) -> Result<()> {
+        let Some(socket) = self.listener.take() else {
+            return Ok(());
+        };
+        let served = Arc::clone(&self.served);
+        let thread = std::thread::Builder::new()
+            .name(format!("holo-ipc-{}", served.topic))
+            .spawn(move || listen(&served, &socket))
+            .map_err(|e| {
+                Error::new(
+                    ErrorCode::ResourceExhausted,
+                    format!("cannot start the topic's listener thread: {e}"),
+                )
+                .at(format!("topic {:?}", self.served.topic))
+            })?;
+        self.thread = Some(thread);
+        Ok(())
+    }
+
+    /// Stops serving: the listener closes its socket, every seat says `BYE` to its
+    /// subscriber and drops the tensors it held (their slots go back to the pool; a
+    /// subscriber's mapping keeps its bytes readable). Joins every thread.
+    pub(crate) fn stop(&mut self) {
+        self.served.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let threads = std::mem::take(
+            &mut *self
+                .served
+                .threads
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for t in threads {
+            let _ = t.join();
+        }
+        self.listener = None;
+    }
+}
+
+impl Drop for ExportServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn listen(served: &Arc<Served>, socket: &OwnedFd) {
+    let period = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 20_000_000,
+    };
+    while !served.stop.load(Ordering::Acquire) {
+        let mut fds = [rustix::event::PollFd::new(
+            socket,
+            rustix::event::PollFlags::IN,
+        )];
+        if !matches!(rustix::event::poll(&mut fds, Some(&period)), Ok(n) if n > 0) {
+            continue;
+        }
+        let Ok(conn) = rustix::net::accept_with(socket, SocketFlags::CLOEXEC) else {
+            continue;
+        };
+        // A subscriber the handshake refused has been told why; one that failed it is
+        // dropped. Either way the listener goes on.
+        if let Ok(Some(seat)) = handshake(served, conn) {
+            let s = Arc::clone(served);
+            let spawned = std::thread::Builder::new()
+                .name(format!("holo-ipc-{}#{}", served.topic, seat.seat))
+                .spawn(move || seat.run(&s));
+            if let Ok(t) = spawned {
+                served
+                    .threads
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(t);
+            }
+        }
+    }
+}
+
+/// Refuses a subscriber with `code` and `message` (best effort: it may be gone).
+fn refuse(conn: &OwnedFd, code: ErrorCode, message: &str) {
+    let mut w: Welcome = wire::zeroed();
+    w.magic = MAGIC;
+    w.status = wire::status_of(code);
+    let m = message.as_bytes();
+    let n = m.len().min(w.message.len());
+    w.message[..n].copy_from_slice(&m[..n]);
+    w.message_len = u32::try_from(n).unwrap_or(0);
+    let _ = wire::send(conn.as_fd(), &w, &[]);
+}
+
+/// The handshake: the subscriber's hello, its checks, a seat, the welcome with both
+/// segments. `Ok(None)`: refused (and told why).
+fn handshake(served: &Arc<Served>, conn: OwnedFd) -> Result<Option<SeatWorker>> {
+    wire::set_timeouts(conn.as_fd(), HANDSHAKE_TIMEOUT)?;
+    let (hello, _) = wire::recv::<Hello>(conn.as_fd())?;
+    if hello.magic != MAGIC || hello.version != VERSION {
+        refuse(
+            &conn,
+            ErrorCode::ProtocolError,
+            &format!(
+                "the subscriber speaks holo ipc version {}; this exporter speaks {VERSION}",
+                hello.version
+            ),
+        );
+        return Ok(None);
+    }
+    let name = hello
+        .topic
+        .get(..hello.topic_len as usize)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .unwrap_or("");
+    if name != served.topic {
+        refuse(
+            &conn,
+            ErrorCode::NotFound,
+            &format!("this socket serves topic {:?}, not {name:?}", served.topic),
+        );
+        return Ok(None);
+    }
+    if hello.contract != served.contract {
+        refuse(
+            &conn,
+            ErrorCode::ProtocolError,
+            &format!(
+                "the subscriber's catalog gives topic {:?} another contract than the running exporter's ({:?} where the exporter has {:?}): read the catalog the exporting session wrote",
+                served.topic, hello.contract, served.contract
+            ),
+        );
+        return Ok(None);
+    }
+    let peer = rustix::net::sockopt::socket_peercred(&conn)
+        .map_err(|e| Error::new(ErrorCode::PeerLost, std::io::Error::from(e).to_string()))?;
+    let pidfd = rustix::process::pidfd_open(peer.pid, rustix::process::PidfdFlags::empty())
+        .map_err(|e| Error::new(ErrorCode::PeerLost, std::io::Error::from(e).to_string()))?;
+    let sub = match ChannelSubscriber::<Tensor>::attach_to(
+        &served.registry,
+        &served.topic,
+        SubscriberOptions::DEFAULT,
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            refuse(&conn, e.code(), e.message());
+            return Ok(None);
+        }
+    };
+    let mut w: Welcome = wire::zeroed();
+    w.magic = MAGIC;
+    w.seat = u32::try_from(sub.seat()).unwrap_or(u32::MAX);
+    w.incarnation = served.incarnation;
+    w.pool = served.pool_id;
+    w.slot_count = served.pool.slot_count;
+    w.seats = served.seats;
+    w.per_slot_bytes = served.pool.per_slot_bytes() as u64;
+    w.payload_len = served.payload.len() as u64;
+    w.control_len = served.control.len() as u64;
+    wire::send(
+        conn.as_fd(),
+        &w,
+        &[served.payload.fd(), served.control.fd()],
+    )?;
+    Ok(Some(SeatWorker {
+        seat: sub.seat(),
+        sub: Some(sub),
+        conn,
+        pidfd,
+        parked: Vec::with_capacity(served.holds),
+    }))
+}
+
+/// One attached subscriber's seat.
+struct SeatWorker {
+    seat: usize,
+    /// The seat's in-process subscriber; `None` once the remote subscriber detached.
+    sub: Option<ChannelSubscriber<Tensor>>,
+    conn: OwnedFd,
+    pidfd: OwnedFd,
+    /// The tensors sent and not yet released: slot, generation, the handle.
+    parked: Vec<(u32, u32, Tensor)>,
+}
+
+type Node = iceoryx2::node::Node<ipc_threadsafe::Service>;
+
+/// The iceoryx2 node and service name of a seat (`<service>/<seat>`).
+pub(crate) fn seat_service(prefix: &str, seat: usize) -> Result<ServiceName> {
+    ServiceName::new(&format!("{prefix}/{seat}")).map_err(|e| {
+        Error::invalid_argument(format!(
+            "{prefix}/{seat} is no iceoryx2 service name: {e:?}"
+        ))
+    })
+}
+
+/// A node of this process with no signal handling of its own (the application owns
+/// SIGINT and SIGTERM).
+pub(crate) fn node() -> Result<Node> {
+    super::quiet_logs();
+    NodeBuilder::new()
+        .signal_handling_mode(SignalHandlingMode::Disabled)
+        .create::<ipc_threadsafe::Service>()
+        .map_err(|e| {
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!("cannot create an iceoryx2 node: {e:?}"),
+            )
+        })
+}
+
+/// How a seat ended.
+enum End {
+    /// The session stops serving: the subscriber was told `BYE`.
+    Stopped,
+    /// The subscriber's process exited: what it held is dropped.
+    Exited,
+    /// The subscriber detached and released everything it held.
+    Detached,
+}
+
+impl SeatWorker {
+    fn run(mut self, served: &Served) {
+        let seat = self.seat;
+        let end = self.serve(served, seat);
+        // Whatever happened, the tensors go back to the pool now: the session stops
+        // (nothing reuses them), the process that read them exited, or it released them.
+        self.parked.clear();
+        if matches!(end, Ok(End::Stopped)) {
+            let _ = wire::send(self.conn.as_fd(), &BYE, &[]);
+        }
+        if matches!(end, Ok(End::Exited)) {
+            // The dead subscriber's iceoryx2 node leaves stale resources behind.
+            if let Ok(n) = node() {
+                let _ = n.try_cleanup_dead_nodes();
+            }
+        }
+    }
+
+    fn serve(&mut self, served: &Served, seat: usize) -> Result<End> {
+        // The subscriber says READY once its iceoryx2 subscriber exists.
+        let (ready, _) = wire::recv::<u8>(self.conn.as_fd())?;
+        if ready != READY {
+            return Err(Error::new(
+                ErrorCode::ProtocolError,
+                "no READY from the subscriber",
+            ));
+        }
+        let node = node()?;
+        let name = seat_service(&served.service, seat)?;
+        let pubsub = node
+            .service_builder(&name)
+            .publish_subscribe::<SlotDescriptor>()
+            .subscriber_max_buffer_size(served.holds)
+            .history_size(0)
+            .enable_safe_overflow(false)
+            .max_publishers(1)
+            .max_subscribers(1)
+            .open_or_create()
+            .map_err(|e| {
+                Error::new(
+                    ErrorCode::ResourceExhausted,
+                    format!("iceoryx2 service {name}: {e:?}"),
+                )
+            })?;
+        let events = node
+            .service_builder(&name)
+            .event()
+            .open_or_create()
+            .map_err(|e| {
+                Error::new(
+                    ErrorCode::ResourceExhausted,
+                    format!("iceoryx2 event {name}: {e:?}"),
+                )
+            })?;
+        let publisher = pubsub.publisher_builder().create().map_err(|e| {
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!("iceoryx2 publisher {name}: {e:?}"),
+            )
+        })?;
+        let notifier = events.notifier_builder().create().map_err(|e| {
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!("iceoryx2 notifier {name}: {e:?}"),
+            )
+        })?;
+        let mut checked = Instant::now();
+        loop {
+            if served.stop.load(Ordering::Acquire) {
+                return Ok(End::Stopped);
+            }
+            self.reap(served, seat);
+            if checked.elapsed() >= LIVENESS_PERIOD {
+                checked = Instant::now();
+                if wire::readable(self.pidfd.as_fd()) {
+                    return Ok(End::Exited);
+                }
+                if self.sub.is_some() && wire::readable(self.conn.as_fd()) {
+                    // The subscriber closed its socket (it sends nothing else): its seat is
+                    // free again; what it holds stays held until released or it exits.
+                    self.sub = None;
+                }
+            }
+            let Some(sub) = self.sub.as_mut() else {
+                if self.parked.is_empty() {
+                    return Ok(End::Detached);
+                }
+                std::thread::sleep(Duration::from_micros(200));
+                continue;
+            };
+            if self.parked.len() >= served.holds {
+                std::thread::sleep(Duration::from_micros(20));
+                continue;
+            }
+            let wait = if self.parked.is_empty() {
+                Duration::from_millis(20)
+            } else {
+                Duration::from_micros(200)
+            };
+            let t = match sub.receive(wait) {
+                Ok(Some(t)) => t,
+                Ok(None) => continue,
+                Err(_) => return Ok(End::Stopped),
+            };
+            let desc = describe(served, &t, sub.last_info());
+            let word = wire::use_word(desc.generation);
+            if let Some(f) = served
+                .control
+                .word(ControlLayout::fence(desc.slot as usize))
+            {
+                f.store(word, Ordering::Release);
+            }
+            self.parked.push((desc.slot, desc.generation, t));
+            publisher
+                .send_copy(desc)
+                .map_err(|e| Error::new(ErrorCode::PeerLost, format!("iceoryx2 send: {e:?}")))?;
+            let _ = notifier.notify();
+        }
+    }
+
+    /// Drops every parked tensor whose release word names its use.
+    fn reap(&mut self, served: &Served, seat: usize) {
+        let mut i = 0;
+        while i < self.parked.len() {
+            let (slot, generation, _) = self.parked[i];
+            let released = served
+                .control
+                .word(served.layout.release(seat, slot as usize))
+                .is_some_and(|w| w.load(Ordering::Acquire) == wire::use_word(generation));
+            if released {
+                drop(self.parked.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+/// The descriptor of `t` (a tensor of the served pool).
+fn describe(served: &Served, t: &Tensor, info: crate::session::FrameInfo) -> SlotDescriptor {
+    let r = t.slot_ref();
+    let mut shape = [0u64; crate::spec::MAX_TENSOR_RANK as usize];
+    let s = t.shape();
+    shape[..s.len()].copy_from_slice(s);
+    let now_mono = wire::monotonic_ns();
+    let now = Instant::now();
+    let mono = |at: Instant| {
+        now_mono.saturating_sub(
+            u64::try_from(now.saturating_duration_since(at).as_nanos()).unwrap_or(u64::MAX),
+        )
+    };
+    SlotDescriptor {
+        incarnation: served.incarnation,
+        pool: served.pool_id,
+        slot: r.slot,
+        generation: r.generation,
+        offset: u64::from(r.slot) * served.pool.per_slot_bytes() as u64,
+        byte_size: t.byte_size() as u64,
+        shape,
+        rank: u8::try_from(s.len()).unwrap_or(u8::MAX),
+        dtype: wire::dtype_index(t.dtype()),
+        memory_kind: wire::kind_index(t.memory_kind()),
+        fence: wire::fence::HOST,
+        _pad: [0; 4],
+        device_uuid: [0; 16],
+        frame: info.frame,
+        capture_ns: info.capture_time.map_or(0, mono),
+        publish_ns: now_mono,
+    }
+}

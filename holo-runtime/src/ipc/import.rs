@@ -1,0 +1,548 @@
+//! The importing side: [`ProcessSubscriber`], a standalone client in another process.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use dlpark::AllocationDeleter;
+use iceoryx2::port::listener::Listener;
+use iceoryx2::port::subscriber::Subscriber;
+use iceoryx2::prelude::*;
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
+
+use super::catalog::{CatalogTopic, EndpointCatalog};
+use super::export::{node, seat_service};
+use super::segment::Segment;
+use super::wire::{
+    self, BYE, ControlLayout, Hello, MAGIC, READY, SlotDescriptor, VERSION, Welcome,
+};
+use crate::channel::pool::{ForeignBytes, Pool, TensorMeta};
+use crate::spec::{DType, MAX_TENSOR_RANK, TensorInputSpec};
+use crate::tensor::Tensor;
+use crate::{Error, ErrorCode, MemoryKind, Result};
+
+type Service = ipc_threadsafe::Service;
+
+/// Options of a [`ProcessSubscriber`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessSubscriberOptions {
+    /// How long an attach waits for the exporting session to serve the topic (its socket
+    /// to exist): `None` fails at once with `NotFound` when it does not.
+    pub wait_for_exporter: Option<Duration>,
+    /// The tensor contract the subscriber relies on: every field it states must be the
+    /// catalog's, or the attach is refused (`ProtocolError`).
+    pub expected: Option<TensorInputSpec>,
+    /// How long each handshake step may take (default 2 s).
+    pub handshake_timeout: Duration,
+}
+
+impl Default for ProcessSubscriberOptions {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl ProcessSubscriberOptions {
+    /// No waiting for the exporter, any contract, 2 s per handshake step.
+    pub const DEFAULT: Self = Self {
+        wait_for_exporter: None,
+        expected: None,
+        handshake_timeout: Duration::from_secs(2),
+    };
+
+    /// These options waiting up to `wait` for the exporter.
+    #[must_use]
+    pub const fn with_wait_for_exporter(mut self, wait: Duration) -> Self {
+        self.wait_for_exporter = Some(wait);
+        self
+    }
+
+    /// These options expecting `contract`.
+    #[must_use]
+    pub const fn with_expected(mut self, contract: TensorInputSpec) -> Self {
+        self.expected = Some(contract);
+        self
+    }
+}
+
+/// What travelled with a tensor received from another process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RemoteFrameInfo {
+    /// The frame id the exporting session gave it.
+    pub frame: u64,
+    /// When it was captured (`CLOCK_MONOTONIC` nanoseconds, the clock every process of
+    /// the machine shares); `None` when the exporter's frame had no capture time.
+    pub capture_ns: Option<u64>,
+    /// When the exporter sent its descriptor (`CLOCK_MONOTONIC` nanoseconds).
+    pub publish_ns: u64,
+    /// The slot and generation it came in (`SlotRef` of the exporter's pool).
+    pub slot: crate::channel::SlotRef,
+}
+
+/// Why a subscriber no longer receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    Up,
+    /// The exporter said `BYE`.
+    Stopped,
+    /// The exporter's process exited (or closed the socket without `BYE`).
+    Lost,
+}
+
+/// A standalone subscriber of a topic that a session in another process exports
+/// (`TopicOptions::across_processes`), attached by name through the exporter's
+/// [`EndpointCatalog`] (docs/IPC.md).
+///
+/// It takes one of the topic's subscriber seats. Each received tensor is a read-only view
+/// of the exporter's shared pool slot (no copy): the exporter does not reuse the slot until
+/// the tensor — and every handle cloned from it — has dropped, or this process has exited.
+/// A tensor may outlive the subscriber and the exporter: the mapping stays valid.
+///
+/// `receive` returns `Cancelled` once the exporting session stopped serving the topic
+/// (after what was already sent), and `PeerLost` once the exporter's process died — never
+/// blocks past its timeout.
+pub struct ProcessSubscriber {
+    topic: CatalogTopic,
+    seat: usize,
+    incarnation: u64,
+    welcome: Welcome,
+    layout: ControlLayout,
+    payload: Arc<Segment>,
+    control: Arc<Segment>,
+    conn: OwnedFd,
+    exporter: OwnedFd,
+    exporter_pid: i32,
+    link: Link,
+    last: RemoteFrameInfo,
+    // Ports before their node (drop order).
+    subscriber: Subscriber<Service, SlotDescriptor, ()>,
+    listener: Listener<Service>,
+    _node: iceoryx2::node::Node<Service>,
+}
+
+impl std::fmt::Debug for ProcessSubscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessSubscriber")
+            .field("topic", &self.topic.name)
+            .field("seat", &self.seat)
+            .field("incarnation", &format_args!("{:016x}", self.incarnation))
+            .field("exporter_pid", &self.exporter_pid)
+            .finish_non_exhaustive()
+    }
+}
+
+fn exhausted(what: &str, e: impl std::fmt::Debug) -> Error {
+    Error::new(ErrorCode::ResourceExhausted, format!("{what}: {e:?}"))
+}
+
+impl ProcessSubscriber {
+    /// Attaches to `topic` of `catalog`'s exporter. Refused, with nothing attached:
+    /// `NotFound` for a topic the catalog lacks or an exporter that does not serve it (after
+    /// `wait_for_exporter`); `ProtocolError` when `expected` differs from the catalog, or
+    /// the running exporter's contract from the catalog's; `ResourceExhausted` when every
+    /// declared subscriber is attached; `PeerLost` when the exporter dies mid-handshake.
+    pub fn attach(
+        catalog: &EndpointCatalog,
+        topic: &str,
+        options: ProcessSubscriberOptions,
+    ) -> Result<ProcessSubscriber> {
+        let entry = catalog.topic(topic)?.clone();
+        let at = format!("topic {topic:?}");
+        entry.check_expected(options.expected.as_ref())?;
+        let contract = entry.wire()?;
+        let address = wire::socket_address(&catalog.namespace, topic)?;
+        let deadline = options
+            .wait_for_exporter
+            .and_then(|w| Instant::now().checked_add(w));
+        let conn = loop {
+            let sock = rustix::net::socket_with(
+                AddressFamily::UNIX,
+                SocketType::STREAM,
+                SocketFlags::CLOEXEC,
+                None,
+            )
+            .map_err(|e| exhausted("cannot make a socket", std::io::Error::from(e)))?;
+            match rustix::net::connect(&sock, &address) {
+                Ok(()) => break sock,
+                Err(e) if deadline.is_some_and(|d| Instant::now() < d) => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => {
+                    return Err(Error::new(
+                        ErrorCode::NotFound,
+                        format!(
+                            "no session serves topic {topic:?} in namespace {:?} ({}); start the exporter first, or attach with `wait_for_exporter`",
+                            catalog.namespace,
+                            std::io::Error::from(e)
+                        ),
+                    )
+                    .at(at));
+                }
+            }
+        };
+        wire::set_timeouts(conn.as_fd(), options.handshake_timeout)?;
+        let exporter_pid = rustix::net::sockopt::socket_peercred(&conn)
+            .map_err(|e| Error::new(ErrorCode::PeerLost, std::io::Error::from(e).to_string()))?
+            .pid;
+        let exporter =
+            rustix::process::pidfd_open(exporter_pid, rustix::process::PidfdFlags::empty())
+                .map_err(|e| {
+                    Error::new(
+                        ErrorCode::PeerLost,
+                        format!(
+                            "the exporter's process is gone: {}",
+                            std::io::Error::from(e)
+                        ),
+                    )
+                    .at(at.clone())
+                })?;
+        let (name, len) = wire::name_bytes(topic)?;
+        let mut hello: Hello = wire::zeroed();
+        hello.magic = MAGIC;
+        hello.version = VERSION;
+        hello.topic = name;
+        hello.topic_len = len;
+        hello.contract = contract;
+        wire::send(conn.as_fd(), &hello, &[])?;
+        let (welcome, mut fds) =
+            wire::recv::<Welcome>(conn.as_fd()).map_err(|e| e.at(at.clone()))?;
+        if welcome.magic != MAGIC {
+            return Err(Error::new(
+                ErrorCode::ProtocolError,
+                "the exporter's answer is not holo's",
+            )
+            .at(at));
+        }
+        if welcome.status != 0 {
+            let n = (welcome.message_len as usize).min(welcome.message.len());
+            let message = String::from_utf8_lossy(&welcome.message[..n]).into_owned();
+            return Err(Error::new(wire::code_of(welcome.status), message).at(at));
+        }
+        if fds.len() != 2 {
+            return Err(Error::new(
+                ErrorCode::ProtocolError,
+                format!(
+                    "the exporter passed {} descriptors; its welcome carries 2",
+                    fds.len()
+                ),
+            )
+            .at(at));
+        }
+        let control_fd = fds
+            .pop()
+            .ok_or_else(|| Error::new(ErrorCode::Internal, "no fd"))?;
+        let payload_fd = fds
+            .pop()
+            .ok_or_else(|| Error::new(ErrorCode::Internal, "no fd"))?;
+        let layout = ControlLayout {
+            slots: welcome.slot_count as usize,
+            seats: welcome.seats as usize,
+        };
+        let seat = welcome.seat as usize;
+        let sized = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        if seat >= layout.seats
+            || sized(welcome.control_len) < layout.bytes()
+            || (welcome.per_slot_bytes)
+                .checked_mul(u64::from(welcome.slot_count))
+                .is_none_or(|b| b > welcome.payload_len)
+        {
+            return Err(Error::new(
+                ErrorCode::ProtocolError,
+                "the exporter's welcome describes segments that do not hold its slots",
+            )
+            .at(at));
+        }
+        let payload = Arc::new(Segment::import(
+            payload_fd,
+            sized(welcome.payload_len),
+            false,
+        )?);
+        let control = Arc::new(Segment::import(
+            control_fd,
+            sized(welcome.control_len),
+            true,
+        )?);
+        let header = |i| control.word(i).map_or(0, |w| w.load(Ordering::Acquire));
+        if header(0) != MAGIC || header(1) != welcome.incarnation {
+            return Err(Error::new(
+                ErrorCode::ProtocolError,
+                "the exporter's control segment names another incarnation than its welcome",
+            )
+            .at(at));
+        }
+        let node = node()?;
+        let service = seat_service(
+            &format!(
+                "holo/{}/{topic}/{:016x}",
+                catalog.namespace, welcome.incarnation
+            ),
+            seat,
+        )?;
+        let holds = entry.holds_per_subscriber.max(1) as usize;
+        let pubsub = node
+            .service_builder(&service)
+            .publish_subscribe::<SlotDescriptor>()
+            .subscriber_max_buffer_size(holds)
+            .history_size(0)
+            .enable_safe_overflow(false)
+            .max_publishers(1)
+            .max_subscribers(1)
+            .open_or_create()
+            .map_err(|e| exhausted("iceoryx2 service", e))?;
+        let events = node
+            .service_builder(&service)
+            .event()
+            .open_or_create()
+            .map_err(|e| exhausted("iceoryx2 event service", e))?;
+        let subscriber = pubsub
+            .subscriber_builder()
+            .buffer_size(holds)
+            .create()
+            .map_err(|e| exhausted("iceoryx2 subscriber", e))?;
+        let listener = events
+            .listener_builder()
+            .create()
+            .map_err(|e| exhausted("iceoryx2 listener", e))?;
+        wire::send(conn.as_fd(), &READY, &[])?;
+        Ok(ProcessSubscriber {
+            topic: entry,
+            seat,
+            incarnation: welcome.incarnation,
+            welcome,
+            layout,
+            payload,
+            control,
+            conn,
+            exporter,
+            exporter_pid: exporter_pid.as_raw_nonzero().get(),
+            link: Link::Up,
+            last: RemoteFrameInfo::default(),
+            subscriber,
+            listener,
+            _node: node,
+        })
+    }
+
+    /// The next tensor, waiting up to `timeout` for one: `None` when none came in time.
+    /// `Cancelled` once the exporter stopped serving and everything it sent was received;
+    /// `PeerLost` once its process died (likewise after what was sent); `InvalidArgument`
+    /// for a descriptor that names no live use of a slot (a stale generation, another
+    /// incarnation), which is skipped.
+    pub fn receive(&mut self, timeout: Duration) -> Result<Option<Tensor>> {
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            if let Some(d) = self
+                .subscriber
+                .receive()
+                .map_err(|e| Error::new(ErrorCode::PeerLost, format!("iceoryx2 receive: {e:?}")))?
+            {
+                let desc = *d.payload();
+                drop(d);
+                return self.accept(&desc).map(Some);
+            }
+            if self.link != Link::Up {
+                return Err(self.ended());
+            }
+            self.check_link();
+            if self.link != Link::Up {
+                // Whatever was sent before the end is still received.
+                continue;
+            }
+            let now = Instant::now();
+            let left = match deadline {
+                Some(d) if now >= d => return Ok(None),
+                Some(d) => d - now,
+                None => Duration::from_millis(20),
+            };
+            self.listener
+                .timed_wait(|_| {}, left.min(Duration::from_millis(20)))
+                .map_err(|e| Error::new(ErrorCode::PeerLost, format!("iceoryx2 wait: {e:?}")))?;
+        }
+    }
+
+    /// [`receive`](Self::receive), with what travelled with the tensor.
+    pub fn receive_with_info(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<(Tensor, RemoteFrameInfo)>> {
+        Ok(self.receive(timeout)?.map(|t| (t, self.last)))
+    }
+
+    /// What travelled with the tensor received last.
+    pub fn last_info(&self) -> RemoteFrameInfo {
+        self.last
+    }
+
+    /// The topic's catalog entry.
+    pub fn topic(&self) -> &CatalogTopic {
+        &self.topic
+    }
+
+    /// The seat this subscriber holds, `0..subscribers`.
+    pub fn seat(&self) -> usize {
+        self.seat
+    }
+
+    /// The exporter's incarnation: a restarted exporter is a new one.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// The exporting process's id.
+    pub fn exporter_pid(&self) -> i32 {
+        self.exporter_pid
+    }
+
+    fn ended(&self) -> Error {
+        let at = format!("topic {:?}", self.topic.name);
+        match self.link {
+            Link::Stopped => Error::new(
+                ErrorCode::Cancelled,
+                "the exporting session stopped serving the topic",
+            )
+            .at(at),
+            _ => Error::new(
+                ErrorCode::PeerLost,
+                format!("the exporting process (pid {}) exited", self.exporter_pid),
+            )
+            .at(at),
+        }
+    }
+
+    /// Looks at the exporter's socket and process.
+    fn check_link(&mut self) {
+        if wire::readable(self.conn.as_fd()) {
+            let mut b = [0u8; 1];
+            self.link =
+                match rustix::net::recv(&self.conn, &mut b, rustix::net::RecvFlags::DONTWAIT) {
+                    Ok((1, _)) if b[0] == BYE => Link::Stopped,
+                    _ => Link::Lost,
+                };
+        } else if wire::readable(self.exporter.as_fd()) {
+            self.link = Link::Lost;
+        }
+    }
+
+    /// A descriptor, checked, as a read-only tensor over the shared slot.
+    fn accept(&mut self, d: &SlotDescriptor) -> Result<Tensor> {
+        let at = || format!("topic {:?}", self.topic.name);
+        let stale = |why: String| Error::invalid_argument(why).at(at());
+        if d.incarnation != self.incarnation || d.pool != self.welcome.pool {
+            return Err(stale(format!(
+                "a descriptor of incarnation {:016x} reached a subscriber of incarnation {:016x}",
+                d.incarnation, self.incarnation
+            )));
+        }
+        let slot = d.slot as usize;
+        if slot >= self.layout.slots {
+            return Err(stale(format!(
+                "a descriptor names slot {slot} of {}",
+                self.layout.slots
+            )));
+        }
+        let word = wire::use_word(d.generation);
+        let fence = self
+            .control
+            .word(ControlLayout::fence(slot))
+            .map_or(0, |w| w.load(Ordering::Acquire));
+        if fence != word {
+            return Err(stale(format!(
+                "a descriptor of slot {slot} generation {} is stale: the slot's fence names generation {}",
+                d.generation,
+                fence.wrapping_sub(1)
+            )));
+        }
+        let meta = Self::meta(d).map_err(|e| e.at(at()))?;
+        let end = d.offset.checked_add(d.byte_size);
+        if d.offset != u64::from(d.slot) * self.welcome.per_slot_bytes
+            || d.byte_size > self.welcome.per_slot_bytes
+            || end.is_none_or(|e| e > self.payload.len() as u64)
+        {
+            return Err(stale(format!(
+                "a descriptor's bytes {}..+{} are not slot {slot}'s",
+                d.offset, d.byte_size
+            )));
+        }
+        let release = self.layout.release(self.seat, slot);
+        let (control, payload) = (Arc::clone(&self.control), Arc::clone(&self.payload));
+        let owner = AllocationDeleter::new(move || {
+            if let Some(w) = control.word(release) {
+                w.store(word, Ordering::Release);
+            }
+            drop(payload);
+        });
+        let addr = (self.payload.as_ptr() as u64) + d.offset;
+        let pool = Pool::wrap_foreign(ForeignBytes {
+            kind: MemoryKind::Host,
+            addr,
+            meta,
+            backend: None,
+            owner,
+        })?;
+        self.last = RemoteFrameInfo {
+            frame: d.frame,
+            capture_ns: (d.capture_ns != 0).then_some(d.capture_ns),
+            publish_ns: d.publish_ns,
+            slot: crate::channel::SlotRef {
+                slot: d.slot,
+                generation: d.generation,
+            },
+        };
+        Ok(Tensor::from_foreign(pool))
+    }
+
+    fn meta(d: &SlotDescriptor) -> Result<TensorMeta> {
+        let dtype = DType::ALL
+            .get(usize::from(d.dtype))
+            .copied()
+            .ok_or_else(|| {
+                Error::invalid_argument(format!("a descriptor's dtype {} is unknown", d.dtype))
+            })?;
+        if u32::from(d.rank) > MAX_TENSOR_RANK {
+            return Err(Error::invalid_argument(format!(
+                "a descriptor's rank {} is too large",
+                d.rank
+            )));
+        }
+        if wire::KINDS.get(usize::from(d.memory_kind)) != Some(&MemoryKind::Host) {
+            return Err(Error::invalid_argument(
+                "a descriptor of a memory kind other than host",
+            ));
+        }
+        let mut meta = TensorMeta::EMPTY;
+        meta.shape = d.shape;
+        meta.rank = d.rank;
+        meta.dtype = dtype;
+        let bytes = crate::channel::pool::checked_byte_size(meta.shape(), dtype);
+        if bytes != Some(d.byte_size) {
+            return Err(Error::invalid_argument(format!(
+                "a descriptor's shape {:?} of {dtype} does not make its {} bytes",
+                meta.shape(),
+                d.byte_size
+            )));
+        }
+        meta.byte_size = usize::try_from(d.byte_size).unwrap_or(usize::MAX);
+        Ok(meta)
+    }
+}
+
+impl Drop for ProcessSubscriber {
+    /// Detaches: the descriptors sent and not received are released at once (their slots
+    /// were never read here), then the socket closes and the exporter frees the seat. The
+    /// tensors received and still held keep their slots until they drop.
+    fn drop(&mut self) {
+        while let Ok(Some(d)) = self.subscriber.receive() {
+            let d = *d.payload();
+            if d.incarnation == self.incarnation && (d.slot as usize) < self.layout.slots {
+                let release = self.layout.release(self.seat, d.slot as usize);
+                if let Some(w) = self.control.word(release) {
+                    w.store(wire::use_word(d.generation), Ordering::Release);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! Topics across processes (docs/IPC.md).
+//!
+//! A graph exports an output across processes with
+//! [`TopicOptions::across_processes`](crate::TopicOptions::across_processes). The plan
+//! records it; the session materializes the output's pool in a shared-memory segment and
+//! serves the topic on an abstract Unix socket named by its namespace
+//! ([`SessionOptions::ipc_namespace`](crate::SessionOptions::ipc_namespace)) and the topic.
+//! The [`EndpointCatalog`] (`ExecutionPlan::endpoint_catalog`) is the one file both
+//! processes read. In the importing process a [`ProcessSubscriber`] attaches by name:
+//!
+//! - once, at attach: a handshake on the socket checks the catalog's contract against the
+//!   running exporter's, takes a subscriber seat, and passes the payload and control
+//!   segments' descriptors (`SCM_RIGHTS`), which the subscriber maps;
+//! - per frame: the exporter writes the slot's generation into the slot's fence word,
+//!   sends a fixed-size `#[repr(C)]` slot descriptor through iceoryx2 and wakes the
+//!   subscriber with an iceoryx2 event; the subscriber checks the descriptor against the
+//!   fence and hands out a read-only [`Tensor`](crate::Tensor) over the shared slot;
+//! - when the tensor's last handle drops, the subscriber writes the use into its release
+//!   word; the exporter polls the word and only then lets the slot go back to the pool —
+//!   or when the subscriber's process has exited (its pidfd), never earlier.
+
+mod catalog;
+mod export;
+mod import;
+mod segment;
+mod wire;
+
+pub use catalog::{CATALOG_VERSION, CatalogTopic, EndpointCatalog};
+pub(crate) use export::ExportServer;
+pub use import::{ProcessSubscriber, ProcessSubscriberOptions, RemoteFrameInfo};
+pub(crate) use segment::Segment;
+
+/// iceoryx2 logs at `Error` and above unless `IOX2_LOG_LEVEL` says otherwise (its default
+/// console logger warns of a missing config file on every node).
+fn quiet_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        iceoryx2::prelude::set_log_level_from_env_or(iceoryx2::prelude::LogLevel::Error);
+    });
+}

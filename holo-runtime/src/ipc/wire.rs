@@ -1,0 +1,335 @@
+//! What crosses between the processes: the per-frame slot descriptor (through iceoryx2),
+//! the handshake on the topic's socket (once per subscriber, with the segments'
+//! descriptors as `SCM_RIGHTS`), and the layout of the control segment's words.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+use iceoryx2::prelude::ZeroCopySend;
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+
+use crate::spec::{DType, MAX_TENSOR_RANK};
+use crate::{Error, ErrorCode, MemoryKind, Result};
+
+/// The first word of every handshake message and of the control segment.
+pub(crate) const MAGIC: u64 = 0x686f_6c6f_6970_6331; // "holoipc1"
+/// The wire version: a peer of another version is refused at attach.
+pub(crate) const VERSION: u32 = 1;
+/// The longest topic name (as `compile` enforces).
+pub(crate) const TOPIC_BYTES: usize = 128;
+
+/// The fence of a descriptor's slot.
+pub(crate) mod fence {
+    /// Host memory written on the host: the exporter's CPU wrote the generation into the
+    /// slot's fence word before it sent the descriptor.
+    pub(crate) const HOST: u8 = 0;
+}
+
+/// One slot of a shared pool, published to one subscriber: fixed-size and `#[repr(C)]`,
+/// carried by iceoryx2.
+#[derive(Debug, Clone, Copy, ZeroCopySend)]
+#[repr(C)]
+pub(crate) struct SlotDescriptor {
+    /// The exporter's incarnation (a restarted exporter is a new one).
+    pub(crate) incarnation: u64,
+    /// The pool's id (a hash of its name).
+    pub(crate) pool: u64,
+    pub(crate) slot: u32,
+    pub(crate) generation: u32,
+    /// The slot's byte offset in the payload segment, and the tensor's bytes.
+    pub(crate) offset: u64,
+    pub(crate) byte_size: u64,
+    pub(crate) shape: [u64; MAX_TENSOR_RANK as usize],
+    pub(crate) rank: u8,
+    /// The dtype's index in [`DType::ALL`].
+    pub(crate) dtype: u8,
+    /// The memory kind's index in [`KINDS`].
+    pub(crate) memory_kind: u8,
+    /// A [`fence`] kind.
+    pub(crate) fence: u8,
+    pub(crate) _pad: [u8; 4],
+    /// The device's UUID (zero for host memory).
+    pub(crate) device_uuid: [u8; 16],
+    /// The frame id, capture time and publish time (`CLOCK_MONOTONIC` nanoseconds, one
+    /// clock for every process of the machine; capture 0: none).
+    pub(crate) frame: u64,
+    pub(crate) capture_ns: u64,
+    pub(crate) publish_ns: u64,
+}
+
+/// The value a fence or release word holds for a use of a slot: its generation plus one,
+/// so that a zeroed word names no use.
+pub(crate) fn use_word(generation: u32) -> u64 {
+    u64::from(generation) + 1
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub(crate) fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
+}
+
+/// The contract a subscriber attaches against, as it crosses the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub(crate) struct WireContract {
+    /// Index in [`KINDS`].
+    pub(crate) memory_kind: u8,
+    /// Index in [`DType::ALL`], or `NONE`.
+    pub(crate) dtype: u8,
+    /// Exact rank, or `NONE`.
+    pub(crate) rank: u8,
+    pub(crate) max_rank: u8,
+    pub(crate) depth: u32,
+    pub(crate) max_bytes: u64,
+    pub(crate) holds: u32,
+    pub(crate) _pad: u32,
+}
+
+pub(crate) const NONE: u8 = u8::MAX;
+
+/// The importer's first message.
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub(crate) struct Hello {
+    pub(crate) magic: u64,
+    pub(crate) version: u32,
+    pub(crate) topic_len: u32,
+    pub(crate) topic: [u8; TOPIC_BYTES],
+    /// The contract the importer's catalog gives the topic.
+    pub(crate) contract: WireContract,
+}
+
+/// The exporter's answer: a seat, or a refusal with its code and reason.
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub(crate) struct Welcome {
+    pub(crate) magic: u64,
+    /// 0: attached; else 1 + the index of the refusal's code in [`ErrorCode::ALL`].
+    pub(crate) status: u32,
+    pub(crate) seat: u32,
+    pub(crate) incarnation: u64,
+    pub(crate) pool: u64,
+    pub(crate) slot_count: u32,
+    pub(crate) seats: u32,
+    pub(crate) per_slot_bytes: u64,
+    pub(crate) payload_len: u64,
+    pub(crate) control_len: u64,
+    pub(crate) message_len: u32,
+    pub(crate) _pad: u32,
+    pub(crate) message: [u8; 256],
+}
+
+/// One byte after the handshake: the importer's subscriber exists (`READY`), or the
+/// exporter stops serving the topic (`BYE`); the socket's end without `BYE` means the
+/// peer died.
+pub(crate) const READY: u8 = 1;
+pub(crate) const BYE: u8 = 2;
+
+/// The control segment: a header, then one fence word per slot, then one release word per
+/// slot for each seat.
+pub(crate) struct ControlLayout {
+    pub(crate) slots: usize,
+    pub(crate) seats: usize,
+}
+
+impl ControlLayout {
+    /// Header words: magic, incarnation, slot count, seats.
+    const HEADER: usize = 8;
+
+    pub(crate) fn words(&self) -> usize {
+        Self::HEADER + self.slots * (1 + self.seats)
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.words() * 8
+    }
+
+    pub(crate) fn fence(slot: usize) -> usize {
+        Self::HEADER + slot
+    }
+
+    pub(crate) fn release(&self, seat: usize, slot: usize) -> usize {
+        Self::HEADER + self.slots + seat * self.slots + slot
+    }
+}
+
+/// The bytes of a plain `#[repr(C)]` message.
+fn bytes_of<T: Copy>(v: &T) -> &[u8] {
+    // SAFETY: the handshake messages are plain `#[repr(C)]` data of integers and byte
+    // arrays; their padding is explicit fields, so every byte is initialized.
+    unsafe { std::slice::from_raw_parts(std::ptr::from_ref(v).cast::<u8>(), size_of::<T>()) }
+}
+
+/// A zeroed message (every handshake message is valid all-zero).
+pub(crate) fn zeroed<T: Copy>() -> T {
+    // SAFETY: as above: integers and byte arrays, for which zero is valid.
+    unsafe { MaybeUninit::<T>::zeroed().assume_init() }
+}
+
+fn peer_error(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::new(ErrorCode::PeerLost, format!("{what}: {e}"))
+}
+
+/// Sends `msg` with `fds` attached.
+pub(crate) fn send<T: Copy>(sock: BorrowedFd<'_>, msg: &T, fds: &[BorrowedFd<'_>]) -> Result<()> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(Error::new(
+            ErrorCode::Internal,
+            "the handshake's descriptors do not fit",
+        ));
+    }
+    let bytes = bytes_of(msg);
+    let sent = rustix::net::sendmsg(
+        sock,
+        &[IoSlice::new(bytes)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )
+    .map_err(|e| {
+        peer_error(
+            "the topic's socket refused a message",
+            std::io::Error::from(e),
+        )
+    })?;
+    if sent != bytes.len() {
+        return Err(peer_error("the topic's socket", "a short send"));
+    }
+    Ok(())
+}
+
+/// Receives one `T` (the socket's receive timeout bounds the wait) and up to two
+/// descriptors. The end of the stream is `PeerLost`.
+pub(crate) fn recv<T: Copy>(sock: BorrowedFd<'_>) -> Result<(T, Vec<OwnedFd>)> {
+    let mut msg: T = zeroed();
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    // SAFETY: `msg` is plain data (see `bytes_of`), valid for any bytes written into it.
+    let buf = unsafe {
+        std::slice::from_raw_parts_mut(std::ptr::from_mut(&mut msg).cast::<u8>(), size_of::<T>())
+    };
+    let mut got = 0;
+    let mut fds = Vec::new();
+    while got < buf.len() {
+        let r = rustix::net::recvmsg(
+            sock,
+            &mut [IoSliceMut::new(&mut buf[got..])],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC | RecvFlags::WAITALL,
+        )
+        .map_err(|e| peer_error("the topic's socket", std::io::Error::from(e)))?;
+        for m in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(rights) = m {
+                fds.extend(rights);
+            }
+        }
+        if r.bytes == 0 {
+            return Err(peer_error(
+                "the topic's socket",
+                "the peer closed it mid-handshake",
+            ));
+        }
+        got += r.bytes;
+    }
+    Ok((msg, fds))
+}
+
+/// Sets the socket's send and receive timeouts.
+pub(crate) fn set_timeouts(sock: BorrowedFd<'_>, timeout: Duration) -> Result<()> {
+    use rustix::net::sockopt::{Timeout, set_socket_timeout};
+    for which in [Timeout::Recv, Timeout::Send] {
+        set_socket_timeout(sock, which, Some(timeout)).map_err(|e| {
+            peer_error(
+                "cannot set the topic socket's timeout",
+                std::io::Error::from(e),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The abstract socket address a topic is served at.
+pub(crate) fn socket_address(namespace: &str, topic: &str) -> Result<rustix::net::SocketAddrUnix> {
+    rustix::net::SocketAddrUnix::new_abstract_name(format!("holo/{namespace}/{topic}").as_bytes())
+        .map_err(|e| {
+            Error::invalid_argument(format!(
+                "the namespace {namespace:?} and topic {topic:?} make no socket name: {}",
+                std::io::Error::from(e)
+            ))
+        })
+}
+
+/// Whether `fd` (a pidfd or a socket) is readable now: the process exited, or the peer
+/// sent a byte or closed its end.
+pub(crate) fn readable(fd: BorrowedFd<'_>) -> bool {
+    let mut fds = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    let zero = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+}
+
+/// A code from a refusal's status.
+pub(crate) fn code_of(status: u32) -> ErrorCode {
+    ErrorCode::ALL
+        .get(status as usize - 1)
+        .copied()
+        .unwrap_or(ErrorCode::Internal)
+}
+
+/// The status of a refusal with `code`.
+pub(crate) fn status_of(code: ErrorCode) -> u32 {
+    ErrorCode::ALL
+        .iter()
+        .position(|&c| c == code)
+        .map_or(u32::MAX, |i| u32::try_from(i + 1).unwrap_or(u32::MAX))
+}
+
+/// The index of a dtype or memory kind on the wire.
+pub(crate) fn dtype_index(d: DType) -> u8 {
+    DType::ALL
+        .iter()
+        .position(|&x| x == d)
+        .map_or(NONE, |i| u8::try_from(i).unwrap_or(NONE))
+}
+
+/// The memory kinds, in their wire order.
+pub(crate) const KINDS: [MemoryKind; 6] = [
+    MemoryKind::Host,
+    MemoryKind::PinnedHost,
+    MemoryKind::CudaDevice,
+    MemoryKind::CudaManaged,
+    MemoryKind::OpenClDevice,
+    MemoryKind::Device,
+];
+
+pub(crate) fn kind_index(k: MemoryKind) -> u8 {
+    KINDS
+        .iter()
+        .position(|&x| x == k)
+        .map_or(NONE, |i| u8::try_from(i).unwrap_or(NONE))
+}
+
+/// A name of at most [`TOPIC_BYTES`] bytes into a fixed array.
+pub(crate) fn name_bytes(name: &str) -> Result<([u8; TOPIC_BYTES], u32)> {
+    let b = name.as_bytes();
+    if b.len() > TOPIC_BYTES {
+        return Err(Error::invalid_argument(format!(
+            "the topic name {name:?} is longer than {TOPIC_BYTES} bytes"
+        )));
+    }
+    let mut out = [0u8; TOPIC_BYTES];
+    out[..b.len()].copy_from_slice(b);
+    Ok((out, u32::try_from(b.len()).unwrap_or(0)))
+}

@@ -1,0 +1,135 @@
+//! The frames of the cross-process tests (`tests/tests/ipc.rs`) and their peer process
+//! (`src/bin/ipc_peer.rs`): a host source whose frame k carries k in its first 8 bytes and
+//! `k % 251` in every other byte, so a reader can tell a frame's bytes from another's.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use holo_runtime::plan::ExecutionPlan;
+use holo_runtime::{
+    CompileOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph, Operator, Output,
+    ParamSet, Result, Tensor, TensorLoanRequest, TopicOptions, compile, operator,
+};
+
+/// Bytes per frame.
+pub const FRAME_BYTES: u64 = 4096;
+
+/// Emits frame k per activation (up to `limit`), while `go` is set; counts what it emitted
+/// and what its pool or queue refused.
+#[operator]
+pub struct IpcFrames {
+    #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = 4096)]
+    out: Output<Tensor>,
+    k: u64,
+    limit: u64,
+    go: Arc<AtomicBool>,
+    stats: Arc<IpcStats>,
+}
+
+/// What an [`IpcFrames`] source did.
+#[derive(Debug, Default)]
+pub struct IpcStats {
+    /// Frames emitted.
+    pub emitted: AtomicU64,
+    /// Loans refused (`ResourceExhausted`).
+    pub exhausted: AtomicU64,
+    /// Emits refused (`Backpressured`).
+    pub backpressured: AtomicU64,
+}
+
+impl IpcFrames {
+    /// A source of `limit` frames that waits for `go`.
+    pub fn new(limit: u64, go: Arc<AtomicBool>) -> (Self, Arc<IpcStats>) {
+        let stats = Arc::new(IpcStats::default());
+        (
+            Self {
+                out: Output::default(),
+                k: 0,
+                limit,
+                go,
+                stats: Arc::clone(&stats),
+            },
+            stats,
+        )
+    }
+}
+
+/// Writes frame `k` into `bytes`.
+pub fn fill_frame(k: u64, bytes: &mut [u8]) {
+    #[allow(clippy::cast_possible_truncation, reason = "k % 251 < 256")]
+    bytes.fill((k % 251) as u8);
+    bytes[..8].copy_from_slice(&k.to_le_bytes());
+}
+
+/// Checks that `bytes` are frame `k`'s: `Err` names the first byte that is not.
+pub fn check_frame(k: u64, bytes: &[u8]) -> std::result::Result<(), String> {
+    if bytes.len() as u64 != FRAME_BYTES {
+        return Err(format!("frame {k} has {} bytes", bytes.len()));
+    }
+    let got = u64::from_le_bytes(bytes[..8].try_into().unwrap_or_default());
+    if got != k {
+        return Err(format!("frame {k} carries the number {got}"));
+    }
+    #[allow(clippy::cast_possible_truncation, reason = "k % 251 < 256")]
+    let fill = (k % 251) as u8;
+    match bytes[8..].iter().position(|&b| b != fill) {
+        Some(i) => Err(format!(
+            "frame {k}: byte {} is {} where {fill} belongs",
+            i + 8,
+            bytes[i + 8]
+        )),
+        None => Ok(()),
+    }
+}
+
+impl Operator for IpcFrames {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        if self.k >= self.limit || !self.go.load(Ordering::Acquire) {
+            std::thread::yield_now();
+            return Ok(());
+        }
+        let loan = match self.out.allocate_tensor(TensorLoanRequest {
+            shape: &[FRAME_BYTES],
+            dtype: DType::U8,
+        }) {
+            Ok(l) => l,
+            Err(e) if e.code() == ErrorCode::ResourceExhausted => {
+                self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
+                std::thread::yield_now();
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let k = self.k;
+        let t = loan.write_host_and_commit(|b| fill_frame(k, b))?;
+        match self.out.emit(t, EmitOptions::default().with_frame(self.k)) {
+            Ok(()) => {
+                self.k += 1;
+                self.stats.emitted.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) if e.code() == ErrorCode::Backpressured => {
+                self.stats.backpressured.fetch_add(1, Ordering::Relaxed);
+                std::thread::yield_now();
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A graph of one [`IpcFrames`] source exporting `topic` across processes with `options`
+/// (`across_processes` is set here), and its plan.
+pub fn exporting_graph(
+    topic: &str,
+    limit: u64,
+    go: Arc<AtomicBool>,
+    options: TopicOptions,
+) -> Result<(Graph, ExecutionPlan, Arc<IpcStats>)> {
+    let mut graph = Graph::new();
+    let (op, stats) = IpcFrames::new(limit, go);
+    let camera = graph.add_operator("camera", op, ParamSet::defaults()?)?;
+    graph.export_topic(camera.out, topic, options.across_processes());
+    let plan = compile(&graph, CompileOptions::default())?;
+    Ok((graph, plan, stats))
+}
