@@ -169,12 +169,20 @@ impl ExecutionPlan {
             };
             let _ = writeln!(
                 out,
-                "  {:?} ({}): {flow}, depth {} ({}), {}",
+                "  {:?} ({}): {flow}, depth {} ({}), {}{}",
                 t.name,
                 t.direction,
                 t.depth,
                 t.depth_source,
                 t.policy.name(),
+                if t.across_processes {
+                    format!(
+                        "; across processes, {} held per subscriber",
+                        t.holds_per_subscriber
+                    )
+                } else {
+                    String::new()
+                },
             );
             if t.tensor {
                 let c = &t.contract;
@@ -345,9 +353,14 @@ impl ExecutionPlan {
             };
             let _ = writeln!(
                 out,
-                "  {node} [shape=note, label=\"topic {}\\n{} · {clients} {what}\\ndepth {} {}\"];",
+                "  {node} [shape=note, label=\"topic {}\\n{}{} · {clients} {what}\\ndepth {} {}\"];",
                 esc(&t.name),
                 t.direction,
+                if t.across_processes {
+                    " across processes"
+                } else {
+                    ""
+                },
                 t.depth,
                 t.policy.name()
             );

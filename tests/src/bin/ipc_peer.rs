@@ -9,6 +9,9 @@
 //!   across processes in `<namespace>`, writes its catalog to `<catalog>`, prints `serving`
 //!   and produces frames until killed.
 //!
+//! - `ipc_peer leaks <namespace>`: an exporting session and a subscriber in this process,
+//!   twice; prints `ok` when the second round left no descriptor or `memfd:holo` mapping.
+//!
 //! Every failure prints `error <code> <message>` and exits 1.
 
 use std::io::Write;
@@ -94,6 +97,57 @@ fn export(catalog: &str, namespace: &str, topic: &str) -> Result<(), Error> {
     }
 }
 
+/// Open descriptors and holo's shared mappings of this process.
+fn resources() -> (usize, usize) {
+    let fds = std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count);
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    (
+        fds,
+        maps.lines().filter(|l| l.contains("memfd:holo")).count(),
+    )
+}
+
+/// Two rounds of an exporting session and a subscriber in this process; after the second,
+/// the descriptors and mappings are the ones before it (the first warms up what a process
+/// keeps once: iceoryx2's config, the foreign-pool recycler).
+fn leaks(namespace: &str) -> Result<(), Error> {
+    for round in 0..2 {
+        let before = resources();
+        let go = Arc::new(AtomicBool::new(false));
+        let (graph, plan, _stats) = exporting_graph(
+            "cam",
+            50,
+            Arc::clone(&go),
+            TopicOptions::DEFAULT.with_depth(2),
+        )?;
+        let session = RunSession::start(
+            graph,
+            &plan,
+            SessionOptions::default().with_ipc_namespace(format!("{namespace}{round}")),
+        )?;
+        let catalog = session.endpoint_catalog();
+        let mut sub =
+            ProcessSubscriber::attach(&catalog, "cam", ProcessSubscriberOptions::DEFAULT)?;
+        go.store(true, std::sync::atomic::Ordering::Release);
+        for _ in 0..50 {
+            let t = sub
+                .receive(Duration::from_secs(10))?
+                .ok_or_else(|| Error::invalid_argument("no frame in 10 s"))?;
+            check_frame(sub.last_info().frame, t.data()?).map_err(Error::invalid_argument)?;
+        }
+        drop(sub);
+        session.join()?;
+        let after = resources();
+        if round == 1 && after != before {
+            return Err(Error::invalid_argument(format!(
+                "(descriptors, memfd:holo mappings) were {before:?} before the round and {after:?} after"
+            )));
+        }
+    }
+    say("ok");
+    Ok(())
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -103,6 +157,7 @@ fn main() {
             Err(e) => Err(Error::invalid_argument(format!("frames: {e}"))),
         },
         ["export", catalog, namespace, topic] => export(catalog, namespace, topic),
+        ["leaks", namespace] => leaks(namespace),
         _ => Err(Error::invalid_argument(format!(
             "usage: see src/bin/ipc_peer.rs; got {args:?}"
         ))),
