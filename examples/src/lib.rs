@@ -1,1 +1,3 @@
 //! Shared helpers for the holo examples.
+
+pub mod ipc;

@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Every example, as named in `Cargo.toml`.
-const EXAMPLES: [&str; 10] = [
+const EXAMPLES: [&str; 11] = [
     "params",
+    "ipc_producer",
     "cudarc_interop",
     "device_array_handoff",
     "device_array_opencl",
@@ -29,6 +30,10 @@ const EXAMPLES: [&str; 10] = [
 /// Examples behind a cargo feature, with their own command line: not built by
 /// `cargo test`, so not run here (`trace_timeline`: `--features trace`; CI lints it).
 const FEATURE_EXAMPLES: [&str; 1] = ["trace_timeline"];
+
+/// Examples that are no graph, with their own command line (`ipc_consumer <catalog>`: the
+/// consumer `ipc_producer` starts, which its run here exercises).
+const CLIENT_EXAMPLES: [&str; 1] = ["ipc_consumer"];
 
 fn source(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("{name}.rs"))
@@ -98,6 +103,7 @@ fn the_list_names_every_example() {
     let mut listed: Vec<String> = EXAMPLES
         .iter()
         .chain(&FEATURE_EXAMPLES)
+        .chain(&CLIENT_EXAMPLES)
         .map(|&s| s.to_owned())
         .collect();
     listed.sort();

@@ -1,0 +1,205 @@
+//! A session in one process serves its camera frames to a subscriber in another
+//! (docs/IPC.md).
+//!
+//! The camera fills a 4 KiB host frame a millisecond (frame k: k in its first 8 bytes, then
+//! `k % 251`) and its output is exported as the topic `camera/frames` **across processes**
+//! (`TopicOptions::across_processes`): its pool lives in shared memory, and the session
+//! serves the topic on a socket named by its namespace. Right after the session starts
+//! this example
+//!
+//! 1. writes the plan's endpoint catalog (`session.endpoint_catalog()`) to a file — the
+//!    one artifact the two processes share;
+//! 2. starts the consumer as a second process (this binary with `--consume <catalog>`;
+//!    `cargo run -p holo-examples --example ipc_consumer -- <catalog>` is the same
+//!    consumer, for a terminal of its own), which attaches by topic name
+//!    (`ProcessSubscriber::attach`): a handshake checks the catalog against the running
+//!    session, takes a seat and maps the shared pool;
+//! 3. runs; each frame crosses as an iceoryx2 descriptor of its slot — no copy — and the
+//!    consumer checks every byte and that the frame ids follow each other. A slot goes
+//!    back to the camera's pool when the consumer's tensor drops (its release word), or
+//!    when the consumer's process exits;
+//! 4. at the end the session stops serving: the consumer's next receive is `Cancelled`
+//!    and it reports what it received.
+//!
+//! ```text
+//! cargo run -p holo-examples --example ipc_producer -- [--config FILE.toml]
+//!     [--print-plan] [--plan-json] [--plan-dot] [--frames N] [--duration SECS]
+//! ```
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use holo_examples::ipc::{TOPIC, consume, fill_frame};
+use holo_runtime::app::{App, AppArgs};
+use holo_runtime::{
+    CompileOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph, Operator, Output,
+    ParamSchema, Result, Tensor, TensorLoanRequest, TopicOptions, operator,
+};
+
+/// How the topic is served.
+#[derive(Clone, Debug, ParamSchema)]
+#[param(schema = "com.example.IpcProducer.Deployment", version = 1)]
+struct DeploymentParams {
+    /// Frames queued for the consumer before the camera waits for it.
+    #[param(min = 1, max = 64, default = 4)]
+    consumer_depth: u32,
+    /// Frames the consumer may hold at once (its descriptors in flight included).
+    #[param(min = 1, max = 64, default = 2)]
+    consumer_holds: u32,
+}
+
+/// The camera source.
+#[derive(Clone, Debug, ParamSchema)]
+#[param(schema = "com.example.IpcProducer.Camera", version = 1)]
+struct CameraParams {
+    /// Bytes per frame (8 to 4096).
+    #[param(min = 8, max = 4096, default = 4096)]
+    frame_bytes: u64,
+}
+
+/// Fills frame k on the host and numbers it k, a thousand frames a second.
+#[operator(params = CameraParams, trigger = clock(hz = 1000))]
+struct Camera {
+    #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = 4096)]
+    frame: Output<Tensor>,
+    frame_bytes: u64,
+    k: u64,
+}
+
+impl Operator for Camera {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let loan = match self.frame.allocate_tensor(TensorLoanRequest {
+            shape: &[self.frame_bytes],
+            dtype: DType::U8,
+        }) {
+            Ok(loan) => loan,
+            // Every slot is queued for or held by the consumer: skip a frame.
+            Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let k = self.k;
+        let frame = loan.write_host_and_commit(|b| fill_frame(k, b))?;
+        match self.frame.emit(frame, EmitOptions::default().with_frame(k)) {
+            Ok(()) => {
+                self.k += 1;
+                Ok(())
+            }
+            // The consumer's queue is full: the frame is dropped, the camera goes on.
+            Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The consumer process and its stdout, once started.
+type Consumer = Arc<Mutex<Option<(Child, BufReader<ChildStdout>)>>>;
+
+fn build(app: &mut App, consumer: &Consumer) -> Result<(Graph, CompileOptions)> {
+    app.human_output().println(format_args!(
+        "ipc_producer: camera → topic {TOPIC:?} across processes → a consumer process"
+    ));
+    let deployment = app.params::<DeploymentParams>("deployment")?;
+    let camera = app.params::<CameraParams>("camera")?;
+    let mut graph = Graph::new();
+    let source = Camera {
+        frame: Output::default(),
+        frame_bytes: camera.values().frame_bytes,
+        k: 0,
+    };
+    let cam = graph.add_operator("camera", source, camera)?;
+    graph.export_topic(
+        cam.frame,
+        TOPIC,
+        TopicOptions::DEFAULT
+            .with_depth(deployment.values().consumer_depth)
+            .with_holds_per_subscriber(deployment.values().consumer_holds)
+            .across_processes(),
+    );
+    let consumer = Arc::clone(consumer);
+    app.on_session(move |_plan, session, human| {
+        let path =
+            std::env::temp_dir().join(format!("holo-ipc-producer-{}.toml", std::process::id()));
+        if let Err(e) = session.endpoint_catalog().write(&path) {
+            human.println(format_args!("error: {e}"));
+            return;
+        }
+        human.println(format_args!(
+            "endpoint catalog written to {} (namespace {:?})",
+            path.display(),
+            session.endpoint_catalog().namespace
+        ));
+        let spawned = std::env::current_exe().and_then(|exe| {
+            Command::new(exe)
+                .arg("--consume")
+                .arg(&path)
+                .stdout(Stdio::piped())
+                .spawn()
+        });
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                human.println(format_args!(
+                    "error: cannot start the consumer process: {e}"
+                ));
+                return;
+            }
+        };
+        let Some(out) = child.stdout.take() else {
+            return;
+        };
+        let mut out = BufReader::new(out);
+        // The consumer's first line: it attached (frames before it went to no one).
+        let mut line = String::new();
+        let _ = out.read_line(&mut line);
+        human.print(format_args!("{line}"));
+        *consumer.lock().unwrap_or_else(PoisonError::into_inner) = Some((child, out));
+    });
+    Ok((graph, CompileOptions::default()))
+}
+
+fn main() -> ExitCode {
+    let mut raw = std::env::args().skip(1);
+    if raw.next().as_deref() == Some("--consume") {
+        // The second process.
+        let Some(catalog) = raw.next() else {
+            eprintln!("error: --consume needs the catalog's path");
+            return ExitCode::FAILURE;
+        };
+        return match consume(std::path::Path::new(&catalog)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                println!("consumer: error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let consumer: Consumer = Arc::default();
+    let code = App::main(
+        AppArgs::from_env(),
+        include_str!("config/ipc_producer.toml"),
+        |app| build(app, &consumer),
+    );
+    // The session has ended (its `join` said BYE to the consumer): the consumer's report.
+    let taken = consumer
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    if let Some((mut child, out)) = taken {
+        for line in out.lines().map_while(std::io::Result::ok) {
+            eprintln!("{line}");
+        }
+        match child.wait() {
+            Ok(status) if status.success() => {}
+            Ok(status) => {
+                eprintln!("error: the consumer process exited with {status}");
+                return ExitCode::FAILURE;
+            }
+            Err(e) => {
+                eprintln!("error: the consumer process: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    code
+}
