@@ -2,7 +2,7 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use dlpark::AllocationDeleter;
@@ -110,8 +110,8 @@ pub struct ProcessSubscriber {
     incarnation: u64,
     welcome: Welcome,
     layout: ControlLayout,
-    payload: Arc<Segment>,
-    control: Arc<Segment>,
+    /// The mapped segments and the release tickets, shared with every tensor received.
+    mirror: Arc<Mirror>,
     conn: OwnedFd,
     exporter: OwnedFd,
     exporter_pid: i32,
@@ -256,16 +256,8 @@ impl ProcessSubscriber {
             )
             .at(at));
         }
-        let payload = Arc::new(Segment::import(
-            payload_fd,
-            sized(welcome.payload_len),
-            false,
-        )?);
-        let control = Arc::new(Segment::import(
-            control_fd,
-            sized(welcome.control_len),
-            true,
-        )?);
+        let payload = Segment::import(payload_fd, sized(welcome.payload_len), false)?;
+        let control = Segment::import(control_fd, sized(welcome.control_len), true)?;
         let header = |i| control.word(i).map_or(0, |w| w.load(Ordering::Acquire));
         if header(0) != MAGIC || header(1) != welcome.incarnation {
             return Err(Error::new(
@@ -308,14 +300,14 @@ impl ProcessSubscriber {
             .create()
             .map_err(|e| exhausted("iceoryx2 listener", e))?;
         wire::send(conn.as_fd(), &READY, &[])?;
+        let mirror = Mirror::new(payload, control, layout.slots)?;
         Ok(ProcessSubscriber {
             topic: entry,
             seat,
             incarnation: welcome.incarnation,
             welcome,
             layout,
-            payload,
-            control,
+            mirror,
             conn,
             exporter,
             exporter_pid: exporter_pid.as_raw_nonzero().get(),
@@ -446,6 +438,7 @@ impl ProcessSubscriber {
         }
         let word = wire::use_word(d.generation);
         let fence = self
+            .mirror
             .control
             .word(ControlLayout::fence(slot))
             .map_or(0, |w| w.load(Ordering::Acquire));
@@ -460,22 +453,17 @@ impl ProcessSubscriber {
         let end = d.offset.checked_add(d.byte_size);
         if d.offset != u64::from(d.slot) * self.welcome.per_slot_bytes
             || d.byte_size > self.welcome.per_slot_bytes
-            || end.is_none_or(|e| e > self.payload.len() as u64)
+            || end.is_none_or(|e| e > self.mirror.payload.len() as u64)
         {
             return Err(stale(format!(
                 "a descriptor's bytes {}..+{} are not slot {slot}'s",
                 d.offset, d.byte_size
             )));
         }
-        let release = self.layout.release(self.seat, slot);
-        let (control, payload) = (Arc::clone(&self.control), Arc::clone(&self.payload));
-        let owner = AllocationDeleter::new(move || {
-            if let Some(w) = control.word(release) {
-                w.store(word, Ordering::Release);
-            }
-            drop(payload);
-        });
-        let addr = (self.payload.as_ptr() as u64) + d.offset;
+        let owner = self
+            .mirror
+            .ticket(slot, self.layout.release(self.seat, slot), word);
+        let addr = (self.mirror.payload.as_ptr() as u64) + d.offset;
         let pool = Pool::wrap_foreign(ForeignBytes {
             kind: MemoryKind::Host,
             addr,
@@ -530,6 +518,91 @@ impl ProcessSubscriber {
     }
 }
 
+/// The importer's mappings of one exporter, and one release ticket per slot: a received
+/// tensor's owner is its slot's ticket (no allocation per frame), which writes the use
+/// into the subscriber's release word when the tensor's last handle drops.
+struct Mirror {
+    payload: Segment,
+    control: Segment,
+    tickets: Box<[Ticket]>,
+}
+
+/// What the owner of a received tensor writes, and where.
+struct Ticket {
+    /// The mirror the ticket is in (each live ticket owns one strong count of it).
+    mirror: *const Mirror,
+    /// The release word's index in the control segment.
+    release: AtomicUsize,
+    /// The use to write there.
+    word: AtomicU64,
+}
+
+impl Mirror {
+    fn new(payload: Segment, control: Segment, slots: usize) -> Result<Arc<Mirror>> {
+        let tickets = crate::cold::boxed_slice(slots, |_| Ticket {
+            mirror: std::ptr::null(),
+            release: AtomicUsize::new(0),
+            word: AtomicU64::new(0),
+        })
+        .map_err(|e| exhausted("the subscriber's release tickets", e))?;
+        let mirror = Arc::new_cyclic(|weak: &std::sync::Weak<Mirror>| {
+            let at = weak.as_ptr();
+            let mut tickets = tickets;
+            for t in &mut tickets {
+                t.mirror = at;
+            }
+            Mirror {
+                payload,
+                control,
+                tickets,
+            }
+        });
+        Ok(mirror)
+    }
+
+    /// The owner of a received tensor of `slot`: writes `word` into release word `release`
+    /// when dropped. The exporter sends a slot again only after that write, so a slot's
+    /// ticket is never armed twice at once.
+    fn ticket(self: &Arc<Mirror>, slot: usize, release: usize, word: u64) -> AllocationDeleter {
+        let t = &self.tickets[slot];
+        t.release.store(release, Ordering::Relaxed);
+        t.word.store(word, Ordering::Relaxed);
+        // The ticket's strong count: the mirror outlives the tensor.
+        // SAFETY: `self` is a live Arc.
+        unsafe { Arc::increment_strong_count(Arc::as_ptr(self)) };
+        // SAFETY: the context is the ticket, valid until the callback gives the mirror's
+        // count back; the callback runs once (the deleter's drop), from any thread, and
+        // does not unwind.
+        unsafe {
+            AllocationDeleter::from_raw_parts(
+                std::ptr::from_ref(t).cast_mut().cast(),
+                release_ticket,
+            )
+        }
+    }
+}
+
+/// Writes the ticket's use, then gives its count of the mirror back.
+unsafe fn release_ticket(context: *mut std::ffi::c_void) {
+    // SAFETY: `context` is a ticket of a mirror this ticket holds a count of.
+    let t = unsafe { &*context.cast::<Ticket>() };
+    let mirror = t.mirror;
+    // SAFETY: as above: the mirror is alive while the ticket holds its count.
+    let m = unsafe { &*mirror };
+    if let Some(w) = m.control.word(t.release.load(Ordering::Relaxed)) {
+        w.store(t.word.load(Ordering::Relaxed), Ordering::Release);
+    }
+    // SAFETY: the count taken in `ticket`, given back once; nothing of the
+    // mirror is touched afterwards.
+    unsafe { Arc::decrement_strong_count(mirror) };
+}
+
+// SAFETY: a ticket's pointer is to its own mirror, read only through shared references;
+// its fields are atomics.
+unsafe impl Send for Mirror {}
+// SAFETY: as above.
+unsafe impl Sync for Mirror {}
+
 impl Drop for ProcessSubscriber {
     /// Detaches: the descriptors sent and not received are released at once (their slots
     /// were never read here), then the socket closes and the exporter frees the seat. The
@@ -539,7 +612,7 @@ impl Drop for ProcessSubscriber {
             let d = *d.payload();
             if d.incarnation == self.incarnation && (d.slot as usize) < self.layout.slots {
                 let release = self.layout.release(self.seat, d.slot as usize);
-                if let Some(w) = self.control.word(release) {
+                if let Some(w) = self.mirror.control.word(release) {
                     w.store(wire::use_word(d.generation), Ordering::Release);
                 }
             }

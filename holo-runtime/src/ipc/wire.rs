@@ -133,6 +133,7 @@ pub(crate) const BYE: u8 = 2;
 
 /// The control segment: a header, then one fence word per slot, then one release word per
 /// slot for each seat.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct ControlLayout {
     pub(crate) slots: usize,
     pub(crate) seats: usize,
