@@ -421,45 +421,22 @@ impl ProcessSubscriber {
 
     /// A descriptor, checked, as a read-only tensor over the shared slot.
     fn accept(&mut self, d: &SlotDescriptor) -> Result<Tensor> {
-        let at = || format!("topic {:?}", self.topic.name);
-        let stale = |why: String| Error::invalid_argument(why).at(at());
-        if d.incarnation != self.incarnation || d.pool != self.welcome.pool {
-            return Err(stale(format!(
-                "a descriptor of incarnation {:016x} reached a subscriber of incarnation {:016x}",
-                d.incarnation, self.incarnation
-            )));
-        }
         let slot = d.slot as usize;
-        if slot >= self.layout.slots {
-            return Err(stale(format!(
-                "a descriptor names slot {slot} of {}",
-                self.layout.slots
-            )));
-        }
-        let word = wire::use_word(d.generation);
         let fence = self
             .mirror
             .control
             .word(ControlLayout::fence(slot))
             .map_or(0, |w| w.load(Ordering::Acquire));
-        if fence != word {
-            return Err(stale(format!(
-                "a descriptor of slot {slot} generation {} is stale: the slot's fence names generation {}",
-                d.generation,
-                fence.wrapping_sub(1)
-            )));
-        }
-        let meta = Self::meta(d).map_err(|e| e.at(at()))?;
-        let end = d.offset.checked_add(d.byte_size);
-        if d.offset != u64::from(d.slot) * self.welcome.per_slot_bytes
-            || d.byte_size > self.welcome.per_slot_bytes
-            || end.is_none_or(|e| e > self.mirror.payload.len() as u64)
-        {
-            return Err(stale(format!(
-                "a descriptor's bytes {}..+{} are not slot {slot}'s",
-                d.offset, d.byte_size
-            )));
-        }
+        let expected = Expected {
+            incarnation: self.incarnation,
+            pool: self.welcome.pool,
+            slots: self.layout.slots,
+            per_slot_bytes: self.welcome.per_slot_bytes,
+            payload_len: self.mirror.payload.len() as u64,
+        };
+        let meta = check_descriptor(d, &expected, fence)
+            .map_err(|e| e.at(format!("topic {:?}", self.topic.name)))?;
+        let word = wire::use_word(d.generation);
         let owner = self
             .mirror
             .ticket(slot, self.layout.release(self.seat, slot), word);
@@ -482,40 +459,76 @@ impl ProcessSubscriber {
         };
         Ok(Tensor::from_foreign(pool))
     }
+}
 
-    fn meta(d: &SlotDescriptor) -> Result<TensorMeta> {
-        let dtype = DType::ALL
-            .get(usize::from(d.dtype))
-            .copied()
-            .ok_or_else(|| {
-                Error::invalid_argument(format!("a descriptor's dtype {} is unknown", d.dtype))
-            })?;
-        if u32::from(d.rank) > MAX_TENSOR_RANK {
-            return Err(Error::invalid_argument(format!(
-                "a descriptor's rank {} is too large",
-                d.rank
-            )));
-        }
-        if wire::KINDS.get(usize::from(d.memory_kind)) != Some(&MemoryKind::Host) {
-            return Err(Error::invalid_argument(
-                "a descriptor of a memory kind other than host",
-            ));
-        }
-        let mut meta = TensorMeta::EMPTY;
-        meta.shape = d.shape;
-        meta.rank = d.rank;
-        meta.dtype = dtype;
-        let bytes = crate::channel::pool::checked_byte_size(meta.shape(), dtype);
-        if bytes != Some(d.byte_size) {
-            return Err(Error::invalid_argument(format!(
-                "a descriptor's shape {:?} of {dtype} does not make its {} bytes",
-                meta.shape(),
-                d.byte_size
-            )));
-        }
-        meta.byte_size = usize::try_from(d.byte_size).unwrap_or(usize::MAX);
-        Ok(meta)
+/// What a descriptor must agree with: the subscriber's exporter and its pool.
+struct Expected {
+    incarnation: u64,
+    pool: u64,
+    slots: usize,
+    per_slot_bytes: u64,
+    payload_len: u64,
+}
+
+/// Checks a descriptor against its exporter (`expected`) and its slot's fence word
+/// (`fence`), and gives its tensor's metadata: `InvalidArgument` for one of another
+/// incarnation or pool, a slot out of range, a generation the fence does not name (stale),
+/// bytes that are not the slot's, an unknown dtype, a rank or shape that does not make its
+/// bytes, a memory kind other than host.
+fn check_descriptor(d: &SlotDescriptor, expected: &Expected, fence: u64) -> Result<TensorMeta> {
+    let refused = |why: String| Err(Error::invalid_argument(why));
+    if d.incarnation != expected.incarnation || d.pool != expected.pool {
+        return refused(format!(
+            "a descriptor of incarnation {:016x} (pool {:016x}) reached a subscriber of incarnation {:016x} (pool {:016x})",
+            d.incarnation, d.pool, expected.incarnation, expected.pool
+        ));
     }
+    let slot = d.slot as usize;
+    if slot >= expected.slots {
+        return refused(format!(
+            "a descriptor names slot {slot} of {}",
+            expected.slots
+        ));
+    }
+    if fence != wire::use_word(d.generation) {
+        return refused(format!(
+            "a descriptor of slot {slot} generation {} is stale: the slot's fence names generation {}",
+            d.generation,
+            fence.wrapping_sub(1)
+        ));
+    }
+    let end = d.offset.checked_add(d.byte_size);
+    if d.offset != u64::from(d.slot) * expected.per_slot_bytes
+        || d.byte_size > expected.per_slot_bytes
+        || end.is_none_or(|e| e > expected.payload_len)
+    {
+        return refused(format!(
+            "a descriptor's bytes {}..+{} are not slot {slot}'s",
+            d.offset, d.byte_size
+        ));
+    }
+    let Some(&dtype) = DType::ALL.get(usize::from(d.dtype)) else {
+        return refused(format!("a descriptor's dtype {} is unknown", d.dtype));
+    };
+    if u32::from(d.rank) > MAX_TENSOR_RANK {
+        return refused(format!("a descriptor's rank {} is too large", d.rank));
+    }
+    if wire::KINDS.get(usize::from(d.memory_kind)) != Some(&MemoryKind::Host) {
+        return refused("a descriptor of a memory kind other than host".to_owned());
+    }
+    let mut meta = TensorMeta::EMPTY;
+    meta.shape = d.shape;
+    meta.rank = d.rank;
+    meta.dtype = dtype;
+    if crate::channel::pool::checked_byte_size(meta.shape(), dtype) != Some(d.byte_size) {
+        return refused(format!(
+            "a descriptor's shape {:?} of {dtype} does not make its {} bytes",
+            meta.shape(),
+            d.byte_size
+        ));
+    }
+    meta.byte_size = usize::try_from(d.byte_size).unwrap_or(usize::MAX);
+    Ok(meta)
 }
 
 /// The importer's mappings of one exporter, and one release ticket per slot: a received
@@ -617,5 +630,97 @@ impl Drop for ProcessSubscriber {
                 }
             }
         }
+    }
+}
+
+#[cfg(all(test, not(holo_loom)))]
+mod tests {
+    use super::*;
+
+    const EXPECTED: Expected = Expected {
+        incarnation: 0xabc,
+        pool: 0x123,
+        slots: 4,
+        per_slot_bytes: 64,
+        payload_len: 256,
+    };
+
+    /// Slot 2, generation 5, 16 × u32 = 64 bytes: a descriptor the subscriber accepts.
+    fn good() -> SlotDescriptor {
+        let mut shape = [0; MAX_TENSOR_RANK as usize];
+        shape[0] = 16;
+        SlotDescriptor {
+            incarnation: 0xabc,
+            pool: 0x123,
+            slot: 2,
+            generation: 5,
+            offset: 128,
+            byte_size: 64,
+            shape,
+            rank: 1,
+            dtype: wire::dtype_index(DType::U32),
+            memory_kind: wire::kind_index(MemoryKind::Host),
+            fence: wire::fence::HOST,
+            _pad: [0; 4],
+            device_uuid: [0; 16],
+            frame: 0,
+            capture_ns: 0,
+            publish_ns: 0,
+        }
+    }
+
+    fn refusal(d: &SlotDescriptor, fence: u64) -> String {
+        let e = check_descriptor(d, &EXPECTED, fence).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::InvalidArgument, "{e}");
+        e.message().to_owned()
+    }
+
+    #[test]
+    fn a_descriptor_of_the_live_use_is_accepted() {
+        let meta = check_descriptor(&good(), &EXPECTED, wire::use_word(5)).unwrap();
+        assert_eq!(
+            (meta.shape(), meta.dtype, meta.byte_size),
+            (&[16][..], DType::U32, 64)
+        );
+    }
+
+    #[test]
+    fn a_stale_generation_or_another_incarnation_is_refused_never_aliased() {
+        // The slot was loaned again (generation 6): the descriptor of use 5 is stale.
+        assert!(refusal(&good(), wire::use_word(6)).contains("generation 5 is stale"));
+        // A fence never written (zero) names no use.
+        assert!(refusal(&good(), 0).contains("stale"));
+        let mut d = good();
+        d.incarnation = 0xdef;
+        assert!(refusal(&d, wire::use_word(5)).contains("incarnation"));
+        let mut d = good();
+        d.pool = 0x999;
+        assert!(refusal(&d, wire::use_word(5)).contains("pool"));
+    }
+
+    #[test]
+    fn bytes_shape_and_kind_must_be_the_slots() {
+        let fence = wire::use_word(5);
+        let mut d = good();
+        d.slot = 4;
+        assert!(refusal(&d, fence).contains("slot 4 of 4"));
+        let mut d = good();
+        d.offset = 64;
+        assert!(refusal(&d, fence).contains("not slot 2's"));
+        let mut d = good();
+        d.byte_size = 65;
+        assert!(refusal(&d, fence).contains("not slot 2's"));
+        let mut d = good();
+        d.shape[0] = 8;
+        assert!(refusal(&d, fence).contains("does not make its 64 bytes"));
+        let mut d = good();
+        d.dtype = 200;
+        assert!(refusal(&d, fence).contains("dtype 200"));
+        let mut d = good();
+        d.rank = 9;
+        assert!(refusal(&d, fence).contains("rank 9"));
+        let mut d = good();
+        d.memory_kind = wire::kind_index(MemoryKind::CudaDevice);
+        assert!(refusal(&d, fence).contains("other than host"));
     }
 }
