@@ -210,7 +210,8 @@ fn a_killed_subscriber_returns_the_slots_it_held_and_not_before() {
 }
 
 #[test]
-fn a_detached_subscriber_keeps_what_it_holds_until_its_process_exits() {
+fn a_detached_subscriber_keeps_what_it_holds_until_its_process_exits_while_its_seat_serves_another()
+{
     let test = "detached_sub";
     let (session, go, _stats, slots) = exporter(
         test,
@@ -234,7 +235,7 @@ fn a_detached_subscriber_keeps_what_it_holds_until_its_process_exits() {
     eventually("the seat is free", || {
         session.topic_attachments("cam") == Some((0, 1))
     });
-    // ...and the slot its live process still reads stays out of the pool.
+    // ...and the slot its live process still reads stays out of the pool...
     for _ in 0..100 {
         assert!(
             session.pool_free_slots("camera.out").unwrap() < slots,
@@ -242,6 +243,15 @@ fn a_detached_subscriber_keeps_what_it_holds_until_its_process_exits() {
         );
         std::thread::sleep(Duration::from_millis(2));
     }
+    // ...also while a new subscriber takes the seat and receives in order.
+    let mut next = Peer::spawn(&["subscribe", catalog.to_str().unwrap(), "cam", "300"]);
+    assert_eq!(next.expect("attached"), "0");
+    assert_eq!(next.expect("ok"), "300");
+    next.wait_success();
+    assert!(
+        session.pool_free_slots("camera.out").unwrap() < slots,
+        "the slot a detached but live subscriber holds was recycled"
+    );
     peer.kill();
     eventually("the slot comes back once the process exited", || {
         session.pool_free_slots("camera.out").unwrap() == slots

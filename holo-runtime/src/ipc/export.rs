@@ -26,9 +26,10 @@ use super::wire::{
     self, BYE, ControlLayout, Hello, MAGIC, READY, SlotDescriptor, VERSION, Welcome, WireContract,
 };
 use crate::channel::pool::Pool;
+use crate::channel::queue::Stamp;
 use crate::plan::TopicRecord;
 use crate::tensor::Tensor;
-use crate::topic::{ChannelSubscriber, SubscriberOptions, TopicRegistry};
+use crate::topic::{ChannelSubscriber, RemoteSend, SeatState, SubscriberOptions, TopicRegistry};
 use crate::{Error, ErrorCode, Result};
 
 /// How long a handshake step may take before the exporter gives the subscriber up.
@@ -276,6 +277,7 @@ fn refuse(conn: &OwnedFd, code: ErrorCode, message: &str) {
 /// The handshake: the subscriber's hello, its checks, a seat, the welcome with both
 /// segments. `Ok(None)`: refused (and told why).
 fn handshake(served: &Arc<Served>, conn: OwnedFd) -> Result<Option<SeatWorker>> {
+    static WORKERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     wire::set_timeouts(conn.as_fd(), HANDSHAKE_TIMEOUT)?;
     let (hello, _) = wire::recv::<Hello>(conn.as_fd())?;
     if hello.magic != MAGIC || hello.version != VERSION {
@@ -344,23 +346,23 @@ fn handshake(served: &Arc<Served>, conn: OwnedFd) -> Result<Option<SeatWorker>> 
         &[served.payload.fd(), served.control.fd()],
     )?;
     Ok(Some(SeatWorker {
+        id: WORKERS.fetch_add(1, Ordering::Relaxed),
         seat: sub.seat(),
         sub: Some(sub),
         conn,
         pidfd,
-        parked: Vec::with_capacity(served.holds),
     }))
 }
 
 /// One attached subscriber's seat.
 struct SeatWorker {
+    /// This worker's id (`SeatSender::worker`).
+    id: u64,
     seat: usize,
     /// The seat's in-process subscriber; `None` once the remote subscriber detached.
     sub: Option<ChannelSubscriber<Tensor>>,
     conn: OwnedFd,
     pidfd: OwnedFd,
-    /// The tensors sent and not yet released: slot, generation, the handle.
-    parked: Vec<(u32, u32, Tensor)>,
 }
 
 type Node = iceoryx2::node::Node<ipc_threadsafe::Service>;
@@ -389,6 +391,13 @@ pub(crate) fn node() -> Result<Node> {
         })
 }
 
+fn iox_error(what: &str, name: &ServiceName, e: impl std::fmt::Debug) -> Error {
+    Error::new(
+        ErrorCode::ResourceExhausted,
+        format!("iceoryx2 {what} {name}: {e:?}"),
+    )
+}
+
 /// How a seat ended.
 enum End {
     /// The session stops serving: the subscriber was told `BYE`.
@@ -399,13 +408,104 @@ enum End {
     Detached,
 }
 
+/// The sending half of a seat: its iceoryx2 ports and the tensors sent and not yet
+/// released. Behind the seat's hook (`RemoteHook`): the exporting output sends through it
+/// from the emitting thread, the seat's thread when the output queued.
+struct SeatSender {
+    served: Arc<Served>,
+    seat: usize,
+    /// The seat worker that installed it (a detached worker's successor on the seat
+    /// installs its own).
+    worker: u64,
+    /// The iceoryx2 ports and their node (in drop order); `None` once the subscriber
+    /// detached (a new subscriber of the seat opens the service again).
+    ports: Option<(Publisher, Notifier, Node)>,
+    /// The tensors sent and not yet released: slot, generation, the handle.
+    parked: Vec<(u32, u32, Tensor)>,
+}
+
+type Publisher = iceoryx2::port::publisher::Publisher<ipc_threadsafe::Service, SlotDescriptor, ()>;
+type Notifier = iceoryx2::port::notifier::Notifier<ipc_threadsafe::Service>;
+
+impl SeatSender {
+    /// Drops every parked tensor whose release word names its use.
+    fn reap(&mut self) {
+        let mut i = 0;
+        while i < self.parked.len() {
+            let (slot, generation, _) = self.parked[i];
+            let released = self
+                .served
+                .control
+                .word(self.served.layout.release(self.seat, slot as usize))
+                .is_some_and(|w| w.load(Ordering::Acquire) == wire::use_word(generation));
+            if released {
+                drop(self.parked.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn has_room(&self) -> bool {
+        self.parked.len() < self.served.holds
+    }
+
+    /// Writes the slot's fence word, sends the descriptor, wakes the subscriber, and keeps
+    /// the tensor until its release.
+    fn send(&mut self, t: Tensor, stamp: Stamp) -> Result<()> {
+        let desc = describe(&self.served, &t, stamp);
+        if let Some(f) = self
+            .served
+            .control
+            .word(ControlLayout::fence(desc.slot as usize))
+        {
+            f.store(wire::use_word(desc.generation), Ordering::Release);
+        }
+        let Some((publisher, notifier, _)) = &self.ports else {
+            return Err(Error::new(ErrorCode::Cancelled, "the subscriber detached"));
+        };
+        self.parked.push((desc.slot, desc.generation, t));
+        publisher
+            .send_copy(desc)
+            .map_err(|e| Error::new(ErrorCode::PeerLost, format!("iceoryx2 send: {e:?}")))?;
+        let _ = notifier.notify();
+        Ok(())
+    }
+}
+
+impl RemoteSend for SeatSender {
+    fn try_send(&mut self, t: &Tensor, stamp: Stamp) -> bool {
+        self.reap();
+        self.has_room() && self.send(t.clone(), stamp).is_ok()
+    }
+
+    fn as_any(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
 impl SeatWorker {
-    fn run(mut self, served: &Served) {
-        let seat = self.seat;
-        let end = self.serve(served, seat);
+    fn run(mut self, served: &Arc<Served>) {
+        let hook = self.sub.as_ref().map(|s| Arc::clone(s.seat_state()));
+        let end = self.serve(served);
         // Whatever happened, the tensors go back to the pool now: the session stops
         // (nothing reuses them), the process that read them exited, or it released them.
-        self.parked.clear();
+        if let Some(state) = hook {
+            // Its own sender only: after a detach the seat may be another worker's.
+            let mut g = state
+                .1
+                .sender
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let mine = g
+                .as_mut()
+                .and_then(|d| d.as_any().downcast_mut::<SeatSender>())
+                .is_some_and(|s| s.worker == self.id);
+            if mine {
+                state.1.active.store(false, Ordering::Release);
+                drop(g.take());
+            }
+        }
         if matches!(end, Ok(End::Stopped)) {
             let _ = wire::send(self.conn.as_fd(), &BYE, &[]);
         }
@@ -417,7 +517,24 @@ impl SeatWorker {
         }
     }
 
-    fn serve(&mut self, served: &Served, seat: usize) -> Result<End> {
+    /// The seat's sender, installed in its hook, as `SeatSender`.
+    fn with_sender<R>(state: &SeatState, f: impl FnOnce(&mut SeatSender) -> R) -> Option<R> {
+        let mut g = state
+            .1
+            .sender
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        g.as_mut()
+            .and_then(|s| s.as_any().downcast_mut::<SeatSender>())
+            .map(f)
+    }
+
+    fn serve(&mut self, served: &Arc<Served>) -> Result<End> {
+        let seat = self.seat;
+        let state = match &self.sub {
+            Some(s) => Arc::clone(s.seat_state()),
+            None => return Ok(End::Detached),
+        };
         // The subscriber says READY once its iceoryx2 subscriber exists.
         let (ready, _) = wire::recv::<u8>(self.conn.as_fd())?;
         if ready != READY {
@@ -437,119 +554,127 @@ impl SeatWorker {
             .max_publishers(1)
             .max_subscribers(1)
             .open_or_create()
-            .map_err(|e| {
-                Error::new(
-                    ErrorCode::ResourceExhausted,
-                    format!("iceoryx2 service {name}: {e:?}"),
-                )
-            })?;
+            .map_err(|e| iox_error("service", &name, e))?;
         let events = node
             .service_builder(&name)
             .event()
             .open_or_create()
-            .map_err(|e| {
-                Error::new(
-                    ErrorCode::ResourceExhausted,
-                    format!("iceoryx2 event {name}: {e:?}"),
-                )
-            })?;
-        let publisher = pubsub.publisher_builder().create().map_err(|e| {
-            Error::new(
-                ErrorCode::ResourceExhausted,
-                format!("iceoryx2 publisher {name}: {e:?}"),
-            )
-        })?;
-        let notifier = events.notifier_builder().create().map_err(|e| {
-            Error::new(
-                ErrorCode::ResourceExhausted,
-                format!("iceoryx2 notifier {name}: {e:?}"),
-            )
-        })?;
+            .map_err(|e| iox_error("event service", &name, e))?;
+        let publisher = pubsub
+            .publisher_builder()
+            .create()
+            .map_err(|e| iox_error("publisher", &name, e))?;
+        let notifier = events
+            .notifier_builder()
+            .create()
+            .map_err(|e| iox_error("notifier", &name, e))?;
+        *state
+            .1
+            .sender
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Box::new(SeatSender {
+            served: Arc::clone(served),
+            seat,
+            worker: self.id,
+            ports: Some((publisher, notifier, node)),
+            parked: Vec::with_capacity(served.holds),
+        }));
+        state.1.active.store(true, Ordering::Release);
         let mut checked = Instant::now();
+        // A detached subscriber's sender, out of the seat's hook (a new subscriber of the
+        // seat installs its own), reaped until what it holds is released.
+        let mut detached: Option<Box<dyn RemoteSend>> = None;
         loop {
             if served.stop.load(Ordering::Acquire) {
                 return Ok(End::Stopped);
             }
-            self.reap(served, seat);
+            let (parked, queued) = if let Some(old) = detached
+                .as_mut()
+                .and_then(|d| d.as_any().downcast_mut::<SeatSender>())
+            {
+                old.reap();
+                (old.parked.len(), Ok(0))
+            } else {
+                // Reap, then send what the output queued while the subscriber had no room
+                // (popped and sent under the sender's lock: nothing overtakes it).
+                let sub = self.sub.as_mut();
+                Self::with_sender(&state, |sender| {
+                    sender.reap();
+                    let Some(sub) = sub else {
+                        return (sender.parked.len(), Ok(0));
+                    };
+                    while sender.has_room() {
+                        match sub.try_receive() {
+                            Ok(Some(t)) => {
+                                if let Err(e) = sender.send(t, sub.last_stamp()) {
+                                    return (sender.parked.len(), Err(e));
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(e) => return (sender.parked.len(), Err(e)),
+                        }
+                    }
+                    (sender.parked.len(), Ok(sub.pending()))
+                })
+                .unwrap_or((0, Ok(0)))
+            };
+            let Ok(queued) = queued else {
+                // The session is stopping (`Cancelled`) or iceoryx2 failed.
+                return Ok(End::Stopped);
+            };
             if checked.elapsed() >= LIVENESS_PERIOD {
                 checked = Instant::now();
                 if wire::readable(self.pidfd.as_fd()) {
                     return Ok(End::Exited);
                 }
                 if self.sub.is_some() && wire::readable(self.conn.as_fd()) {
-                    // The subscriber closed its socket (it sends nothing else): its seat is
-                    // free again; what it holds stays held until released or it exits.
+                    // The subscriber closed its socket (it sends nothing else): the output
+                    // sends it nothing more, its seat is free again, and its ports close;
+                    // what it holds stays held until released or its process exits.
+                    state.1.active.store(false, Ordering::Release);
+                    let mut old = state
+                        .1
+                        .sender
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take();
+                    if let Some(s) = old
+                        .as_mut()
+                        .and_then(|d| d.as_any().downcast_mut::<SeatSender>())
+                    {
+                        s.ports = None;
+                    }
+                    detached = old;
                     self.sub = None;
                 }
             }
-            let Some(sub) = self.sub.as_mut() else {
-                if self.parked.is_empty() {
-                    return Ok(End::Detached);
-                }
-                std::thread::sleep(Duration::from_micros(200));
-                continue;
-            };
-            if self.parked.len() >= served.holds {
-                std::thread::sleep(Duration::from_micros(20));
-                continue;
-            }
-            let wait = if self.parked.is_empty() {
-                Duration::from_millis(20)
-            } else {
-                Duration::from_micros(200)
-            };
-            let t = match sub.receive(wait) {
-                Ok(Some(t)) => t,
-                Ok(None) => continue,
-                Err(_) => return Ok(End::Stopped),
-            };
-            let desc = describe(served, &t, sub.last_info());
-            let word = wire::use_word(desc.generation);
-            if let Some(f) = served
-                .control
-                .word(ControlLayout::fence(desc.slot as usize))
-            {
-                f.store(word, Ordering::Release);
-            }
-            self.parked.push((desc.slot, desc.generation, t));
-            publisher
-                .send_copy(desc)
-                .map_err(|e| Error::new(ErrorCode::PeerLost, format!("iceoryx2 send: {e:?}")))?;
-            let _ = notifier.notify();
-        }
-    }
-
-    /// Drops every parked tensor whose release word names its use.
-    fn reap(&mut self, served: &Served, seat: usize) {
-        let mut i = 0;
-        while i < self.parked.len() {
-            let (slot, generation, _) = self.parked[i];
-            let released = served
-                .control
-                .word(served.layout.release(seat, slot as usize))
-                .is_some_and(|w| w.load(Ordering::Acquire) == wire::use_word(generation));
-            if released {
-                drop(self.parked.swap_remove(i));
-            } else {
-                i += 1;
+            match &self.sub {
+                None if parked == 0 => return Ok(End::Detached),
+                None => std::thread::sleep(Duration::from_micros(200)),
+                // Frames wait for the subscriber's room: poll its release words.
+                Some(_) if queued > 0 => std::thread::sleep(Duration::from_micros(20)),
+                // Nothing queued: the output sends on its own; wake for a queued frame, a
+                // release to reap while the output is idle, or the liveness check.
+                Some(sub) => sub.wait_pending(if parked > 0 {
+                    Duration::from_micros(200)
+                } else {
+                    LIVENESS_PERIOD
+                }),
             }
         }
     }
 }
 
-/// The descriptor of `t` (a tensor of the served pool).
-fn describe(served: &Served, t: &Tensor, info: crate::session::FrameInfo) -> SlotDescriptor {
+/// The descriptor of `t` (a tensor of the served pool), stamped `stamp` (the session
+/// clock's nanoseconds, made `CLOCK_MONOTONIC`'s).
+fn describe(served: &Served, t: &Tensor, stamp: Stamp) -> SlotDescriptor {
     let r = t.slot_ref();
     let mut shape = [0u64; crate::spec::MAX_TENSOR_RANK as usize];
     let s = t.shape();
     shape[..s.len()].copy_from_slice(s);
     let now_mono = wire::monotonic_ns();
-    let now = Instant::now();
-    let mono = |at: Instant| {
-        now_mono.saturating_sub(
-            u64::try_from(now.saturating_duration_since(at).as_nanos()).unwrap_or(u64::MAX),
-        )
-    };
+    let now_session = served.registry.clock.now_ns();
+    let mono = |ns: u64| now_mono.saturating_sub(now_session.saturating_sub(ns));
     SlotDescriptor {
         incarnation: served.incarnation,
         pool: served.pool_id,
@@ -564,8 +689,12 @@ fn describe(served: &Served, t: &Tensor, info: crate::session::FrameInfo) -> Slo
         fence: wire::fence::HOST,
         _pad: [0; 4],
         device_uuid: [0; 16],
-        frame: info.frame,
-        capture_ns: info.capture_time.map_or(0, mono),
-        publish_ns: now_mono,
+        frame: stamp.frame,
+        capture_ns: if stamp.capture_ns == crate::session::context::NO_CAPTURE {
+            0
+        } else {
+            mono(stamp.capture_ns)
+        },
+        publish_ns: mono(stamp.publish_ns),
     }
 }

@@ -458,12 +458,41 @@ fn push_to_seats<T: Clone + Send + 'static>(seats: &[TopicSeat<T>], value: &T, s
         if !s.state.is_attached(Ordering::Acquire) {
             continue;
         }
+        if s.state.1.active.load(Ordering::Acquire) && send_to_process(s, value, stamp) {
+            continue;
+        }
         s.queue.push(value.clone(), stamp);
         fence(Ordering::SeqCst);
         if !s.state.is_attached(Ordering::Relaxed) {
             crate::channel::queue::ErasedEdge::clear(&*s.queue);
         }
     }
+}
+
+/// A seat served to another process: sends `value` (a tensor) from this thread when
+/// nothing waits in the seat's queue before it and the subscriber has room. `false`: the
+/// caller queues it (a single producer pushes in order; the seat's thread pops and sends
+/// under the sender's lock, so nothing overtakes a queued value).
+#[inline(never)]
+fn send_to_process<T: Clone + Send + 'static>(s: &TopicSeat<T>, value: &T, stamp: Stamp) -> bool {
+    let Some(t) = (value as &dyn Any).downcast_ref::<Tensor>() else {
+        return false;
+    };
+    let mut sender = s
+        .state
+        .1
+        .sender
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let sent = match sender.as_mut() {
+        Some(sender) => s.queue.len() == 0 && sender.try_send(t, stamp),
+        None => false,
+    };
+    if sent {
+        crate::channel::queue::bump(&s.queue.counters.pushed);
+        crate::channel::queue::bump(&s.queue.counters.delivered);
+    }
+    sent
 }
 
 impl<T> Default for Output<T> {

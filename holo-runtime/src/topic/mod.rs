@@ -63,9 +63,29 @@ pub(crate) mod seat {
     pub(crate) const DETACHING: u8 = 3;
 }
 
-/// A seat's state, on a cache line of its own (the producer reads it on every emit).
+/// A seat's state, on a cache line of its own (the producer reads it on every emit), and
+/// the hook of a seat served to another process.
 #[derive(Default)]
-pub(crate) struct SeatState(CachePadded<AtomicU8>);
+pub(crate) struct SeatState(CachePadded<AtomicU8>, pub(crate) RemoteHook);
+
+/// A seat served to another process (crate `ipc`): while `active`, the exporting output
+/// hands each tensor to the seat's sender itself — the descriptor leaves on the emitting
+/// thread — when nothing waits in the seat's queue before it and the subscriber has room;
+/// otherwise the tensor is queued and the seat's thread sends it. The sender's lock orders
+/// the two: the seat's thread pops and sends under it.
+#[derive(Default)]
+pub(crate) struct RemoteHook {
+    pub(crate) active: AtomicBool,
+    pub(crate) sender: Mutex<Option<Box<dyn RemoteSend>>>,
+}
+
+/// The sending half of a seat served to another process.
+pub(crate) trait RemoteSend: Send {
+    /// Sends `t` now if the subscriber has room (`false`: queue it instead).
+    fn try_send(&mut self, t: &Tensor, stamp: Stamp) -> bool;
+    /// The concrete sender, for the seat's own thread.
+    fn as_any(&mut self) -> &mut dyn Any;
+}
 
 impl SeatState {
     #[inline]

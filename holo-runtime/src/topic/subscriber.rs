@@ -288,6 +288,31 @@ impl<T: Clone + Send + 'static> ChannelSubscriber<T> {
         self.seat
     }
 
+    /// The stamp of the value received last.
+    pub(crate) fn last_stamp(&self) -> Stamp {
+        self.last
+    }
+
+    /// The seat's state (its remote hook, for a seat served to another process).
+    pub(crate) fn seat_state(&self) -> &Arc<SeatState> {
+        &self.state
+    }
+
+    /// Waits up to `timeout` until the queue holds a value (taking none): spins briefly,
+    /// then parks until the producer's push wakes it.
+    pub(crate) fn wait_pending(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        for _ in 0..64 {
+            if self.queue.len() > 0 {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+        let queue = &self.queue;
+        self.endpoint
+            .park_client(|| queue.len() > 0, Some(deadline));
+    }
+
     /// Values waiting in this subscriber's queue.
     pub fn pending(&self) -> usize {
         self.queue.len()
