@@ -23,7 +23,10 @@ use holo_runtime::{
 };
 use holo_tests::ipc_frames::{check_frame, exporting_graph};
 
-const PEER: &str = env!("CARGO_BIN_EXE_ipc_peer");
+/// The peer binary: `HOLO_IPC_PEER` (a bundle run elsewhere), else the one cargo built.
+fn peer_exe() -> String {
+    std::env::var("HOLO_IPC_PEER").unwrap_or_else(|_| env!("CARGO_BIN_EXE_ipc_peer").to_owned())
+}
 const WAIT: Duration = Duration::from_secs(20);
 
 /// A namespace of this test alone (tests run in parallel, and so may two test runs).
@@ -44,7 +47,7 @@ struct Peer {
 
 impl Peer {
     fn spawn(args: &[&str]) -> Peer {
-        let mut child = Command::new(PEER)
+        let mut child = Command::new(peer_exe())
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
