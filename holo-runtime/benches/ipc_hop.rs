@@ -117,9 +117,21 @@ fn percentiles(mut v: Vec<u64>) -> (u64, u64) {
     (v[v.len() / 2], v[v.len() * 99 / 100])
 }
 
-// ---- the second process ---------------------------------------------------------------
+type RawPubSub = iceoryx2::service::port_factory::publish_subscribe::PortFactory<
+    ipc_threadsafe::Service,
+    RawDesc,
+    (),
+>;
+type RawEvent = iceoryx2::service::port_factory::event::PortFactory<ipc_threadsafe::Service>;
 
-fn raw_child(service: &str) {
+/// The raw baseline's node and its publish-subscribe and event services named `service`.
+fn raw_services(
+    service: &str,
+) -> (
+    iceoryx2::node::Node<ipc_threadsafe::Service>,
+    RawPubSub,
+    RawEvent,
+) {
     let node = node();
     let name: ServiceName = service.try_into().expect("a service name");
     let svc = node
@@ -134,6 +146,13 @@ fn raw_child(service: &str) {
         .event()
         .open_or_create()
         .expect("the raw event");
+    (node, svc, ev)
+}
+
+// ---- the second process ---------------------------------------------------------------
+
+fn raw_child(service: &str) {
+    let (_node, svc, ev) = raw_services(service);
     let sub = svc.subscriber_builder().create().expect("a subscriber");
     let listener = ev.listener_builder().create().expect("a listener");
     println!("ready");
@@ -243,20 +262,7 @@ fn result(
 
 fn raw_run(pair: usize) -> (u64, u64, f64, f64) {
     let service = format!("holo-bench/raw/{}/{pair}", std::process::id());
-    let node = node();
-    let name: ServiceName = service.as_str().try_into().expect("a service name");
-    let svc = node
-        .service_builder(&name)
-        .publish_subscribe::<RawDesc>()
-        .subscriber_max_buffer_size(8)
-        .history_size(0)
-        .open_or_create()
-        .expect("the raw service");
-    let ev = node
-        .service_builder(&name)
-        .event()
-        .open_or_create()
-        .expect("the raw event");
+    let (_node, svc, ev) = raw_services(&service);
     let publisher = svc.publisher_builder().create().expect("a publisher");
     let notifier = ev.notifier_builder().create().expect("a notifier");
     let (child, out) = spawn(&["--role", "raw", &service]);

@@ -170,15 +170,16 @@ fn every_frame_reaches_a_subscriber_in_another_process_in_order() {
     assert_eq!(report.drops, 0, "a Block topic drops nothing");
 }
 
-#[test]
-fn a_killed_subscriber_returns_the_slots_it_held_and_not_before() {
-    let test = "killed_sub";
+/// A producing session (depth 2, `holds` per subscriber) and a subscriber process that
+/// holds its first frame (`mode`: `hold`, or `hold-detached` after dropping its
+/// subscriber); returns the session, the pool's slot count, the peer and the catalog.
+fn holding(test: &str, holds: u32, mode: &str) -> (RunSession, u32, Peer, std::path::PathBuf) {
     let (session, go, _stats, slots) = exporter(
         test,
         u64::MAX,
         TopicOptions::DEFAULT
             .with_depth(2)
-            .with_holds_per_subscriber(2),
+            .with_holds_per_subscriber(holds),
     );
     go.store(true, Ordering::Release);
     let catalog = catalog_path(test);
@@ -187,10 +188,16 @@ fn a_killed_subscriber_returns_the_slots_it_held_and_not_before() {
         catalog.to_str().unwrap(),
         "cam",
         "1000000",
-        "hold",
+        mode,
     ]);
     assert_eq!(peer.expect("attached"), "0");
     peer.expect("holding");
+    (session, slots, peer, catalog)
+}
+
+#[test]
+fn a_killed_subscriber_returns_the_slots_it_held_and_not_before() {
+    let (session, slots, mut peer, _) = holding("killed_sub", 2, "hold");
     // The subscriber holds one tensor and its second descriptor waits in its buffer (two
     // holds), its queue is full (depth 2): at most the producer's own loan is free.
     eventually("the seat fills", || {
@@ -215,25 +222,7 @@ fn a_killed_subscriber_returns_the_slots_it_held_and_not_before() {
 #[test]
 fn a_detached_subscriber_keeps_what_it_holds_until_its_process_exits_while_its_seat_serves_another()
 {
-    let test = "detached_sub";
-    let (session, go, _stats, slots) = exporter(
-        test,
-        u64::MAX,
-        TopicOptions::DEFAULT
-            .with_depth(2)
-            .with_holds_per_subscriber(1),
-    );
-    go.store(true, Ordering::Release);
-    let catalog = catalog_path(test);
-    let mut peer = Peer::spawn(&[
-        "subscribe",
-        catalog.to_str().unwrap(),
-        "cam",
-        "1000000",
-        "hold-detached",
-    ]);
-    assert_eq!(peer.expect("attached"), "0");
-    peer.expect("holding");
+    let (session, slots, mut peer, catalog) = holding("detached_sub", 1, "hold-detached");
     // The subscriber closed its socket: its seat is free again, its queue was dropped...
     eventually("the seat is free", || {
         session.topic_attachments("cam") == Some((0, 1))
