@@ -23,7 +23,8 @@ use rustix::net::{AddressFamily, SocketFlags, SocketType};
 use super::catalog::record_wire;
 use super::segment::Segment;
 use super::wire::{
-    self, BYE, ControlLayout, Hello, MAGIC, READY, SlotDescriptor, VERSION, Welcome, WireContract,
+    self, ACTIVE, BYE, ControlLayout, Hello, MAGIC, READY, SlotDescriptor, VERSION, Welcome,
+    WireContract,
 };
 use crate::channel::pool::Pool;
 use crate::channel::queue::Stamp;
@@ -319,7 +320,9 @@ fn handshake(served: &Arc<Served>, conn: OwnedFd) -> Result<Option<SeatWorker>> 
         .map_err(|e| Error::new(ErrorCode::PeerLost, std::io::Error::from(e).to_string()))?;
     let pidfd = rustix::process::pidfd_open(peer.pid, rustix::process::PidfdFlags::empty())
         .map_err(|e| Error::new(ErrorCode::PeerLost, std::io::Error::from(e).to_string()))?;
-    let sub = match ChannelSubscriber::<Tensor>::attach_to(
+    // Claimed, not attached: the output sends the seat nothing before the subscriber is
+    // ready (its READY), so a Block seat does not hold the producer back meanwhile.
+    let sub = match ChannelSubscriber::<Tensor>::claim(
         &served.registry,
         &served.topic,
         SubscriberOptions::DEFAULT,
@@ -580,6 +583,11 @@ impl SeatWorker {
             parked: Vec::with_capacity(served.holds),
         }));
         state.1.active.store(true, Ordering::Release);
+        if let Some(sub) = &self.sub {
+            sub.activate();
+        }
+        // The subscriber's attach returns once its seat receives.
+        wire::send(self.conn.as_fd(), &ACTIVE, &[])?;
         let mut checked = Instant::now();
         // A detached subscriber's sender, out of the seat's hook (a new subscriber of the
         // seat installs its own), reaped until what it holds is released.

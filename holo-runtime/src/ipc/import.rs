@@ -300,6 +300,15 @@ impl ProcessSubscriber {
             .create()
             .map_err(|e| exhausted("iceoryx2 listener", e))?;
         wire::send(conn.as_fd(), &READY, &[])?;
+        // Attached once the exporter says so: from then on every frame is sent here.
+        let (active, _) = wire::recv::<u8>(conn.as_fd()).map_err(|e| e.at(at.clone()))?;
+        if active != wire::ACTIVE {
+            return Err(Error::new(
+                ErrorCode::ProtocolError,
+                "the exporter did not attach the seat",
+            )
+            .at(at));
+        }
         let mirror = Mirror::new(payload, control, layout.slots)?;
         Ok(ProcessSubscriber {
             topic: entry,

@@ -125,11 +125,13 @@ pub(crate) struct Welcome {
     pub(crate) message: [u8; 256],
 }
 
-/// One byte after the handshake: the importer's subscriber exists (`READY`), or the
-/// exporter stops serving the topic (`BYE`); the socket's end without `BYE` means the
-/// peer died.
+/// One byte after the handshake: the importer's subscriber exists (`READY`), the seat is
+/// attached (`ACTIVE`, the answer), or the exporter stops serving the topic (`BYE`); the
+/// socket's end without `BYE` means the peer died.
 pub(crate) const READY: u8 = 1;
 pub(crate) const BYE: u8 = 2;
+/// The exporter's answer to `READY`: the seat is attached, the output sends into it.
+pub(crate) const ACTIVE: u8 = 3;
 
 /// The control segment: a header, then one fence word per slot, then one release word per
 /// slot for each seat.

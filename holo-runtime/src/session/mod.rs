@@ -551,8 +551,10 @@ impl RunSession {
     }
 
     /// How many clients are attached to topic `topic` now, and how many its plan record
-    /// declares: `(attached, declared)` subscribers of an exported topic, publishers of
-    /// an imported one. `None` for a topic the plan does not have.
+    /// declares: `(attached, declared)` subscribers of an exported topic (attached:
+    /// receiving what the output emits — a subscriber in another process counts once its
+    /// handshake has ended), publishers of an imported one. `None` for a topic the plan
+    /// does not have.
     pub fn topic_attachments(&self, topic: &str) -> Option<(u32, u32)> {
         self.topics.attachments(topic)
     }

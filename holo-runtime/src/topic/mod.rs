@@ -401,7 +401,7 @@ impl TopicRegistry {
                 u32::try_from(
                     seats
                         .iter()
-                        .filter(|s| s.state.0.load(Ordering::Acquire) != seat::FREE)
+                        .filter(|s| s.state.is_attached(Ordering::Acquire))
                         .count(),
                 )
                 .unwrap_or(u32::MAX),

@@ -162,6 +162,21 @@ impl<T: Clone + Send + 'static> ChannelSubscriber<T> {
         topic: &str,
         options: SubscriberOptions,
     ) -> Result<Self> {
+        let sub = Self::claim(registry, topic, options)?;
+        sub.activate();
+        Ok(sub)
+    }
+
+    /// Takes a free seat of `topic` without attaching it yet: the seat counts as taken
+    /// (no other client gets it) but the exporting output pushes nothing into it until
+    /// [`activate`](Self::activate) — a subscriber in another process is not ready to
+    /// receive before its handshake ends, and a `Block` seat filling meanwhile would hold
+    /// the producer back.
+    pub(crate) fn claim(
+        registry: &Arc<TopicRegistry>,
+        topic: &str,
+        options: SubscriberOptions,
+    ) -> Result<Self> {
         let state = registry.find(topic)?;
         state.expect_direction(TopicDirection::Export)?;
         let Side::Export(seats) = &state.side else {
@@ -202,7 +217,6 @@ impl<T: Clone + Send + 'static> ChannelSubscriber<T> {
         };
         // Entries left by a producer's push that raced the previous subscriber's detach.
         s.erased.clear();
-        s.state.0.store(seat::ATTACHED, Ordering::SeqCst);
         Ok(Self {
             topic: Arc::clone(state),
             registry: Arc::clone(registry),
@@ -281,6 +295,11 @@ impl<T: Clone + Send + 'static> ChannelSubscriber<T> {
                 .then(|| clock.instant(self.last.capture_ns)),
             publish_time: clock.instant(self.last.publish_ns),
         }
+    }
+
+    /// Attaches a claimed seat: the exporting output pushes into it from now on.
+    pub(crate) fn activate(&self) {
+        self.state.0.store(seat::ATTACHED, Ordering::SeqCst);
     }
 
     /// The subscriber's seat, `0..subscribers`.
