@@ -263,6 +263,11 @@ fn a_killed_exporter_ends_its_subscriber_with_peer_lost_and_a_new_one_is_a_new_i
     let mut sub = ProcessSubscriber::attach(&cat, "cam", ProcessSubscriberOptions::DEFAULT)
         .expect("the subscriber attaches");
     let first = sub.incarnation();
+    let killed = exporter.child.id();
+    assert!(
+        nodes_of(killed).0 >= 1,
+        "the exporter's seat has a live iceoryx2 node"
+    );
     let (held, info) = sub
         .receive_with_info(WAIT)
         .expect("a frame")
@@ -293,6 +298,13 @@ fn a_killed_exporter_ends_its_subscriber_with_peer_lost_and_a_new_one_is_a_new_i
 
     let mut again = Peer::spawn(&["export", catalog.to_str().unwrap(), &ns, "cam"]);
     again.expect("serving");
+    // Nothing of the killed exporter's iceoryx2 node is left (its subscriber's ports and
+    // the new exporter remove a dead process's node).
+    assert_eq!(
+        nodes_of(killed),
+        (0, 0),
+        "the killed exporter's iceoryx2 node is left"
+    );
     let cat = EndpointCatalog::read(&catalog).unwrap();
     let mut sub = ProcessSubscriber::attach(&cat, "cam", ProcessSubscriberOptions::DEFAULT)
         .expect("the subscriber attaches to the restarted exporter");
@@ -303,6 +315,27 @@ fn a_killed_exporter_ends_its_subscriber_with_peer_lost_and_a_new_one_is_a_new_i
     );
     let (t, info) = sub.receive_with_info(WAIT).unwrap().unwrap();
     check_frame(info.frame, t.data().unwrap()).unwrap();
+}
+
+/// The iceoryx2 nodes of process `pid` listed now: (alive, dead).
+fn nodes_of(pid: u32) -> (usize, usize) {
+    use iceoryx2::node::NodeView;
+    use iceoryx2::prelude::*;
+    let of_pid = |d: &Option<iceoryx2::node::NodeDetails>| {
+        d.as_ref()
+            .is_some_and(|d| u32::try_from(d.process_id().value()).ok() == Some(pid))
+    };
+    let (mut alive, mut dead) = (0, 0);
+    iceoryx2::node::Node::<ipc_threadsafe::Service>::list(Config::global_config(), |state| {
+        match &state {
+            NodeState::Alive(v) if of_pid(v.details()) => alive += 1,
+            NodeState::Dead(v) if of_pid(v.details()) => dead += 1,
+            _ => {}
+        }
+        CallbackProgression::Continue
+    })
+    .expect("iceoryx2 lists its nodes");
+    (alive, dead)
 }
 
 #[test]

@@ -112,6 +112,10 @@ impl ExportServer {
             layout.bytes(),
         )?);
         let incarnation = incarnation();
+        // A killed predecessor (an exporter or subscriber of an earlier run) left its
+        // iceoryx2 node's resources behind: the first thing a new exporter does is
+        // remove those of dead processes.
+        let _ = node()?.try_cleanup_dead_nodes();
         if let Some(w) = control.word(0) {
             w.store(MAGIC, Ordering::Relaxed);
         }
