@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::wire::{self, NONE, WireContract};
 use crate::plan::ExecutionPlan;
-use crate::plan::TopicRecord;
+use crate::plan::{TopicContractRecord, TopicRecord};
 use crate::spec::{DType, TensorInputSpec};
 use crate::{Error, ErrorCode, MemoryKind, Result};
 
@@ -162,47 +162,21 @@ impl CatalogTopic {
     }
 
     /// Refuses (`ProtocolError`) a client contract the topic does not meet: every field
-    /// `expected` states must be the topic's.
+    /// `expected` states must be the topic's (the check of an in-process client).
     pub(crate) fn check_expected(&self, expected: Option<&TensorInputSpec>) -> Result<()> {
         let Some(want) = expected else {
             return Ok(());
         };
-        let mut differences = Vec::new();
-        if let Some(k) = want.memory_kind
-            && !k.accepts(self.memory_kind()?)
-        {
-            differences.push(format!(
-                "memory kind {} where {k} is expected",
-                self.memory_kind
-            ));
-        }
-        if let Some(d) = want.dtype
-            && self.dtype()? != Some(d)
-        {
-            differences.push(format!(
-                "dtype {} where {d} is expected",
-                self.dtype.as_deref().unwrap_or("undeclared")
-            ));
-        }
-        if let Some(r) = want.rank
-            && self.rank != Some(r)
-        {
-            differences.push(format!(
-                "rank {} where rank {r} is expected",
-                self.rank.map_or("undeclared".to_owned(), |r| r.to_string())
-            ));
-        }
-        if differences.is_empty() {
-            return Ok(());
-        }
-        Err(Error::new(
-            ErrorCode::ProtocolError,
-            format!(
-                "the topic's contract differs from the client's: {}",
-                differences.join(", ")
-            ),
-        )
-        .at(format!("topic {:?}", self.name)))
+        let contract = TopicContractRecord {
+            memory_kind: Some(self.memory_kind()?),
+            device: None,
+            dtype: self.dtype()?,
+            rank: self.rank,
+            max_rank: Some(self.max_rank),
+            max_bytes: self.max_bytes,
+        };
+        crate::topic::check_contract(&contract, want)
+            .map_err(|e| e.at(format!("topic {:?}", self.name)))
     }
 }
 

@@ -3,11 +3,13 @@
 //! A listener thread accepts subscribers on the topic's abstract socket. Each accepted
 //! subscriber takes one of the topic's seats — an in-process [`ChannelSubscriber`], so the
 //! exporting output's queue, policy and pool accounting are exactly a local subscriber's —
-//! and gets the pool's payload segment and the topic's control segment, once. Its seat
-//! thread then moves the seat's tensors out as iceoryx2 descriptors: it writes the slot's
-//! generation into the slot's fence word, sends the descriptor and wakes the subscriber,
-//! and keeps the tensor (so the slot stays out of the pool) until the subscriber's release
-//! word names that use of the slot — or the subscriber's process has exited (its pidfd).
+//! and gets the pool's payload segment and the topic's control segment, once (the
+//! handshake runs on the subscriber's own thread). The seat's sender then moves the seat's
+//! tensors out as iceoryx2 descriptors — from the emitting thread when it can, else from
+//! the seat's thread: it writes the slot's generation into the slot's fence word, sends
+//! the descriptor and wakes the subscriber, and keeps the tensor (so the slot stays out of
+//! the pool) until the subscriber's release word names that use of the slot — or the
+//! subscriber's process has exited (its pidfd).
 //! A subscriber that merely closes its socket is detached (its seat is free again), but
 //! what it still holds stays held until it releases it or its process exits.
 
@@ -167,7 +169,7 @@ impl ExportServer {
             served: Arc::new(Served {
                 registry: Arc::clone(registry),
                 topic: record.name.clone(),
-                service: format!("holo/{namespace}/{}/{incarnation:016x}", record.name),
+                service: service_prefix(namespace, &record.name, incarnation),
                 contract: record_wire(record)?,
                 pool: Arc::clone(pool),
                 pool_id: name_hash(&pool.name),
@@ -249,20 +251,26 @@ fn listen(served: &Arc<Served>, socket: &OwnedFd) {
         let Ok(conn) = rustix::net::accept_with(socket, SocketFlags::CLOEXEC) else {
             continue;
         };
-        // A subscriber the handshake refused has been told why; one that failed it is
-        // dropped. Either way the listener goes on.
-        if let Ok(Some(seat)) = handshake(served, conn) {
-            let s = Arc::clone(served);
-            let spawned = std::thread::Builder::new()
-                .name(format!("holo-ipc-{}#{}", served.topic, seat.seat))
-                .spawn(move || seat.run(&s));
-            if let Ok(t) = spawned {
-                served
-                    .threads
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(t);
-            }
+        // The handshake runs on the subscriber's own thread, not here: a slow or silent
+        // subscriber (each step may take `HANDSHAKE_TIMEOUT`) delays no other attach. A
+        // subscriber the handshake refused has been told why; one that failed it is
+        // dropped.
+        let s = Arc::clone(served);
+        let spawned = std::thread::Builder::new()
+            .name(format!("holo-ipc-{}", served.topic))
+            .spawn(move || {
+                if let Ok(Some(seat)) = handshake(&s, conn) {
+                    seat.run(&s);
+                }
+            });
+        if let Ok(t) = spawned {
+            let mut threads = served
+                .threads
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            // The threads of subscribers that came and went are done: not kept for `stop`.
+            threads.retain(|t| !t.is_finished());
+            threads.push(t);
         }
     }
 }
@@ -405,6 +413,46 @@ fn iox_error(what: &str, name: &ServiceName, e: impl std::fmt::Debug) -> Error {
     )
 }
 
+/// The prefix of a served topic's iceoryx2 services, per incarnation; a seat's are
+/// `<prefix>/<seat>` ([`seat_service`]). Both ends name them so.
+pub(crate) fn service_prefix(namespace: &str, topic: &str, incarnation: u64) -> String {
+    format!("holo/{namespace}/{topic}/{incarnation:016x}")
+}
+
+pub(crate) type SeatPubSub = iceoryx2::service::port_factory::publish_subscribe::PortFactory<
+    ipc_threadsafe::Service,
+    SlotDescriptor,
+    (),
+>;
+pub(crate) type SeatEvents =
+    iceoryx2::service::port_factory::event::PortFactory<ipc_threadsafe::Service>;
+
+/// A seat's descriptor and wake-up services, opened or created with the settings both
+/// ends must agree on: one publisher, one subscriber, room for `holds` descriptors, no
+/// history, no overflow (the exporter never sends more than `holds` unreleased).
+pub(crate) fn seat_services(
+    node: &Node,
+    name: &ServiceName,
+    holds: usize,
+) -> Result<(SeatPubSub, SeatEvents)> {
+    let pubsub = node
+        .service_builder(name)
+        .publish_subscribe::<SlotDescriptor>()
+        .subscriber_max_buffer_size(holds)
+        .history_size(0)
+        .enable_safe_overflow(false)
+        .max_publishers(1)
+        .max_subscribers(1)
+        .open_or_create()
+        .map_err(|e| iox_error("service", name, e))?;
+    let events = node
+        .service_builder(name)
+        .event()
+        .open_or_create()
+        .map_err(|e| iox_error("event service", name, e))?;
+    Ok((pubsub, events))
+}
+
 /// How a seat ended.
 enum End {
     /// The session stops serving: the subscriber was told `BYE`.
@@ -460,6 +508,9 @@ impl SeatSender {
     /// Writes the slot's fence word, sends the descriptor, wakes the subscriber, and keeps
     /// the tensor until its release.
     fn send(&mut self, t: Tensor, stamp: Stamp) -> Result<()> {
+        let Some((publisher, notifier, _)) = &self.ports else {
+            return Err(Error::new(ErrorCode::Cancelled, "the subscriber detached"));
+        };
         let desc = describe(&self.served, &t, stamp);
         if let Some(f) = self
             .served
@@ -468,9 +519,6 @@ impl SeatSender {
         {
             f.store(wire::use_word(desc.generation), Ordering::Release);
         }
-        let Some((publisher, notifier, _)) = &self.ports else {
-            return Err(Error::new(ErrorCode::Cancelled, "the subscriber detached"));
-        };
         self.parked.push((desc.slot, desc.generation, t));
         publisher
             .send_copy(desc)
@@ -552,21 +600,7 @@ impl SeatWorker {
         }
         let node = node()?;
         let name = seat_service(&served.service, seat)?;
-        let pubsub = node
-            .service_builder(&name)
-            .publish_subscribe::<SlotDescriptor>()
-            .subscriber_max_buffer_size(served.holds)
-            .history_size(0)
-            .enable_safe_overflow(false)
-            .max_publishers(1)
-            .max_subscribers(1)
-            .open_or_create()
-            .map_err(|e| iox_error("service", &name, e))?;
-        let events = node
-            .service_builder(&name)
-            .event()
-            .open_or_create()
-            .map_err(|e| iox_error("event service", &name, e))?;
+        let (pubsub, events) = seat_services(&node, &name, served.holds)?;
         let publisher = pubsub
             .publisher_builder()
             .create()

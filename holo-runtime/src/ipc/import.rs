@@ -12,7 +12,7 @@ use iceoryx2::prelude::*;
 use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
 use super::catalog::{CatalogTopic, EndpointCatalog};
-use super::export::{node, seat_service};
+use super::export::{node, seat_service, seat_services, service_prefix};
 use super::segment::Segment;
 use super::wire::{
     self, BYE, ControlLayout, Hello, MAGIC, READY, SlotDescriptor, VERSION, Welcome,
@@ -167,8 +167,7 @@ impl ProcessSubscriber {
             .map_err(|e| exhausted("cannot make a socket", std::io::Error::from(e)))?;
             match rustix::net::connect(&sock, &address) {
                 Ok(()) => break sock,
-                Err(e) if deadline.is_some_and(|d| Instant::now() < d) => {
-                    let _ = e;
+                Err(_) if deadline.is_some_and(|d| Instant::now() < d) => {
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 Err(e) => {
@@ -268,28 +267,11 @@ impl ProcessSubscriber {
         }
         let node = node()?;
         let service = seat_service(
-            &format!(
-                "holo/{}/{topic}/{:016x}",
-                catalog.namespace, welcome.incarnation
-            ),
+            &service_prefix(&catalog.namespace, topic, welcome.incarnation),
             seat,
         )?;
         let holds = entry.holds_per_subscriber.max(1) as usize;
-        let pubsub = node
-            .service_builder(&service)
-            .publish_subscribe::<SlotDescriptor>()
-            .subscriber_max_buffer_size(holds)
-            .history_size(0)
-            .enable_safe_overflow(false)
-            .max_publishers(1)
-            .max_subscribers(1)
-            .open_or_create()
-            .map_err(|e| exhausted("iceoryx2 service", e))?;
-        let events = node
-            .service_builder(&service)
-            .event()
-            .open_or_create()
-            .map_err(|e| exhausted("iceoryx2 event service", e))?;
+        let (pubsub, events) = seat_services(&node, &service, holds)?;
         let subscriber = pubsub
             .subscriber_builder()
             .buffer_size(holds)

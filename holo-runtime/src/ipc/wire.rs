@@ -142,7 +142,7 @@ pub(crate) struct ControlLayout {
 }
 
 impl ControlLayout {
-    /// Header words: magic, incarnation, slot count, seats.
+    /// Header words: the magic and the incarnation (words 0 and 1); the rest reserved.
     const HEADER: usize = 8;
 
     pub(crate) fn words(&self) -> usize {

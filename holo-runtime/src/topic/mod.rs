@@ -474,45 +474,50 @@ impl TopicState {
             )
             .at(self.location));
         }
-        let c: &TopicContractRecord = &self.record.contract;
-        let mut differences = Vec::new();
-        let shown = |v: Option<String>| v.unwrap_or_else(|| "undeclared".to_owned());
-        if let Some(k) = want.memory_kind
-            && !c.memory_kind.is_some_and(|have| k.accepts(have))
-        {
-            differences.push(format!(
-                "memory kind {} where {k} is expected",
-                shown(c.memory_kind.map(|k| k.to_string()))
-            ));
-        }
-        if let Some(d) = want.dtype
-            && c.dtype != Some(d)
-        {
-            differences.push(format!(
-                "dtype {} where {d} is expected",
-                shown(c.dtype.map(|d| d.to_string()))
-            ));
-        }
-        if let Some(r) = want.rank
-            && c.rank != Some(r)
-        {
-            differences.push(format!(
-                "rank {} where rank {r} is expected",
-                shown(c.rank.map(|r| r.to_string()))
-            ));
-        }
-        if differences.is_empty() {
-            return Ok(());
-        }
-        Err(Error::new(
-            ErrorCode::ProtocolError,
-            format!(
-                "the topic's contract differs from the client's: {}",
-                differences.join(", ")
-            ),
-        )
-        .at(self.location))
+        check_contract(&self.record.contract, want).map_err(|e| e.at(self.location))
     }
+}
+
+/// Refuses (`ProtocolError`) a client contract `want` that `c` does not meet: every field
+/// `want` states (memory kind, dtype, rank) must be the topic's. Shared by in-process
+/// clients and subscribers in another process (against their catalog's contract).
+pub(crate) fn check_contract(c: &TopicContractRecord, want: &TensorInputSpec) -> Result<()> {
+    let mut differences = Vec::new();
+    let shown = |v: Option<String>| v.unwrap_or_else(|| "undeclared".to_owned());
+    if let Some(k) = want.memory_kind
+        && !c.memory_kind.is_some_and(|have| k.accepts(have))
+    {
+        differences.push(format!(
+            "memory kind {} where {k} is expected",
+            shown(c.memory_kind.map(|k| k.to_string()))
+        ));
+    }
+    if let Some(d) = want.dtype
+        && c.dtype != Some(d)
+    {
+        differences.push(format!(
+            "dtype {} where {d} is expected",
+            shown(c.dtype.map(|d| d.to_string()))
+        ));
+    }
+    if let Some(r) = want.rank
+        && c.rank != Some(r)
+    {
+        differences.push(format!(
+            "rank {} where rank {r} is expected",
+            shown(c.rank.map(|r| r.to_string()))
+        ));
+    }
+    if differences.is_empty() {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorCode::ProtocolError,
+        format!(
+            "the topic's contract differs from the client's: {}",
+            differences.join(", ")
+        ),
+    ))
 }
 
 /// Whether tensor `t` meets a topic's contract (memory kind, dtype, rank; bytes for one
