@@ -889,8 +889,6 @@ impl Pool {
         self.slot_addr(slot).as_host_ptr()
     }
 
-    /// The device side, for device-backed pools.
-    #[inline]
     /// The shared-memory segment of a pool served across processes.
     pub(crate) fn shared_segment(&self) -> Option<&Arc<crate::ipc::Segment>> {
         match &self.backing {
@@ -907,6 +905,8 @@ impl Pool {
         self.per_slot_bytes
     }
 
+    /// The device side, for device-backed pools.
+    #[inline]
     pub(crate) fn device(&self) -> Option<&DeviceBacking> {
         match &self.backing {
             Backing::Device(d) => Some(d),
