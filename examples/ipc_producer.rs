@@ -1,11 +1,15 @@
 //! A session in one process serves its camera frames to a subscriber in another
 //! (docs/IPC.md).
 //!
-//! The camera fills a 4 KiB host frame a millisecond (frame k: k in its first 8 bytes, then
-//! `k % 251`) and its output is exported as the topic `camera/frames` **across processes**
-//! (`TopicOptions::across_processes`): its pool lives in shared memory, and the session
-//! serves the topic on a socket named by its namespace. Right after the session starts
-//! this example
+//! The camera fills a 4 KiB frame a millisecond and its output is exported as the topic
+//! `camera/frames` **across processes** (`TopicOptions::across_processes`), and the session
+//! serves the topic on a socket named by its namespace. Where a CUDA device opens (and
+//! `HOLO_DEVICE` does not say otherwise) the frames are **CUDA device memory**: the pool is
+//! a virtual-memory allocation the consumer maps once, the camera's stream fills frame k
+//! with `k % 251 + 1` and writes the slot's fence, and the consumer's stream waits for the
+//! fence before it reads — no host wait on either side. Elsewhere they are **host memory**
+//! (frame k: k in its first 8 bytes, then `k % 251`) in a shared-memory pool. Right after
+//! the session starts this example
 //!
 //! 1. writes the plan's endpoint catalog (`session.endpoint_catalog()`) to a file — the
 //!    one artifact the two processes share;
@@ -30,7 +34,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use holo_examples::ipc::{TOPIC, consume, fill_frame};
+use holo_examples::ipc::{TOPIC, consume, device_fill, fill_frame};
 use holo_runtime::app::{App, AppArgs};
 use holo_runtime::{
     CompileOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph, Operator, Output,
@@ -92,6 +96,42 @@ impl Operator for Camera {
     }
 }
 
+/// Fills frame k on the camera's CUDA stream (`k % 251 + 1` in every byte), a thousand
+/// frames a second: the device-memory camera.
+#[operator(params = CameraParams, trigger = clock(hz = 1000))]
+struct DeviceCamera {
+    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 4096)]
+    frame: Output<Tensor>,
+    frame_bytes: u64,
+    k: u64,
+}
+
+impl Operator for DeviceCamera {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let loan = match self.frame.allocate_tensor(TensorLoanRequest {
+            shape: &[self.frame_bytes],
+            dtype: DType::U8,
+        }) {
+            Ok(loan) => loan,
+            Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let k = self.k;
+        let frame = loan.write_and_commit(ctx.cuda_stream()?, |device, ptr, n, stream| {
+            // SAFETY: the loan's slot, written only on this stream until committed.
+            unsafe { device.memset_async(ptr, device_fill(k), n, stream) }
+        })?;
+        match self.frame.emit(frame, EmitOptions::default().with_frame(k)) {
+            Ok(()) => {
+                self.k += 1;
+                Ok(())
+            }
+            Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// The consumer process and its stdout, once started.
 type Consumer = Arc<Mutex<Option<(Child, BufReader<ChildStdout>)>>>;
 
@@ -102,14 +142,39 @@ fn build(app: &mut App, consumer: &Consumer) -> Result<(Graph, CompileOptions)> 
     let deployment = app.params::<DeploymentParams>("deployment")?;
     let camera = app.params::<CameraParams>("camera")?;
     let mut graph = Graph::new();
-    let source = Camera {
-        frame: Output::default(),
-        frame_bytes: camera.values().frame_bytes,
-        k: 0,
+    let mut options = CompileOptions::default();
+    let frame_bytes = camera.values().frame_bytes;
+    // Device frames where the device the session will run on is a CUDA device.
+    let cuda = holo_runtime::device::open_backend_from_env()
+        .is_ok_and(|d| d.backend_kind() == holo_runtime::device::BackendKind::Cuda);
+    let frame = if cuda {
+        app.human_output().println(format_args!(
+            "frames: CUDA device memory, fenced on the camera's stream"
+        ));
+        let source = DeviceCamera {
+            frame: Output::default(),
+            frame_bytes,
+            k: 0,
+        };
+        options.deployment.bind_tensor_output_device(
+            "camera",
+            "frame",
+            holo_runtime::device::DeviceId::cuda(0),
+        );
+        graph.add_operator("camera", source, camera)?.frame
+    } else {
+        app.human_output().println(format_args!(
+            "frames: host memory (no CUDA device here), in a shared-memory pool"
+        ));
+        let source = Camera {
+            frame: Output::default(),
+            frame_bytes,
+            k: 0,
+        };
+        graph.add_operator("camera", source, camera)?.frame
     };
-    let cam = graph.add_operator("camera", source, camera)?;
     graph.export_topic(
-        cam.frame,
+        frame,
         TOPIC,
         TopicOptions::DEFAULT
             .with_depth(deployment.values().consumer_depth)
@@ -155,7 +220,7 @@ fn build(app: &mut App, consumer: &Consumer) -> Result<(Graph, CompileOptions)> 
         human.print(format_args!("{line}"));
         *consumer.lock().unwrap_or_else(PoisonError::into_inner) = Some((child, out));
     });
-    Ok((graph, CompileOptions::default()))
+    Ok((graph, options))
 }
 
 fn main() -> ExitCode {

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use holo_runtime::ipc::{EndpointCatalog, ProcessSubscriber, ProcessSubscriberOptions};
-use holo_runtime::{Error, ErrorCode, Result};
+use holo_runtime::{Error, ErrorCode, Result, Tensor};
 
 /// The topic the producer's camera frames are exported under.
 pub const TOPIC: &str = "camera/frames";
@@ -16,6 +16,26 @@ pub fn fill_frame(k: u64, bytes: &mut [u8]) {
     bytes.fill(u8::try_from(k % 251).unwrap_or(0));
     let n = bytes.len().min(8);
     bytes[..n].copy_from_slice(&k.to_le_bytes()[..n]);
+}
+
+/// Device frame k: `k % 251 + 1` in every byte (never 0, so a slot never written shows).
+pub fn device_fill(k: u64) -> u8 {
+    u8::try_from(k % 251).unwrap_or(0) + 1
+}
+
+/// The bytes of a received frame, on the host: host memory as it is (no copy); device
+/// memory copied on the subscriber's stream, which waited for the frame's fence.
+fn host_bytes<'a>(
+    frames: &ProcessSubscriber,
+    frame: &'a Tensor,
+    copy: &'a mut Vec<u8>,
+) -> Result<&'a [u8]> {
+    let Some(stream) = frames.stream() else {
+        return frame.data();
+    };
+    copy.resize(frame.byte_size(), 0);
+    frame.copy_to_host(copy, stream)?;
+    Ok(copy)
 }
 
 /// The consumer: attaches to [`TOPIC`] through the catalog at `path` (waiting up to 10 s
@@ -41,7 +61,7 @@ pub fn consume(path: &Path) -> Result<()> {
         frames.seat()
     ));
     let (mut received, mut first, mut next) = (0u64, None, None);
-    let mut expect = Vec::new();
+    let (mut expect, mut copy) = (Vec::new(), Vec::new());
     let ended = loop {
         match frames.receive_with_info(Duration::from_secs(10)) {
             Ok(Some((frame, info))) => {
@@ -55,9 +75,13 @@ pub fn consume(path: &Path) -> Result<()> {
                 }
                 first.get_or_insert(info.frame);
                 next = Some(info.frame + 1);
-                let bytes = frame.data()?;
+                let bytes = host_bytes(&frames, &frame, &mut copy)?;
                 expect.resize(bytes.len(), 0);
-                fill_frame(info.frame, &mut expect);
+                if frames.device().is_some() {
+                    expect.fill(device_fill(info.frame));
+                } else {
+                    fill_frame(info.frame, &mut expect);
+                }
                 if let Some(i) = bytes.iter().zip(&expect).position(|(a, b)| a != b) {
                     return Err(Error::new(
                         ErrorCode::ProtocolError,
@@ -78,8 +102,13 @@ pub fn consume(path: &Path) -> Result<()> {
         }
     };
     say(format_args!(
-        "consumer: {received} frames received from another process{}, every byte checked in the shared slot (no copy); then {ended}",
+        "consumer: {received} frames received from another process{}, every byte checked ({}); then {ended}",
         first.map_or(String::new(), |f| format!(" (from frame {f})")),
+        if frames.device().is_some() {
+            "CUDA device memory, read on the consumer's stream behind each frame's fence"
+        } else {
+            "in the shared slot, no copy"
+        },
     ));
     Ok(())
 }

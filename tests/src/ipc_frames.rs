@@ -133,3 +133,129 @@ pub fn exporting_graph(
     let plan = compile(&graph, CompileOptions::default())?;
     Ok((graph, plan, stats))
 }
+
+/// The largest device frame of the cross-process device tests (4 MiB).
+pub const DEVICE_FRAME_MAX: u64 = 4 << 20;
+
+/// The byte every byte of device frame `k` holds (never 0, so a never-written slot shows).
+pub fn device_fill(k: u64) -> u8 {
+    #[allow(clippy::cast_possible_truncation, reason = "k % 251 < 256")]
+    let b = (k % 251) as u8;
+    b + 1
+}
+
+/// A device source: frame k (`bytes` long) is `device_fill(k)` in every byte, written on
+/// the operator's stream after `delay` of the stream doing nothing (a host function that
+/// sleeps), so that a reader that is not ordered behind the write reads an older frame.
+#[operator]
+pub struct IpcDeviceFrames {
+    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 4194304)]
+    out: Output<Tensor>,
+    k: u64,
+    limit: u64,
+    bytes: u64,
+    delay: std::time::Duration,
+    go: Arc<AtomicBool>,
+    stats: Arc<IpcStats>,
+}
+
+impl IpcDeviceFrames {
+    /// A source of `limit` frames of `bytes` bytes with `delay` before each fill.
+    pub fn new(
+        limit: u64,
+        bytes: u64,
+        delay: std::time::Duration,
+        go: Arc<AtomicBool>,
+    ) -> (Self, Arc<IpcStats>) {
+        let stats = Arc::new(IpcStats::default());
+        (
+            Self {
+                out: Output::default(),
+                k: 0,
+                limit,
+                bytes,
+                delay,
+                go,
+                stats: Arc::clone(&stats),
+            },
+            stats,
+        )
+    }
+}
+
+impl Operator for IpcDeviceFrames {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        if self.k >= self.limit || !self.go.load(Ordering::Acquire) {
+            std::thread::yield_now();
+            return Ok(());
+        }
+        let loan = match self.out.allocate_tensor(TensorLoanRequest {
+            shape: &[self.bytes],
+            dtype: DType::U8,
+        }) {
+            Ok(l) => l,
+            Err(e) if e.code() == ErrorCode::ResourceExhausted => {
+                self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
+                std::thread::yield_now();
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let (fill, delay) = (device_fill(self.k), self.delay);
+        let t = loan.write_and_commit(ctx.cuda_stream()?, |b, ptr, n, s| {
+            if !delay.is_zero() {
+                b.enqueue_delay(s, delay)?;
+            }
+            // SAFETY: the loan's slot, written only on this stream until committed.
+            unsafe { b.memset_async(ptr, fill, n, s) }
+        })?;
+        match self.out.emit(t, EmitOptions::default().with_frame(self.k)) {
+            Ok(()) => {
+                self.k += 1;
+                self.stats.emitted.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) if e.code() == ErrorCode::Backpressured => {
+                self.stats.backpressured.fetch_add(1, Ordering::Relaxed);
+                std::thread::yield_now();
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A graph of one [`IpcDeviceFrames`] source (operator `camera`, its output bound to CUDA
+/// device 0) exporting `topic` across processes, and its plan.
+pub fn exporting_device_graph(
+    topic: &str,
+    source: IpcDeviceFrames,
+    options: TopicOptions,
+) -> Result<(Graph, ExecutionPlan)> {
+    let mut graph = Graph::new();
+    let camera = graph.add_operator("camera", source, ParamSet::defaults()?)?;
+    graph.export_topic(camera.out, topic, options.across_processes());
+    let mut compile_options = CompileOptions::default();
+    compile_options.deployment.bind_tensor_output_device(
+        "camera",
+        "out",
+        holo_runtime::device::DeviceId::cuda(0),
+    );
+    let plan = compile(&graph, compile_options)?;
+    Ok((graph, plan))
+}
+
+/// Checks a device frame's bytes read back to the host (all of them, or samples).
+pub fn check_device_frame(k: u64, bytes: &[u8]) -> std::result::Result<(), String> {
+    let want = device_fill(k);
+    match bytes.iter().position(|&b| b != want) {
+        Some(i) => Err(format!(
+            "frame {k}: byte {i} is {} where {want} belongs (frame {} was read before its fence)",
+            bytes[i],
+            (0..251u64)
+                .find(|j| device_fill(*j) == bytes[i])
+                .map_or("?".to_owned(), |j| format!("≡{j} mod 251"))
+        )),
+        None => Ok(()),
+    }
+}

@@ -11,8 +11,6 @@
 //! the subscriber's drop leave no descriptor (iceoryx2's nodes and ports hold theirs) or
 //! mapping behind.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -23,88 +21,9 @@ use holo_runtime::{
 };
 use holo_tests::ipc_frames::{check_frame, exporting_graph};
 
-/// The peer binary: `HOLO_IPC_PEER` (a bundle run elsewhere), else the one cargo built.
-fn peer_exe() -> String {
-    std::env::var("HOLO_IPC_PEER").unwrap_or_else(|_| env!("CARGO_BIN_EXE_ipc_peer").to_owned())
-}
-const WAIT: Duration = Duration::from_secs(20);
-
-/// A namespace of this test alone (tests run in parallel, and so may two test runs).
-fn namespace(test: &str) -> String {
-    format!("t{}-{test}", std::process::id())
-}
-
-/// A catalog path of this test alone.
-fn catalog_path(test: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("holo-ipc-{}.toml", namespace(test)))
-}
-
-/// A peer process and its stdout's lines.
-struct Peer {
-    child: Child,
-    out: BufReader<ChildStdout>,
-}
-
-impl Peer {
-    fn spawn(args: &[&str]) -> Peer {
-        let mut child = Command::new(peer_exe())
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the ipc_peer binary starts");
-        let out = BufReader::new(child.stdout.take().expect("piped"));
-        Peer { child, out }
-    }
-
-    /// The peer's next line, which must start with `prefix`; returns the rest.
-    fn expect(&mut self, prefix: &str) -> String {
-        let mut line = String::new();
-        self.out.read_line(&mut line).expect("the peer's stdout");
-        let line = line.trim_end();
-        assert!(
-            line.starts_with(prefix),
-            "the peer said {line:?} where {prefix:?} was expected"
-        );
-        line[prefix.len()..].trim().to_owned()
-    }
-
-    fn kill(&mut self) {
-        self.child.kill().expect("SIGKILL the peer");
-        self.child.wait().expect("reap the peer");
-    }
-
-    fn wait_success(&mut self) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("the peer's status") {
-                assert!(status.success(), "the peer exited with {status}");
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the peer did not finish in {WAIT:?}"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Waits until `f` holds, for up to `WAIT`.
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !f() {
-        assert!(Instant::now() < deadline, "{what}: not within {WAIT:?}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
+#[path = "common/ipc_peer.rs"]
+mod ipc_peer;
+use ipc_peer::{Peer, WAIT, catalog_path, eventually, namespace};
 
 /// An exporting session of `limit` frames gated by the returned flag, its catalog written.
 fn exporter(
@@ -599,7 +518,8 @@ macro_rules! kind_source {
 
 kind_source!(Managed, cuda_managed);
 kind_source!(Pinned, pinned);
-kind_source!(Device, cuda_device);
+kind_source!(Device, device);
+kind_source!(CudaDevice, cuda_device);
 
 #[test]
 fn a_memory_kind_that_cannot_cross_is_refused_with_its_code() {
@@ -653,9 +573,42 @@ fn a_memory_kind_that_cannot_cross_is_refused_with_its_code() {
             }
         };
         g.export_topic(out, "cam", TopicOptions::DEFAULT.across_processes());
-        let d = holo_runtime::compile(&g, holo_runtime::CompileOptions::default()).unwrap_err();
+        let mut options = holo_runtime::CompileOptions::default();
+        // `memory = device` on an OpenCL device is OpenCL memory, which does not cross.
+        let device = if kind == "device" {
+            holo_runtime::device::DeviceId::opencl(0)
+        } else {
+            holo_runtime::device::DeviceId::cuda(0)
+        };
+        options
+            .deployment
+            .bind_tensor_output_device("src", "out", device);
+        let d = holo_runtime::compile(&g, options).unwrap_err();
         let found: Vec<_> = d.with_code(code).collect();
         assert_eq!(found.len(), 1, "{kind}: {d}");
         assert_eq!(found[0].operator.as_deref(), Some("src"));
     }
+    // CUDA device memory crosses (docs/IPC.md): the plan records the topic.
+    let mut g = holo_runtime::Graph::new();
+    let out = g
+        .add_operator(
+            "src",
+            CudaDevice {
+                out: holo_runtime::Output::default(),
+            },
+            holo_runtime::ParamSet::defaults().unwrap(),
+        )
+        .unwrap()
+        .out;
+    g.export_topic(out, "cam", TopicOptions::DEFAULT.across_processes());
+    let mut options = holo_runtime::CompileOptions::default();
+    options.deployment.bind_tensor_output_device(
+        "src",
+        "out",
+        holo_runtime::device::DeviceId::cuda(0),
+    );
+    let plan = holo_runtime::compile(&g, options).expect("cuda_device memory crosses");
+    let t = &plan.topics()[0];
+    assert!(t.across_processes);
+    assert_eq!(t.contract.memory_kind, Some(MemoryKind::CudaDevice));
 }

@@ -889,6 +889,21 @@ impl Pool {
         self.slot_addr(slot).as_host_ptr()
     }
 
+    /// A descriptor of a device pool's memory for another process (the pool of a topic
+    /// served across processes in device memory), and the bytes it holds.
+    pub(crate) fn export_device_memory(&self) -> Result<(std::os::fd::OwnedFd, usize)> {
+        let d = self.device().ok_or_else(|| {
+            Error::new(ErrorCode::Internal, "a host pool has no device memory to export")
+        })?;
+        let ipc = d.backend.ipc().ok_or_else(|| {
+            Error::new(
+                ErrorCode::NotSupported,
+                "the pool's backend cannot share memory with another process",
+            )
+        })?;
+        Ok((ipc.export_fd(DevicePtr::from_raw(d.memory.raw()))?, d.bytes))
+    }
+
     /// The shared-memory segment of a pool served across processes.
     pub(crate) fn shared_segment(&self) -> Option<&Arc<crate::ipc::Segment>> {
         match &self.backing {
@@ -1594,7 +1609,25 @@ fn device_backing(
     bytes: usize,
 ) -> Result<DeviceBacking> {
     let kind = AllocKind::try_from(spec.kind)?;
-    let memory = backend.alloc_memory_object(kind, bytes).map_err(|e| {
+    let memory = if spec.shared_memory {
+        // The pool of a topic served across processes: memory another process can map.
+        match backend.ipc() {
+            Some(ipc) if kind == AllocKind::Device => ipc
+                .alloc_exportable(bytes)
+                .map(|p| MemoryObject::from_raw(p.raw())),
+            _ => Err(Error::new(
+                ErrorCode::NotSupported,
+                format!(
+                    "its {} memory is served across processes, which the {} backend cannot share with another process (a CUDA device can)",
+                    spec.kind,
+                    backend.backend_kind().name()
+                ),
+            )),
+        }
+    } else {
+        backend.alloc_memory_object(kind, bytes)
+    }
+    .map_err(|e| {
         Error::new(e.code(), format!("pool {}: {}", spec.name, e.message())).at(spec.location)
     })?;
     // From here on, `DeviceBacking`'s Drop releases whatever was created if a later step fails.

@@ -599,17 +599,17 @@ pub(crate) fn check_across_processes(work: &mut Work<'_>, records: &[TopicRecord
                     "topic {:?} is exported across processes in cuda_managed memory, which does not cross processes",
                     r.name
                 ),
-                "declare `memory = host` on the output (pinned and device memory cross processes once docs/IPC.md lists them)",
+                "declare `memory = cuda_device` (or `memory = host`) on the output",
             ));
-        } else if kind != Some(MemoryKind::Host) {
+        } else if !matches!(kind, Some(MemoryKind::Host | MemoryKind::CudaDevice)) {
             work.diagnostics.push(diag(
                 codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
                 format!(
-                    "topic {:?} is exported across processes in {} memory; this build serves host memory across processes",
+                    "topic {:?} is exported across processes in {} memory; this build serves host and cuda_device memory across processes",
                     r.name,
                     kind.map_or("undeclared", MemoryKind::wire_name)
                 ),
-                "declare `memory = host` on the output (docs/IPC.md, \"What crosses\")",
+                "declare `memory = host` or `memory = cuda_device` on the output (docs/IPC.md, \"What crosses\")",
             ));
         } else if r.pool.is_none() {
             work.diagnostics.push(diag(

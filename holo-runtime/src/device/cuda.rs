@@ -36,6 +36,9 @@ use super::{
 };
 use crate::{Error, ErrorCode, Result};
 
+#[path = "cuda_ipc.rs"]
+mod ipc;
+
 /// Every driver symbol this backend calls (directly or through `cudarc::driver::result`).
 const REQUIRED_SYMBOLS: &[&str] = &[
     "cuInit",
@@ -214,6 +217,13 @@ pub struct CudaDevice {
     live: ShardedLock<Live>,
     /// Live allocations: address → (kind, bytes).
     allocations: Mutex<HashMap<u64, (AllocKind, usize)>>,
+    /// Virtual-memory mappings (exportable allocations, also in `allocations`, and
+    /// imports of other processes' allocations): base → handle and size.
+    vmm: Mutex<HashMap<u64, ipc::Vmm>>,
+    /// Host ranges registered for cross-process fences (their host addresses).
+    registered: Mutex<HashSet<u64>>,
+    /// Whether this device can serve device memory across processes (checked once).
+    ipc_checked: OnceLock<Result<()>>,
     counters: DeviceCounters,
 }
 
@@ -291,6 +301,9 @@ impl CudaDevice {
             adopted: super::Adoptions::new(),
             live: ShardedLock::new(Live::default()),
             allocations: Mutex::new(HashMap::new()),
+            vmm: Mutex::new(HashMap::new()),
+            registered: Mutex::new(HashSet::new()),
+            ipc_checked: OnceLock::new(),
             counters: DeviceCounters::default(),
         }
     }
@@ -627,9 +640,20 @@ impl DeviceBackend for CudaDevice {
             Some(_) => {}
         }
         self.make_current()?;
-        // SAFETY: `ptr` is a live allocation of `kind` made by `alloc` (checked above, under
-        // the lock, so no racing free); the caller guarantees no pending work uses it.
-        let result = unsafe { free_raw(kind, ptr.raw()) };
+        let vmm = self
+            .vmm
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&ptr.raw());
+        // SAFETY: `ptr` is a live allocation of `kind` made by `alloc` or
+        // `alloc_exportable` (checked above, under the lock, so no racing free); the
+        // caller guarantees no pending work uses it.
+        let result = unsafe {
+            match vmm {
+                Some(v) => ipc::vmm_free(ptr.raw(), v),
+                None => free_raw(kind, ptr.raw()),
+            }
+        };
         allocations.remove(&ptr.raw());
         check("cuMemFree", result)?;
         self.counters.free.bump();
@@ -742,6 +766,10 @@ impl DeviceBackend for CudaDevice {
     fn counters(&self) -> &DeviceCounters {
         &self.counters
     }
+
+    fn ipc(&self) -> Option<&dyn super::DeviceIpc> {
+        Some(self)
+    }
 }
 
 /// Frees an allocation made by `CudaDevice::alloc`.
@@ -768,6 +796,12 @@ impl Drop for CudaDevice {
                 .get_mut()
                 .unwrap_or_else(PoisonError::into_inner),
         );
+        let vmm = std::mem::take(self.vmm.get_mut().unwrap_or_else(PoisonError::into_inner));
+        let registered = std::mem::take(
+            self.registered
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
         if self.make_current().is_ok() {
             // Teardown errors have no caller to report to; each resource is still released.
             for raw in live.streams {
@@ -783,8 +817,21 @@ impl Drop for CudaDevice {
                 let _ = unsafe { sys::cuEventDestroy_v2(event_ptr(raw)) };
             }
             for (raw, (kind, _)) in allocations {
+                if vmm.contains_key(&raw) {
+                    continue;
+                }
                 // SAFETY: a live allocation of this device; every stream has synchronized.
                 let _ = unsafe { free_raw(kind, raw) };
+            }
+            for (raw, v) in vmm {
+                // SAFETY: a live mapping of this device; every stream has synchronized.
+                let _ = unsafe { ipc::vmm_free(raw, v) };
+            }
+            for raw in registered {
+                // SAFETY: a range registered by this device, unused from now on.
+                let _ = unsafe {
+                    sys::cuMemHostUnregister(ptr::with_exposed_provenance_mut(addr_usize(raw)))
+                };
             }
         }
         if self.primary {

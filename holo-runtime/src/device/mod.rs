@@ -50,6 +50,7 @@ mod cuda;
 mod faults;
 mod handle;
 mod id;
+mod ipc;
 mod observed;
 #[cfg(feature = "opencl")]
 mod opencl;
@@ -70,6 +71,7 @@ pub use cuda::{CudaDevice, device_count, driver_present};
 pub use faults::{CallKind, FaultInjecting, LiveObjects};
 pub use handle::{DevicePtr, EventHandle, MemoryObject, StreamHandle};
 pub use id::{DeviceApi, DeviceId};
+pub use ipc::DeviceIpc;
 pub use observed::{DeviceCall, Observed};
 #[cfg(feature = "opencl")]
 pub use opencl::{OpenClDevice, library_present as opencl_library_present, opencl_device_count};
@@ -414,6 +416,12 @@ pub trait DeviceBackend: Send + Sync + 'static {
 
     /// The call counters of this backend.
     fn counters(&self) -> &DeviceCounters;
+
+    /// What the backend can do for topics across processes in device memory (docs/IPC.md):
+    /// `None` for a backend that cannot (the software device, OpenCL).
+    fn ipc(&self) -> Option<&dyn DeviceIpc> {
+        None
+    }
 }
 
 /// What `HOLO_DEVICE` asks for.
@@ -530,6 +538,52 @@ pub fn open_backend_from_env() -> Result<Arc<dyn DeviceBackend>> {
             Err(_) => Ok(SoftwareDevice::new()),
         },
     }
+}
+
+/// The CUDA device whose UUID is `uuid` (what a topic served across processes in device
+/// memory names): `DeviceUnavailable` when no CUDA device of this machine has it, or CUDA
+/// is absent.
+pub(crate) fn open_cuda_by_uuid(uuid: [u8; 16]) -> Result<Arc<dyn DeviceBackend>> {
+    #[cfg(feature = "cuda")]
+    {
+        let count = cuda::device_count()?;
+        for ordinal in 0..count {
+            let device: Arc<dyn DeviceBackend> = CudaDevice::open(ordinal)?;
+            if device.ipc().map(|i| i.device_uuid()).transpose()? == Some(uuid) {
+                return Ok(device);
+            }
+        }
+        Err(Error::new(
+            ErrorCode::DeviceUnavailable,
+            format!(
+                "none of this machine's {count} CUDA device(s) is the exporter's (UUID {})",
+                uuid_text(&uuid)
+            ),
+        ))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Err(Error::new(
+            ErrorCode::DeviceUnavailable,
+            format!(
+                "the exporter's frames are on CUDA device {}; this build has no CUDA backend",
+                uuid_text(&uuid)
+            ),
+        ))
+    }
+}
+
+/// A UUID as CUDA prints it (`GPU-xxxxxxxx-xxxx-…`).
+pub(crate) fn uuid_text(uuid: &[u8; 16]) -> String {
+    let h: Vec<String> = uuid.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        h[..4].concat(),
+        h[4..6].concat(),
+        h[6..8].concat(),
+        h[8..10].concat(),
+        h[10..].concat()
+    )
 }
 
 /// The OpenCL backends the device-contract suite runs on: the first device of each

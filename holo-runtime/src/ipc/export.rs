@@ -14,7 +14,7 @@
 //! what it still holds stays held until it releases it or its process exits.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -29,6 +29,7 @@ use super::wire::{
     WireContract,
 };
 use crate::channel::pool::Pool;
+use crate::device::{DeviceBackend, DevicePtr};
 use crate::channel::queue::Stamp;
 use crate::plan::TopicRecord;
 use crate::tensor::Tensor;
@@ -54,8 +55,78 @@ struct Served {
     pool_id: u64,
     seats: u32,
     holds: usize,
+    /// A device pool's memory and fences (`None`: a host pool, its payload a memfd).
+    device: Option<ServedDevice>,
     stop: AtomicBool,
     threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// What a topic served in device memory adds: the pool's exported memory, and the control
+/// segment registered with the device, whose fence words the writers' streams write.
+struct ServedDevice {
+    backend: Arc<dyn DeviceBackend>,
+    uuid: [u8; 16],
+    /// The descriptor of the pool's memory (passed to every subscriber) and its bytes.
+    memory: OwnedFd,
+    memory_bytes: usize,
+    /// The device address of the control segment's first word.
+    control: DevicePtr,
+    /// The control segment's host address, registered.
+    registered: *mut u8,
+    /// Per slot: the last fence value whose write was enqueued (one write per use however
+    /// many seats send it).
+    fenced: Box<[AtomicU64]>,
+}
+
+// SAFETY: `registered` is only passed back to the driver at drop; the rest is Send + Sync.
+unsafe impl Send for ServedDevice {}
+// SAFETY: as above.
+unsafe impl Sync for ServedDevice {}
+
+impl ServedDevice {
+    fn new(pool: &Pool, control: &Segment) -> Result<Option<ServedDevice>> {
+        let Some(d) = pool.device() else {
+            return Ok(None);
+        };
+        let backend = Arc::clone(&d.backend);
+        let ipc = backend.ipc().ok_or_else(|| {
+            Error::new(
+                ErrorCode::NotSupported,
+                "the pool's device cannot serve memory across processes",
+            )
+        })?;
+        let uuid = ipc.device_uuid()?;
+        let (memory, memory_bytes) = pool.export_device_memory()?;
+        // SAFETY: the segment stays mapped for as long as `Served` holds it, and `Served`
+        // (which drops this) holds it; the registration ends in `drop`.
+        let control_dev = unsafe { ipc.register_host(control.as_ptr(), control.len())? };
+        let fenced = crate::cold::boxed_slice(pool.slot_count as usize, |_| AtomicU64::new(0))
+            .map_err(|e| Error::new(ErrorCode::ResourceExhausted, e.to_string()))?;
+        Ok(Some(ServedDevice {
+            uuid,
+            memory,
+            memory_bytes,
+            control: control_dev,
+            registered: control.as_ptr(),
+            fenced,
+            backend,
+        }))
+    }
+
+    /// The device address of control word `index`.
+    fn word(&self, index: usize) -> DevicePtr {
+        DevicePtr::from_raw(self.control.raw() + 8 * index as u64)
+    }
+}
+
+impl Drop for ServedDevice {
+    fn drop(&mut self) {
+        if let Some(ipc) = self.backend.ipc() {
+            // SAFETY: dropped with `Served`, after the session synchronized every stream
+            // that wrote a fence (the session drops its servers after that).
+            let _ = unsafe { ipc.unregister_host(self.registered) };
+        }
+    }
 }
 
 /// One topic a session serves to other processes; [`stop`](Self::stop) ends every thread
@@ -98,21 +169,31 @@ impl ExportServer {
         namespace: &str,
     ) -> Result<ExportServer> {
         let at = || format!("topic {:?}", record.name);
-        let payload = pool.shared_segment().cloned().ok_or_else(|| {
-            Error::new(
-                ErrorCode::Internal,
-                "a topic served across processes has a pool outside shared memory",
-            )
-            .at(at())
-        })?;
+        // A host pool's payload is a memfd; a device pool's is its exported allocation,
+        // and the payload segment is an empty stand-in.
+        let payload = match pool.shared_segment() {
+            Some(s) => Arc::clone(s),
+            None if pool.device().is_some() => Arc::new(Segment::create(
+                &format!("holo:{}:device", record.name),
+                1,
+            )?),
+            None => {
+                return Err(Error::new(
+                    ErrorCode::Internal,
+                    "a topic served across processes has a pool outside shared memory",
+                )
+                .at(at()));
+            }
+        };
         let layout = ControlLayout {
             slots: pool.slot_count as usize,
             seats: record.subscribers as usize,
         };
         let control = Arc::new(Segment::create(
             &format!("holo:{}:control", record.name),
-            layout.bytes(),
+            layout.bytes().next_multiple_of(4096),
         )?);
+        let device = ServedDevice::new(pool, &control).map_err(|e| e.at(at()))?;
         let incarnation = incarnation();
         // A killed predecessor (an exporter or subscriber of an earlier run) left its
         // iceoryx2 node's resources behind: the first thing a new exporter does is
@@ -179,6 +260,7 @@ impl ExportServer {
                 incarnation,
                 seats: record.subscribers,
                 holds: record.holds_per_subscriber.max(1) as usize,
+                device,
                 stop: AtomicBool::new(false),
                 threads: Mutex::new(Vec::new()),
             }),
@@ -353,13 +435,20 @@ fn handshake(served: &Arc<Served>, conn: OwnedFd) -> Result<Option<SeatWorker>> 
     w.slot_count = served.pool.slot_count;
     w.seats = served.seats;
     w.per_slot_bytes = served.pool.per_slot_bytes() as u64;
-    w.payload_len = served.payload.len() as u64;
     w.control_len = served.control.len() as u64;
-    wire::send(
-        conn.as_fd(),
-        &w,
-        &[served.payload.fd(), served.control.fd()],
-    )?;
+    w.memory_kind = wire::kind_index(served.pool.kind);
+    let payload = match &served.device {
+        Some(d) => {
+            w.device_uuid = d.uuid;
+            w.payload_len = d.memory_bytes as u64;
+            d.memory.as_fd()
+        }
+        None => {
+            w.payload_len = served.payload.len() as u64;
+            served.payload.fd()
+        }
+    };
+    wire::send(conn.as_fd(), &w, &[payload, served.control.fd()])?;
     Ok(Some(SeatWorker {
         id: WORKERS.fetch_add(1, Ordering::Relaxed),
         seat: sub.seat(),
@@ -475,8 +564,8 @@ struct SeatSender {
     /// The iceoryx2 ports and their node (in drop order); `None` once the subscriber
     /// detached (a new subscriber of the seat opens the service again).
     ports: Option<(Publisher, Notifier, Node)>,
-    /// The tensors sent and not yet released: slot, generation, the handle.
-    parked: Vec<(u32, u32, Tensor)>,
+    /// The tensors sent and not yet released: slot, fence value, the handle.
+    parked: Vec<(u32, u64, Tensor)>,
 }
 
 type Publisher = iceoryx2::port::publisher::Publisher<ipc_threadsafe::Service, SlotDescriptor, ()>;
@@ -487,12 +576,12 @@ impl SeatSender {
     fn reap(&mut self) {
         let mut i = 0;
         while i < self.parked.len() {
-            let (slot, generation, _) = self.parked[i];
+            let (slot, value, _) = self.parked[i];
             let released = self
                 .served
                 .control
                 .word(self.served.layout.release(self.seat, slot as usize))
-                .is_some_and(|w| w.load(Ordering::Acquire) == wire::use_word(generation));
+                .is_some_and(|w| w.load(Ordering::Acquire) == value);
             if released {
                 drop(self.parked.swap_remove(i));
             } else {
@@ -511,15 +600,9 @@ impl SeatSender {
         let Some((publisher, notifier, _)) = &self.ports else {
             return Err(Error::new(ErrorCode::Cancelled, "the subscriber detached"));
         };
-        let desc = describe(&self.served, &t, stamp);
-        if let Some(f) = self
-            .served
-            .control
-            .word(ControlLayout::fence(desc.slot as usize))
-        {
-            f.store(wire::use_word(desc.generation), Ordering::Release);
-        }
-        self.parked.push((desc.slot, desc.generation, t));
+        let mut desc = describe(&self.served, &t, stamp);
+        fence(&self.served, &mut desc)?;
+        self.parked.push((desc.slot, desc.fence_value, t));
         publisher
             .send_copy(desc)
             .map_err(|e| Error::new(ErrorCode::PeerLost, format!("iceoryx2 send: {e:?}")))?;
@@ -711,6 +794,54 @@ impl SeatWorker {
     }
 }
 
+/// Fences the use `desc` describes: host memory, the CPU writes the slot's fence word
+/// now (the bytes are complete); device memory, the first seat to send the use enqueues
+/// the fence write on the stream that wrote the slot (the CPU writes it when the host
+/// wrote it), and every seat's descriptor names the value.
+fn fence(served: &Served, desc: &mut SlotDescriptor) -> Result<()> {
+    let slot = desc.slot as usize;
+    let index = ControlLayout::fence(slot);
+    let Some(device) = &served.device else {
+        desc.fence_value = wire::use_word(desc.generation);
+        if let Some(f) = served.control.word(index) {
+            f.store(desc.fence_value, Ordering::Release);
+        }
+        return Ok(());
+    };
+    desc.fence = wire::fence::STREAM;
+    desc.device_uuid = device.uuid;
+    let last = &device.fenced[slot];
+    let mut seen = last.load(Ordering::Acquire);
+    loop {
+        let value = wire::next_fence_value(seen, desc.generation);
+        desc.fence_value = value;
+        if value == seen {
+            // Another seat enqueued this use's write.
+            return Ok(());
+        }
+        match last.compare_exchange(seen, value, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => break,
+            Err(now) => seen = now,
+        }
+    }
+    match served.pool.writer_stream(desc.slot) {
+        Some(stream) => {
+            let ipc = device.backend.ipc().ok_or_else(|| {
+                Error::new(ErrorCode::Internal, "a device server's backend lost its ipc")
+            })?;
+            // SAFETY: the fence word is in the control segment, registered until `Served`
+            // drops, which the session does after synchronizing every stream.
+            unsafe { ipc.write_value(stream, device.word(index), desc.fence_value) }
+        }
+        None => {
+            if let Some(f) = served.control.word(index) {
+                f.store(desc.fence_value, Ordering::Release);
+            }
+            Ok(())
+        }
+    }
+}
+
 /// The descriptor of `t` (a tensor of the served pool), stamped `stamp` (the session
 /// clock's nanoseconds, made `CLOCK_MONOTONIC`'s).
 fn describe(served: &Served, t: &Tensor, stamp: Stamp) -> SlotDescriptor {
@@ -735,6 +866,7 @@ fn describe(served: &Served, t: &Tensor, stamp: Stamp) -> SlotDescriptor {
         fence: wire::fence::HOST,
         _pad: [0; 4],
         device_uuid: [0; 16],
+        fence_value: 0,
         frame: stamp.frame,
         capture_ns: if stamp.capture_ns == crate::session::context::NO_CAPTURE {
             0

@@ -18,6 +18,7 @@ use super::wire::{
     self, BYE, ControlLayout, Hello, MAGIC, READY, SlotDescriptor, VERSION, Welcome,
 };
 use crate::channel::pool::{ForeignBytes, Pool, TensorMeta};
+use crate::device::{DeviceBackend, DevicePtr, StreamHandle, StreamOrQueue};
 use crate::spec::{DType, MAX_TENSOR_RANK, TensorInputSpec};
 use crate::tensor::Tensor;
 use crate::{Error, ErrorCode, MemoryKind, Result};
@@ -112,6 +113,9 @@ pub struct ProcessSubscriber {
     layout: ControlLayout,
     /// The mapped segments and the release tickets, shared with every tensor received.
     mirror: Arc<Mirror>,
+    /// Device memory: the thread that ends the fence waits of an exporter that died (held
+    /// for its `Drop`, which stops it).
+    _watchdog: Option<Watchdog>,
     conn: OwnedFd,
     exporter: OwnedFd,
     exporter_pid: i32,
@@ -148,6 +152,30 @@ impl ProcessSubscriber {
         catalog: &EndpointCatalog,
         topic: &str,
         options: ProcessSubscriberOptions,
+    ) -> Result<ProcessSubscriber> {
+        Self::attach_inner(catalog, topic, options, None)
+    }
+
+    /// [`attach`](Self::attach) to a topic in CUDA device memory on `device` (a
+    /// [`CudaDevice`](crate::device::CudaDevice) the caller opened, e.g. on its own
+    /// context): the exporter's pool is mapped on it and the subscriber's stream made in
+    /// it. `InvalidArgument` when `device` is not the exporter's GPU (its UUID differs) or
+    /// cannot map another process's memory. [`attach`](Self::attach) finds the exporter's
+    /// device itself.
+    pub fn attach_with_device(
+        catalog: &EndpointCatalog,
+        topic: &str,
+        options: ProcessSubscriberOptions,
+        device: Arc<dyn DeviceBackend>,
+    ) -> Result<ProcessSubscriber> {
+        Self::attach_inner(catalog, topic, options, Some(device))
+    }
+
+    fn attach_inner(
+        catalog: &EndpointCatalog,
+        topic: &str,
+        options: ProcessSubscriberOptions,
+        device: Option<Arc<dyn DeviceBackend>>,
     ) -> Result<ProcessSubscriber> {
         let entry = catalog.topic(topic)?.clone();
         let at = format!("topic {topic:?}");
@@ -255,8 +283,40 @@ impl ProcessSubscriber {
             )
             .at(at));
         }
-        let payload = Segment::import(payload_fd, sized(welcome.payload_len), false)?;
+        let kind = wire::KINDS.get(usize::from(welcome.memory_kind)).copied();
+        if kind.map(MemoryKind::wire_name) != Some(entry.memory_kind.as_str()) {
+            return Err(Error::new(
+                ErrorCode::ProtocolError,
+                format!(
+                    "the exporter serves the topic in {} memory; the catalog says {}",
+                    kind.map_or("unknown", MemoryKind::wire_name),
+                    entry.memory_kind
+                ),
+            )
+            .at(at));
+        }
         let control = Segment::import(control_fd, sized(welcome.control_len), true)?;
+        let payload = match kind {
+            Some(MemoryKind::CudaDevice) => Payload::Device(MirrorDevice::map(
+                device,
+                &welcome,
+                &payload_fd,
+                &control,
+            )
+            .map_err(|e| e.at(at.clone()))?),
+            Some(MemoryKind::Host) => Payload::Host(Segment::import(
+                payload_fd,
+                sized(welcome.payload_len),
+                false,
+            )?),
+            _ => {
+                return Err(Error::new(
+                    ErrorCode::ProtocolError,
+                    "the exporter serves a memory kind that does not cross processes",
+                )
+                .at(at));
+            }
+        };
         let header = |i| control.word(i).map_or(0, |w| w.load(Ordering::Acquire));
         if header(0) != MAGIC || header(1) != welcome.incarnation {
             return Err(Error::new(
@@ -291,8 +351,17 @@ impl ProcessSubscriber {
             )
             .at(at));
         }
-        let mirror = Mirror::new(payload, control, layout.slots)?;
+        let watched = exporter
+            .try_clone()
+            .map_err(|e| exhausted("cannot keep the exporter's pidfd", e))?;
+        let mirror = Mirror::new(payload, control, layout.slots, watched)?;
+        let watchdog = if mirror.device().is_some() {
+            Some(Watchdog::start(&mirror)?)
+        } else {
+            None
+        };
         Ok(ProcessSubscriber {
+            _watchdog: watchdog,
             topic: entry,
             seat,
             incarnation: welcome.incarnation,
@@ -380,6 +449,26 @@ impl ProcessSubscriber {
         self.exporter_pid
     }
 
+    /// A topic in device memory: the device the exporter's pool is mapped on here.
+    pub fn device(&self) -> Option<&Arc<dyn DeviceBackend>> {
+        self.mirror.device().map(|d| &d.backend)
+    }
+
+    /// A topic in device memory: the subscriber's stream. Each received tensor is ready on
+    /// it (it waited for the tensor's fence); a consumer on another stream is ordered
+    /// behind it by the tensor's readiness, like any device tensor's. When a received
+    /// tensor's last handle drops, this stream writes its release.
+    pub fn stream(&self) -> Option<StreamHandle> {
+        self.mirror.device().map(|d| d.stream)
+    }
+
+    /// A topic in device memory: how many received frames' fences never came because the
+    /// exporter's process died first (its watchdog ended their waits; their bytes are not
+    /// the frame's). 0 while the exporter lives.
+    pub fn abandoned_frames(&self) -> u64 {
+        self.mirror.abandoned.load(Ordering::Relaxed)
+    }
+
     fn ended(&self) -> Error {
         let at = format!("topic {:?}", self.topic.name);
         match self.link {
@@ -410,8 +499,10 @@ impl ProcessSubscriber {
         }
     }
 
-    /// A descriptor, checked, as a read-only tensor over the shared slot.
+    /// A descriptor, checked, as a read-only tensor over the shared slot; in device memory,
+    /// ordered behind the slot's fence on the subscriber's stream.
     fn accept(&mut self, d: &SlotDescriptor) -> Result<Tensor> {
+        let at = || format!("topic {:?}", self.topic.name);
         let slot = d.slot as usize;
         let fence = self
             .mirror
@@ -423,22 +514,45 @@ impl ProcessSubscriber {
             pool: self.welcome.pool,
             slots: self.layout.slots,
             per_slot_bytes: self.welcome.per_slot_bytes,
-            payload_len: self.mirror.payload.len() as u64,
+            payload_len: self.mirror.payload_len(),
+            kind: self.mirror.kind(),
+            device_uuid: self.welcome.device_uuid,
         };
-        let meta = check_descriptor(d, &expected, fence)
-            .map_err(|e| e.at(format!("topic {:?}", self.topic.name)))?;
-        let word = wire::use_word(d.generation);
-        let owner = self
-            .mirror
-            .ticket(slot, self.layout.release(self.seat, slot), word);
-        let addr = (self.mirror.payload.as_ptr() as u64) + d.offset;
+        let meta = check_descriptor(d, &expected, fence).map_err(|e| e.at(at()))?;
+        if let Some(dev) = self.mirror.device() {
+            self.mirror.armed[slot].store(d.fence_value, Ordering::Release);
+            // SAFETY: the fence word is in the control segment, registered until the
+            // mirror drops, which synchronizes this stream first.
+            unsafe {
+                dev.ipc()?.wait_value_geq(
+                    dev.stream,
+                    dev.word(ControlLayout::fence(slot)),
+                    d.fence_value,
+                )
+            }
+            .map_err(|e| e.at(at()))?;
+        }
+        let owner = self.mirror.ticket(
+            slot,
+            self.layout.release(self.seat, slot),
+            d.fence_value,
+        );
+        let addr = self.mirror.payload_addr() + d.offset;
+        let kind = self.mirror.kind();
+        let dev = self.mirror.device();
         let pool = Pool::wrap_foreign(ForeignBytes {
-            kind: MemoryKind::Host,
+            kind,
             addr,
             meta,
-            backend: None,
+            backend: dev.map(|d| &d.backend),
             owner,
         })?;
+        if let Some(dev) = dev {
+            // Consumers are ordered behind the subscriber's stream, which waits for the
+            // fence.
+            pool.record_foreign_readiness(0, StreamOrQueue::Backend(dev.stream))
+                .map_err(|e| e.at(at()))?;
+        }
         self.last = RemoteFrameInfo {
             frame: d.frame,
             capture_ns: (d.capture_ns != 0).then_some(d.capture_ns),
@@ -459,6 +573,9 @@ struct Expected {
     slots: usize,
     per_slot_bytes: u64,
     payload_len: u64,
+    /// The pool's memory kind, and its device's UUID (zero for host memory).
+    kind: MemoryKind,
+    device_uuid: [u8; 16],
 }
 
 /// Checks a descriptor against its exporter (`expected`) and its slot's fence word
@@ -481,12 +598,45 @@ fn check_descriptor(d: &SlotDescriptor, expected: &Expected, fence: u64) -> Resu
             expected.slots
         ));
     }
-    if fence != wire::use_word(d.generation) {
-        return refused(format!(
-            "a descriptor of slot {slot} generation {} is stale: the slot's fence names generation {}",
-            d.generation,
-            fence.wrapping_sub(1)
-        ));
+    if expected.kind == MemoryKind::Host {
+        if d.fence != wire::fence::HOST
+            || d.fence_value != wire::use_word(d.generation)
+            || fence != d.fence_value
+        {
+            return refused(format!(
+                "a descriptor of slot {slot} generation {} is stale: the slot's fence names generation {}",
+                d.generation,
+                fence.wrapping_sub(1)
+            ));
+        }
+    } else {
+        // The writer's stream may not have written the fence yet (the subscriber's
+        // stream waits for it); a fence past the descriptor's value names a later use.
+        if fence == wire::fence::ABANDONED {
+            return Err(Error::new(
+                ErrorCode::PeerLost,
+                format!(
+                    "the exporter died before its stream fenced slot {slot} generation {}: the frame is lost",
+                    d.generation
+                ),
+            ));
+        }
+        if d.fence != wire::fence::STREAM
+            || d.fence_value & 0xffff_ffff != u64::from(d.generation.wrapping_add(1))
+            || fence > d.fence_value
+        {
+            return refused(format!(
+                "a descriptor of slot {slot} generation {} (fence value {}) is stale: the slot's fence names value {fence}",
+                d.generation, d.fence_value
+            ));
+        }
+        if d.device_uuid != expected.device_uuid {
+            return refused(format!(
+                "a descriptor names device {}, not the exporter's {}",
+                crate::device::uuid_text(&d.device_uuid),
+                crate::device::uuid_text(&expected.device_uuid)
+            ));
+        }
     }
     let end = d.offset.checked_add(d.byte_size);
     if d.offset != u64::from(d.slot) * expected.per_slot_bytes
@@ -504,8 +654,11 @@ fn check_descriptor(d: &SlotDescriptor, expected: &Expected, fence: u64) -> Resu
     if u32::from(d.rank) > MAX_TENSOR_RANK {
         return refused(format!("a descriptor's rank {} is too large", d.rank));
     }
-    if wire::KINDS.get(usize::from(d.memory_kind)) != Some(&MemoryKind::Host) {
-        return refused("a descriptor of a memory kind other than host".to_owned());
+    if wire::KINDS.get(usize::from(d.memory_kind)) != Some(&expected.kind) {
+        return refused(format!(
+            "a descriptor of a memory kind other than the pool's {}",
+            expected.kind
+        ));
     }
     let mut meta = TensorMeta::EMPTY;
     meta.shape = d.shape;
@@ -522,13 +675,112 @@ fn check_descriptor(d: &SlotDescriptor, expected: &Expected, fence: u64) -> Resu
     Ok(meta)
 }
 
+/// Where the exporter's slots are mapped here.
+enum Payload {
+    /// Host memory: the exporter's memfd, mapped read-only.
+    Host(Segment),
+    /// CUDA device memory: the exporter's allocation, imported and mapped on this device.
+    Device(MirrorDevice),
+}
+
+/// A device pool's mapping here, the control segment's registration, and the subscriber's
+/// stream (which waits for the fences and writes the release words).
+struct MirrorDevice {
+    backend: Arc<dyn DeviceBackend>,
+    stream: StreamHandle,
+    payload: DevicePtr,
+    /// The device address of the control segment's first word.
+    control: DevicePtr,
+    /// The control segment's host address, registered.
+    registered: *mut u8,
+}
+
+impl MirrorDevice {
+    /// Maps the exporter's allocation (`fd`) and registers `control` on `device`, or on the
+    /// CUDA device the welcome names; makes the subscriber's stream. Undoes what it did on
+    /// failure.
+    fn map(
+        device: Option<Arc<dyn DeviceBackend>>,
+        welcome: &Welcome,
+        fd: &OwnedFd,
+        control: &Segment,
+    ) -> Result<MirrorDevice> {
+        let uuid = welcome.device_uuid;
+        let backend = match device {
+            Some(d) => d,
+            None => crate::device::open_cuda_by_uuid(uuid)?,
+        };
+        let ipc = backend.ipc().ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "the {} device cannot map another process's memory; the topic is in CUDA device memory",
+                backend.backend_kind().name()
+            ))
+        })?;
+        let mine = ipc.device_uuid()?;
+        if mine != uuid {
+            return Err(Error::invalid_argument(format!(
+                "the subscriber's device {} is not the exporter's {}: attach on the exporter's GPU",
+                crate::device::uuid_text(&mine),
+                crate::device::uuid_text(&uuid)
+            )));
+        }
+        let bytes = usize::try_from(welcome.payload_len).unwrap_or(usize::MAX);
+        let payload = ipc.import_fd(fd.as_fd(), bytes)?;
+        // SAFETY: the segment is kept by the mirror, which unregisters it before it drops.
+        let registered = unsafe { ipc.register_host(control.as_ptr(), control.len()) };
+        let control_dev = match registered {
+            Ok(c) => c,
+            Err(e) => {
+                // SAFETY: mapped just above, used by nothing.
+                let _ = unsafe { ipc.release_import(payload) };
+                return Err(e);
+            }
+        };
+        let stream = match backend.create_stream() {
+            Ok(s) => s,
+            Err(e) => {
+                // SAFETY: as above.
+                unsafe {
+                    let _ = ipc.unregister_host(control.as_ptr());
+                    let _ = ipc.release_import(payload);
+                }
+                return Err(e);
+            }
+        };
+        Ok(MirrorDevice {
+            backend,
+            stream,
+            payload,
+            control: control_dev,
+            registered: control.as_ptr(),
+        })
+    }
+
+    fn ipc(&self) -> Result<&dyn crate::device::DeviceIpc> {
+        self.backend
+            .ipc()
+            .ok_or_else(|| Error::new(ErrorCode::Internal, "a device mirror lost its ipc"))
+    }
+
+    /// The device address of control word `index`.
+    fn word(&self, index: usize) -> DevicePtr {
+        DevicePtr::from_raw(self.control.raw() + 8 * index as u64)
+    }
+}
+
 /// The importer's mappings of one exporter, and one release ticket per slot: a received
 /// tensor's owner is its slot's ticket (no allocation per frame), which writes the use
 /// into the subscriber's release word when the tensor's last handle drops.
 struct Mirror {
-    payload: Segment,
+    payload: Payload,
     control: Segment,
     tickets: Box<[Ticket]>,
+    /// Device memory: per slot, the fence value the subscriber's stream last waited for.
+    armed: Box<[AtomicU64]>,
+    /// The exporter's process (a pidfd).
+    exporter: OwnedFd,
+    /// How many fence waits the watchdog ended because the exporter died first.
+    abandoned: AtomicU64,
 }
 
 /// What the owner of a received tensor writes, and where.
@@ -542,13 +794,20 @@ struct Ticket {
 }
 
 impl Mirror {
-    fn new(payload: Segment, control: Segment, slots: usize) -> Result<Arc<Mirror>> {
+    fn new(
+        payload: Payload,
+        control: Segment,
+        slots: usize,
+        exporter: OwnedFd,
+    ) -> Result<Arc<Mirror>> {
         let tickets = crate::cold::boxed_slice(slots, |_| Ticket {
             mirror: std::ptr::null(),
             release: AtomicUsize::new(0),
             word: AtomicU64::new(0),
         })
         .map_err(|e| exhausted("the subscriber's release tickets", e))?;
+        let armed = crate::cold::boxed_slice(slots, |_| AtomicU64::new(0))
+            .map_err(|e| exhausted("the subscriber's fence records", e))?;
         let mirror = Arc::new_cyclic(|weak: &std::sync::Weak<Mirror>| {
             let at = weak.as_ptr();
             let mut tickets = tickets;
@@ -559,9 +818,61 @@ impl Mirror {
                 payload,
                 control,
                 tickets,
+                armed,
+                exporter,
+                abandoned: AtomicU64::new(0),
             }
         });
         Ok(mirror)
+    }
+
+    fn device(&self) -> Option<&MirrorDevice> {
+        match &self.payload {
+            Payload::Device(d) => Some(d),
+            Payload::Host(_) => None,
+        }
+    }
+
+    fn kind(&self) -> MemoryKind {
+        match self.payload {
+            Payload::Device(_) => MemoryKind::CudaDevice,
+            Payload::Host(_) => MemoryKind::Host,
+        }
+    }
+
+    /// The address of the payload's first byte (host or device).
+    fn payload_addr(&self) -> u64 {
+        match &self.payload {
+            Payload::Device(d) => d.payload.raw(),
+            Payload::Host(s) => s.as_ptr() as u64,
+        }
+    }
+
+    fn payload_len(&self) -> u64 {
+        match &self.payload {
+            Payload::Device(_) => u64::MAX,
+            Payload::Host(s) => s.len() as u64,
+        }
+    }
+
+    /// If the exporter's process exited, ends every fence wait: writes
+    /// [`ABANDONED`](wire::fence::ABANDONED) into each slot's fence word (no stream waits
+    /// for a write that will not come) and counts the waits that had not been met. `true`
+    /// when it did.
+    fn abandon_if_exporter_died(&self) -> bool {
+        if !wire::readable(self.exporter.as_fd()) {
+            return false;
+        }
+        for (slot, armed) in self.armed.iter().enumerate() {
+            if let Some(f) = self.control.word(ControlLayout::fence(slot)) {
+                let before = f.swap(wire::fence::ABANDONED, Ordering::AcqRel);
+                let armed = armed.load(Ordering::Acquire);
+                if armed != 0 && before < armed {
+                    self.abandoned.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        true
     }
 
     /// The owner of a received tensor of `slot`: writes `word` into release word `release`
@@ -586,26 +897,113 @@ impl Mirror {
     }
 }
 
-/// Writes the ticket's use, then gives its count of the mirror back.
+/// Writes the ticket's use — host memory: now, on the CPU; device memory: on the
+/// subscriber's stream, after everything it ordered (the fence wait, the readiness every
+/// consumer waited on) — then gives its count of the mirror back.
 unsafe fn release_ticket(context: *mut std::ffi::c_void) {
     // SAFETY: `context` is a ticket of a mirror this ticket holds a count of.
     let t = unsafe { &*context.cast::<Ticket>() };
     let mirror = t.mirror;
     // SAFETY: as above: the mirror is alive while the ticket holds its count.
     let m = unsafe { &*mirror };
-    if let Some(w) = m.control.word(t.release.load(Ordering::Relaxed)) {
-        w.store(t.word.load(Ordering::Relaxed), Ordering::Release);
+    let release = t.release.load(Ordering::Relaxed);
+    let word = t.word.load(Ordering::Relaxed);
+    let written = m.device().is_some_and(|d| {
+        d.ipc().is_ok_and(|ipc| {
+            // SAFETY: the release word is in the registered control segment; the mirror
+            // synchronizes the stream before it unregisters it.
+            unsafe { ipc.write_value(d.stream, d.word(release), word) }.is_ok()
+        })
+    });
+    if !written {
+        if let Some(d) = m.device() {
+            // The stream refused the write: the CPU writes it once the stream ran
+            // everything before.
+            let _ = d.backend.synchronize_stream(d.stream);
+        }
+        if let Some(w) = m.control.word(release) {
+            w.store(word, Ordering::Release);
+        }
     }
     // SAFETY: the count taken in `ticket`, given back once; nothing of the
     // mirror is touched afterwards.
     unsafe { Arc::decrement_strong_count(mirror) };
 }
 
+impl Drop for Mirror {
+    /// Device memory: the stream's pending waits and release writes run first (a dead
+    /// exporter's fences are abandoned so that none waits forever), then the mapping, the
+    /// registration and the stream go.
+    fn drop(&mut self) {
+        let Payload::Device(d) = &self.payload else {
+            return;
+        };
+        self.abandon_if_exporter_died();
+        let _ = d.backend.synchronize_stream(d.stream);
+        if let Ok(ipc) = d.ipc() {
+            // SAFETY: the stream ran everything that used the mapping and the words.
+            unsafe {
+                let _ = ipc.unregister_host(d.registered);
+                let _ = ipc.release_import(d.payload);
+            }
+        }
+        let _ = d.backend.destroy_stream(d.stream);
+    }
+}
+
 // SAFETY: a ticket's pointer is to its own mirror, read only through shared references;
-// its fields are atomics.
+// its fields are atomics; a device mirror's registered pointer is only passed back to the
+// driver.
 unsafe impl Send for Mirror {}
 // SAFETY: as above.
 unsafe impl Sync for Mirror {}
+
+/// The thread that watches a device subscriber's exporter: when its process exits, it
+/// abandons the fences at once, so that the subscriber's stream — and every consumer
+/// ordered behind it — never waits for a fence that will not come.
+struct Watchdog {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    fn start(mirror: &Arc<Mirror>) -> Result<Watchdog> {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (m, s) = (Arc::clone(mirror), Arc::clone(&stop));
+        let thread = std::thread::Builder::new()
+            .name("holo-ipc-watchdog".to_owned())
+            .spawn(move || {
+                let period = rustix::time::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 20_000_000,
+                };
+                while !s.load(Ordering::Acquire) {
+                    let mut fds = [rustix::event::PollFd::new(
+                        &m.exporter,
+                        rustix::event::PollFlags::IN,
+                    )];
+                    let _ = rustix::event::poll(&mut fds, Some(&period));
+                    if m.abandon_if_exporter_died() {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| exhausted("cannot start the subscriber's watchdog thread", e))?;
+        Ok(Watchdog {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
 
 impl Drop for ProcessSubscriber {
     /// Detaches: the descriptors sent and not received are released at once (their slots
@@ -617,7 +1015,7 @@ impl Drop for ProcessSubscriber {
             if d.incarnation == self.incarnation && (d.slot as usize) < self.layout.slots {
                 let release = self.layout.release(self.seat, d.slot as usize);
                 if let Some(w) = self.mirror.control.word(release) {
-                    w.store(wire::use_word(d.generation), Ordering::Release);
+                    w.store(d.fence_value, Ordering::Release);
                 }
             }
         }
@@ -634,6 +1032,8 @@ mod tests {
         slots: 4,
         per_slot_bytes: 64,
         payload_len: 256,
+        kind: MemoryKind::Host,
+        device_uuid: [0; 16],
     };
 
     /// Slot 2, generation 5, 16 × u32 = 64 bytes: a descriptor the subscriber accepts.
@@ -654,6 +1054,7 @@ mod tests {
             fence: wire::fence::HOST,
             _pad: [0; 4],
             device_uuid: [0; 16],
+            fence_value: wire::use_word(5),
             frame: 0,
             capture_ns: 0,
             publish_ns: 0,
@@ -712,6 +1113,67 @@ mod tests {
         assert!(refusal(&d, fence).contains("rank 9"));
         let mut d = good();
         d.memory_kind = wire::kind_index(MemoryKind::CudaDevice);
-        assert!(refusal(&d, fence).contains("other than host"));
+        assert!(refusal(&d, fence).contains("other than the pool's host"));
+    }
+
+    const DEVICE: Expected = Expected {
+        kind: MemoryKind::CudaDevice,
+        device_uuid: [7; 16],
+        payload_len: u64::MAX,
+        ..EXPECTED
+    };
+
+    /// `good()` as a device descriptor of fence value `(1 << 32) | 6` (generation 5, one
+    /// wrap of the slot's generation behind it).
+    fn device_good() -> SlotDescriptor {
+        let mut d = good();
+        d.memory_kind = wire::kind_index(MemoryKind::CudaDevice);
+        d.fence = wire::fence::STREAM;
+        d.device_uuid = [7; 16];
+        d.fence_value = (1 << 32) | 6;
+        d
+    }
+
+    #[test]
+    fn a_device_descriptor_waits_for_its_fence_and_a_later_or_abandoned_one_is_refused() {
+        let d = device_good();
+        // The writer's stream has not written the fence yet: accepted (the subscriber's
+        // stream waits for it), and so when it has.
+        for fence in [0, (1 << 32) | 2, d.fence_value] {
+            check_descriptor(&d, &DEVICE, fence).unwrap();
+        }
+        // A fence past the value names a later use of the slot: stale.
+        let e = check_descriptor(&d, &DEVICE, d.fence_value + 1).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::InvalidArgument);
+        assert!(e.message().contains("is stale"), "{e}");
+        // The watchdog abandoned the fence: the frame is lost, PeerLost.
+        let e = check_descriptor(&d, &DEVICE, wire::fence::ABANDONED).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::PeerLost, "{e}");
+        // A value whose low half is not the generation's, a host fence kind, another GPU.
+        let mut bad = device_good();
+        bad.fence_value = (1 << 32) | 7;
+        assert!(check_descriptor(&bad, &DEVICE, 0).is_err());
+        let mut bad = device_good();
+        bad.fence = wire::fence::HOST;
+        assert!(check_descriptor(&bad, &DEVICE, 0).is_err());
+        let mut bad = device_good();
+        bad.device_uuid = [8; 16];
+        let e = check_descriptor(&bad, &DEVICE, 0).unwrap_err();
+        assert!(e.message().contains("not the exporter's"), "{e}");
+    }
+
+    #[test]
+    fn fence_values_only_grow_across_a_wrap_of_the_generation() {
+        assert_eq!(wire::next_fence_value(0, 0), 1);
+        assert_eq!(wire::next_fence_value(1, 0), 1, "the same use: the same value");
+        assert_eq!(wire::next_fence_value(1, 1), 2);
+        // The generation wraps: its low half restarts, the high half counts the wrap.
+        let last = wire::next_fence_value(0, u32::MAX - 1);
+        assert_eq!(last, u64::from(u32::MAX));
+        let wrapped = wire::next_fence_value(last, u32::MAX);
+        assert_eq!(wrapped, 1 << 32);
+        let after = wire::next_fence_value(wrapped, 0);
+        assert_eq!(after, (1 << 32) | 1);
+        assert!(last < wrapped && wrapped < after);
     }
 }

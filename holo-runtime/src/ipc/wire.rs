@@ -19,15 +19,22 @@ use crate::{Error, ErrorCode, MemoryKind, Result};
 /// The first word of every handshake message and of the control segment.
 pub(crate) const MAGIC: u64 = 0x686f_6c6f_6970_6331; // "holoipc1"
 /// The wire version: a peer of another version is refused at attach.
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 /// The longest topic name (as `compile` enforces).
 pub(crate) const TOPIC_BYTES: usize = 128;
 
 /// The fence of a descriptor's slot.
 pub(crate) mod fence {
-    /// Host memory written on the host: the exporter's CPU wrote the generation into the
-    /// slot's fence word before it sent the descriptor.
+    /// Host memory written on the host: the exporter's CPU wrote the descriptor's fence
+    /// value into the slot's fence word before it sent the descriptor.
     pub(crate) const HOST: u8 = 0;
+    /// Written on a device stream: the writer's stream writes the fence value into the
+    /// slot's fence word after its writes (`cuStreamWriteValue64_v2`); the subscriber's
+    /// stream waits for it (`cuStreamWaitValue64_v2`, at least the value).
+    pub(crate) const STREAM: u8 = 1;
+    /// What a watchdog writes into the fence words of an exporter that died: greater than
+    /// every fence value, so that no stream waits for a write that will not come.
+    pub(crate) const ABANDONED: u64 = u64::MAX;
 }
 
 /// One slot of a shared pool, published to one subscriber: fixed-size and `#[repr(C)]`,
@@ -55,6 +62,11 @@ pub(crate) struct SlotDescriptor {
     pub(crate) _pad: [u8; 4],
     /// The device's UUID (zero for host memory).
     pub(crate) device_uuid: [u8; 16],
+    /// What the slot's fence word holds once this use's bytes are complete, and what the
+    /// subscriber writes into its release word when it is done: host memory,
+    /// [`use_word`]`(generation)`; device memory, a per-slot 64-bit count whose low 32
+    /// bits are that (it grows past a wrap of the generation, as a `GEQ` wait needs).
+    pub(crate) fence_value: u64,
     /// The frame id, capture time and publish time (`CLOCK_MONOTONIC` nanoseconds, one
     /// clock for every process of the machine; capture 0: none).
     pub(crate) frame: u64,
@@ -62,10 +74,23 @@ pub(crate) struct SlotDescriptor {
     pub(crate) publish_ns: u64,
 }
 
-/// The value a fence or release word holds for a use of a slot: its generation plus one,
-/// so that a zeroed word names no use.
+/// The value a fence or release word holds for a use of a slot of host memory: its
+/// generation plus one, so that a zeroed word names no use.
 pub(crate) fn use_word(generation: u32) -> u64 {
     u64::from(generation) + 1
+}
+
+/// The fence value of a use of a device slot whose last fence value was `last`: the next
+/// value above `last` whose low 32 bits are the use's generation plus one (wrapping), so
+/// that values only grow. `last` itself when it already names the use.
+pub(crate) fn next_fence_value(last: u64, generation: u32) -> u64 {
+    let low = u64::from(generation.wrapping_add(1));
+    if last != 0 && last & 0xffff_ffff == low {
+        return last;
+    }
+    let high = last >> 32;
+    let high = if low <= last & 0xffff_ffff { high + 1 } else { high };
+    (high << 32) | low
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
@@ -121,7 +146,12 @@ pub(crate) struct Welcome {
     pub(crate) payload_len: u64,
     pub(crate) control_len: u64,
     pub(crate) message_len: u32,
-    pub(crate) _pad: u32,
+    /// The payload's memory kind (index in [`KINDS`]): host (a memfd) or CUDA device (an
+    /// exported virtual-memory allocation).
+    pub(crate) memory_kind: u8,
+    pub(crate) _pad: [u8; 3],
+    /// The exporter's device (zero for host memory).
+    pub(crate) device_uuid: [u8; 16],
     pub(crate) message: [u8; 256],
 }
 

@@ -473,6 +473,9 @@ impl RunSession {
         if let Err(e) = self.streams.synchronize() {
             self.shared.fail(e);
         }
+        // The servers' fence words are registered with the device until they drop: after
+        // the streams that write them ran everything.
+        self.ipc.clear();
         self.retirer.shutdown();
         if self.retirer.outstanding() == 0
             && let Some(t) = self.retire_thread.take()

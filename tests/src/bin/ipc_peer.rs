@@ -12,6 +12,17 @@
 //! - `ipc_peer leaks <namespace>`: an exporting session and a subscriber in this process,
 //!   twice; prints `ok` when the second round left no descriptor or `memfd:holo` mapping.
 //!
+//! - `ipc_peer export-device <catalog> <namespace> <topic> <bytes> <delay_us> <frames>`:
+//!   as `export`, with device frames (`IpcDeviceFrames`: `<delay_us>` of the stream
+//!   idling before each fill) — `<frames>` of them, then it stops serving and prints
+//!   `done <emitted>`.
+//! - `ipc_peer subscribe-device <catalog> <topic> <frames> [hold]`: as `subscribe`, for
+//!   device frames: reads each frame back on the subscriber's stream (all of it up to
+//!   64 KiB; else 4 KiB at its start, middle and end) and checks every byte; prints
+//!   `ok <frames> abandoned <n>`. With `hold`: after the first frame its stream reads the
+//!   slot for a long time (a 60 s idle, then a copy), prints `holding <slot>`, and waits
+//!   to be killed.
+//!
 //! Every failure prints `error <code> <message>` and exits 1.
 
 use std::io::Write;
@@ -21,7 +32,9 @@ use std::time::Duration;
 
 use holo_runtime::ipc::{EndpointCatalog, ProcessSubscriber, ProcessSubscriberOptions};
 use holo_runtime::{Error, RunSession, SessionOptions, TopicOptions};
-use holo_tests::ipc_frames::{check_frame, exporting_graph};
+use holo_tests::ipc_frames::{
+    IpcDeviceFrames, check_device_frame, check_frame, exporting_device_graph, exporting_graph,
+};
 
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -148,6 +161,130 @@ fn leaks(namespace: &str) -> Result<(), Error> {
     Ok(())
 }
 
+fn subscribe_device(
+    catalog: &str,
+    topic: &str,
+    frames: u64,
+    hold: Option<&str>,
+) -> Result<(), Error> {
+    let catalog = EndpointCatalog::read(catalog)?;
+    let mut sub = ProcessSubscriber::attach(
+        &catalog,
+        topic,
+        ProcessSubscriberOptions::DEFAULT.with_wait_for_exporter(Duration::from_secs(10)),
+    )?;
+    say(&format!("attached {}", sub.seat()));
+    let (Some(device), Some(stream)) = (sub.device().cloned(), sub.stream()) else {
+        return Err(Error::invalid_argument("the topic is not in device memory"));
+    };
+    let mut buf = vec![0u8; 3 * 4096];
+    let mut next = None;
+    for _ in 0..frames {
+        let Some((t, info)) = sub.receive_with_info(Duration::from_secs(10))? else {
+            return Err(Error::new(
+                holo_runtime::ErrorCode::Cancelled,
+                "no frame in 10 s",
+            ));
+        };
+        if let Some(n) = next
+            && info.frame != n
+        {
+            return Err(Error::invalid_argument(format!(
+                "frame {} came after {}",
+                info.frame,
+                n - 1
+            )));
+        }
+        next = Some(info.frame + 1);
+        let n = t.byte_size();
+        let spans: Vec<(usize, usize)> = if n <= 64 << 10 {
+            buf.resize(n.max(buf.len()), 0);
+            vec![(0, n)]
+        } else {
+            vec![(0, 4096), (n / 2, 4096), (n - 4096, 4096)]
+        };
+        let mut at = 0;
+        for &(offset, len) in &spans {
+            // SAFETY: `buf[at..at + len]` is ours until the stream is synchronized below;
+            // the tensor keeps the slot mapped and unreused meanwhile.
+            unsafe {
+                device.copy_to_host_async(
+                    buf[at..].as_mut_ptr(),
+                    holo_runtime::device::DevicePtr::from_raw(t.device_ptr().raw() + offset as u64),
+                    len,
+                    stream,
+                )?;
+            }
+            at += len;
+        }
+        device.synchronize_stream(stream)?;
+        check_device_frame(info.frame, &buf[..at]).map_err(Error::invalid_argument)?;
+        if hold.is_some() {
+            // The stream goes on reading the slot long after this process is killed.
+            device.enqueue_delay(stream, Duration::from_secs(60))?;
+            // SAFETY: as above; the process is killed before the copy runs.
+            unsafe {
+                device.copy_to_host_async(buf.as_mut_ptr(), t.device_ptr(), 16, stream)?;
+            }
+            say(&format!("holding {}", info.slot.slot));
+            let _held = t;
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    }
+    say(&format!("ok {frames} abandoned {}", sub.abandoned_frames()));
+    Ok(())
+}
+
+fn export_device(
+    catalog: &str,
+    namespace: &str,
+    topic: &str,
+    bytes: u64,
+    delay_us: u64,
+    frames: u64,
+) -> Result<(), Error> {
+    let go = Arc::new(AtomicBool::new(true));
+    let (source, stats) =
+        IpcDeviceFrames::new(frames, bytes, Duration::from_micros(delay_us), go);
+    let (graph, plan) = exporting_device_graph(
+        topic,
+        source,
+        TopicOptions::DEFAULT
+            .with_depth(2)
+            .with_holds_per_subscriber(2),
+    )?;
+    let session = RunSession::start(
+        graph,
+        &plan,
+        SessionOptions::default()
+            .on_device(holo_runtime::device::open_backend_from_env()?)
+            .with_ipc_namespace(namespace),
+    )?;
+    session.endpoint_catalog().write(catalog)?;
+    say("serving");
+    while stats.emitted.load(std::sync::atomic::Ordering::Relaxed) < frames {
+        std::thread::sleep(Duration::from_millis(5));
+        if session.is_stopping() {
+            break;
+        }
+    }
+    // Let the subscriber take the last frames before the topic ends.
+    std::thread::sleep(Duration::from_millis(500));
+    session.join()?;
+    say(&format!(
+        "done {}",
+        stats.emitted.load(std::sync::atomic::Ordering::Relaxed)
+    ));
+    Ok(())
+}
+
+fn number(s: &str, what: &str) -> Result<u64, Error> {
+    s.parse()
+        .map_err(|e| Error::invalid_argument(format!("{what}: {e}")))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -158,6 +295,18 @@ fn main() {
         },
         ["export", catalog, namespace, topic] => export(catalog, namespace, topic),
         ["leaks", namespace] => leaks(namespace),
+        ["subscribe-device", catalog, topic, frames, rest @ ..] => number(frames, "frames")
+            .and_then(|n| subscribe_device(catalog, topic, n, rest.first().copied())),
+        ["export-device", catalog, namespace, topic, bytes, delay_us, frames] => {
+            match (
+                number(bytes, "bytes"),
+                number(delay_us, "delay_us"),
+                number(frames, "frames"),
+            ) {
+                (Ok(b), Ok(d), Ok(f)) => export_device(catalog, namespace, topic, b, d, f),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e),
+            }
+        }
         _ => Err(Error::invalid_argument(format!(
             "usage: see src/bin/ipc_peer.rs; got {args:?}"
         ))),

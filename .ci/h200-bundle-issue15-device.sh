@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds .gpu/ for .ci/h200-issue15-device.sh: the cross-process suites (host and device)
+# and their peer binary, the device suites the ipc change touches, the ipc_hop and
+# ipc_device_hop benches and the ipc_producer example (release, stripped).
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+rm -rf .gpu && mkdir -p .gpu/bin .gpu/bench .gpu/examples
+pick() { python3 -c '
+import json, sys
+kind, names = sys.argv[1], set(sys.argv[2:])
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and kind in m["target"]["kind"] \
+            and m["target"]["name"] in names:
+        print(m["executable"])
+' "$@"; }
+tests="ipc ipc_device stream_contract topics handoff"
+args=(); for t in $tests; do args+=(--test "$t"); done
+cargo test --release --no-run --message-format=json -p holo-tests "${args[@]}" 2>/dev/null \
+  | pick test $tests | while read -r exe; do cp "$exe" .gpu/bin/; done
+cargo build --release -p holo-tests --bin ipc_peer
+cp target/release/ipc_peer .gpu/bin/
+benches="${HOLO_BENCHES:-ipc_hop ipc_device_hop}"
+bargs=(); for b in $benches; do bargs+=(--bench "$b"); done
+cargo bench --no-run --message-format=json -p holo-runtime "${bargs[@]}" 2>/dev/null \
+  | pick bench $benches | while read -r exe; do cp "$exe" .gpu/bench/; done
+cargo build --release -p holo-examples --example ipc_producer
+cp target/release/examples/ipc_producer .gpu/examples/
+strip .gpu/bin/* .gpu/bench/* .gpu/examples/* 2>/dev/null || true
+du -sh .gpu

@@ -1,0 +1,250 @@
+//! Topics across processes in CUDA device memory (issue 15; docs/IPC.md): the exporting
+//! session's pool is a CUDA virtual-memory allocation whose file descriptor the subscriber
+//! maps once; per frame, the writer's stream writes the slot's fence value into a
+//! host-registered word (`cuStreamWriteValue64_v2`), the subscriber's stream waits for it
+//! (`cuStreamWaitValue64_v2`) and writes its release word when the tensor drops.
+//!
+//! Provoked here, on the GPU machine (skipped without CUDA unless
+//! `HOLO_REQUIRE_DEVICE=cuda`): every frame read back in another process holds its own
+//! bytes although the producer's stream idles before each fill (an early read, or a slot
+//! reused before its release, shows as another frame's bytes) at 256 B, 64 KiB and 4 MiB;
+//! a subscriber killed while its stream still reads a slot gives the slot back only once
+//! its process exited; an exporter killed after sending a descriptor whose fence never
+//! comes does not wedge the subscriber's stream (its watchdog abandons the fence, the
+//! frame counts as abandoned, `receive` says `PeerLost`). In CI (the software device):
+//! a session exporting device memory across processes fails to start with `NotSupported`,
+//! having served nothing.
+
+#[path = "common/ipc_peer.rs"]
+mod ipc_peer;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use holo_runtime::device::{CudaDevice, DeviceBackend};
+use holo_runtime::ipc::{EndpointCatalog, ProcessSubscriber, ProcessSubscriberOptions};
+use holo_runtime::{ErrorCode, RunSession, SessionOptions, TopicOptions};
+use holo_tests::ipc_frames::{IpcDeviceFrames, exporting_device_graph};
+use ipc_peer::{Peer, WAIT, catalog_path, eventually, namespace};
+
+/// CUDA device 0, or `None` (the test is skipped) where there is none — unless
+/// `HOLO_REQUIRE_DEVICE=cuda`, where its absence fails the test.
+fn cuda() -> Option<Arc<dyn DeviceBackend>> {
+    match CudaDevice::open(0) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            assert!(
+                std::env::var("HOLO_REQUIRE_DEVICE").as_deref() != Ok("cuda"),
+                "HOLO_REQUIRE_DEVICE=cuda but CUDA device 0 does not open: {e}"
+            );
+            eprintln!("skipped: no CUDA device ({e})");
+            None
+        }
+    }
+}
+
+/// Frames per size of the checksum test: `HOLO_IPC_DEVICE_FRAMES` (the 10⁶-frame run),
+/// else 2000.
+fn frames() -> u64 {
+    std::env::var("HOLO_IPC_DEVICE_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
+}
+
+/// A session exporting `limit` device frames of `bytes` on `device`, each filled after
+/// `delay`, gated by the returned flag; its catalog is written.
+fn device_exporter(
+    test: &str,
+    device: &Arc<dyn DeviceBackend>,
+    limit: u64,
+    bytes: u64,
+    delay: Duration,
+) -> (RunSession, Arc<AtomicBool>, Arc<holo_tests::ipc_frames::IpcStats>, u32) {
+    let go = Arc::new(AtomicBool::new(false));
+    let (source, stats) = IpcDeviceFrames::new(limit, bytes, delay, Arc::clone(&go));
+    let (graph, plan) = exporting_device_graph(
+        "cam",
+        source,
+        TopicOptions::DEFAULT
+            .with_depth(2)
+            .with_holds_per_subscriber(2),
+    )
+    .expect("the graph compiles");
+    let slots = plan
+        .tensor_allocations()
+        .iter()
+        .find(|a| a.pool == "camera.out")
+        .expect("the exported output's pool")
+        .slot_count;
+    let session = RunSession::start(
+        graph,
+        &plan,
+        SessionOptions::default()
+            .on_device(Arc::clone(device))
+            .with_ipc_namespace(namespace(test)),
+    )
+    .expect("the session starts");
+    session
+        .endpoint_catalog()
+        .write(catalog_path(test))
+        .expect("the catalog is written");
+    (session, go, stats, slots)
+}
+
+#[test]
+fn device_frames_reach_another_process_behind_their_fences_with_their_own_bytes() {
+    let Some(device) = cuda() else { return };
+    let n = frames();
+    for bytes in [256u64, 64 << 10, 4 << 20] {
+        let test = format!("device_checksum_{bytes}");
+        let (session, go, stats, _) =
+            device_exporter(&test, &device, n, bytes, Duration::from_micros(20));
+        let catalog = catalog_path(&test);
+        let mut peer = Peer::spawn(&[
+            "subscribe-device",
+            catalog.to_str().unwrap(),
+            "cam",
+            &n.to_string(),
+        ]);
+        assert_eq!(peer.expect("attached"), "0");
+        let start = Instant::now();
+        go.store(true, Ordering::Release);
+        assert_eq!(
+            peer.expect("ok"),
+            format!("{n} abandoned 0"),
+            "{bytes} B: every frame's bytes are its own"
+        );
+        let elapsed = start.elapsed();
+        peer.wait_success();
+        assert_eq!(stats.emitted.load(Ordering::Relaxed), n);
+        session.stop();
+        session.join().expect("the session ends cleanly");
+        #[allow(clippy::cast_precision_loss, reason = "a rate for a log line")]
+        let rate = n as f64 / elapsed.as_secs_f64();
+        println!(
+            "ipc device checksum: {n} frames of {bytes} B in {elapsed:.2?} ({rate:.0} frames/s), every byte checked, 0 abandoned"
+        );
+    }
+}
+
+#[test]
+fn a_killed_device_subscriber_gives_its_slot_back_only_once_its_process_exited() {
+    let Some(device) = cuda() else { return };
+    let test = "device_killed_sub";
+    let (session, go, _stats, slots) =
+        device_exporter(test, &device, u64::MAX, 4096, Duration::ZERO);
+    let catalog = catalog_path(test);
+    let mut peer = Peer::spawn(&[
+        "subscribe-device",
+        catalog.to_str().unwrap(),
+        "cam",
+        "1000000",
+        "hold",
+    ]);
+    assert_eq!(peer.expect("attached"), "0");
+    go.store(true, Ordering::Release);
+    peer.expect("holding");
+    // The peer's stream reads the slot for a minute: the slot stays out of the pool.
+    for _ in 0..200 {
+        assert!(
+            session.pool_free_slots("camera.out").unwrap() < slots,
+            "a slot a live subscriber's stream still reads was recycled"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let killed = Instant::now();
+    peer.kill();
+    let reaped = killed.elapsed();
+    eventually("the slot comes back once the process exited", || {
+        session.pool_free_slots("camera.out").unwrap() == slots
+    });
+    println!(
+        "ipc device killed subscriber: reaped {reaped:.2?} after SIGKILL, its slot back {:.2?} after",
+        killed.elapsed()
+    );
+    session.stop();
+    session.join().expect("the session ends cleanly");
+}
+
+#[test]
+fn a_killed_device_exporter_never_wedges_its_subscribers_stream() {
+    let Some(device) = cuda() else { return };
+    let test = "device_killed_exporter";
+    let catalog = catalog_path(test);
+    let ns = namespace(test);
+    // Each fill waits 3 s on the exporter's stream: the descriptor is sent long before
+    // its fence would be written.
+    let mut exporter = Peer::spawn(&[
+        "export-device",
+        catalog.to_str().unwrap(),
+        &ns,
+        "cam",
+        "4096",
+        "3000000",
+        "1000",
+    ]);
+    exporter.expect("serving");
+    let cat = EndpointCatalog::read(&catalog).expect("the catalog the exporter wrote");
+    let mut sub =
+        ProcessSubscriber::attach_with_device(&cat, "cam", ProcessSubscriberOptions::DEFAULT, Arc::clone(&device))
+            .expect("the subscriber attaches");
+    let stream = sub.stream().expect("a device topic's subscriber has a stream");
+    let held = sub
+        .receive(WAIT)
+        .expect("a descriptor")
+        .expect("within the wait");
+    // The subscriber's stream now waits for a fence the exporter's stream writes in 3 s.
+    exporter.kill();
+    let start = Instant::now();
+    device
+        .synchronize_stream(stream)
+        .expect("the subscriber's stream runs on");
+    let waited = start.elapsed();
+    assert!(
+        waited < Duration::from_secs(2),
+        "the subscriber's stream waited {waited:?} for a dead exporter's fence"
+    );
+    assert!(sub.abandoned_frames() >= 1, "the lost frame is counted");
+    let err = loop {
+        match sub.receive(WAIT) {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("a dead exporter left its subscriber waiting out the wait"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.code(), ErrorCode::PeerLost, "{err}");
+    drop((held, sub));
+}
+
+#[test]
+fn a_backend_that_cannot_share_device_memory_refuses_the_session_and_serves_nothing() {
+    // The software device stands in for CUDA but has no memory another process can map.
+    let device: Arc<dyn DeviceBackend> = holo_runtime::device::SoftwareDevice::new();
+    let test = "device_unsupported";
+    let (source, _stats) =
+        IpcDeviceFrames::new(1, 256, Duration::ZERO, Arc::new(AtomicBool::new(true)));
+    let (graph, plan) =
+        exporting_device_graph("cam", source, TopicOptions::DEFAULT).expect("it compiles");
+    let e = RunSession::start(
+        graph,
+        &plan,
+        SessionOptions::default()
+            .on_device(device)
+            .with_ipc_namespace(namespace(test)),
+    )
+    .map(|_| ())
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::NotSupported, "{e}");
+    assert!(
+        e.message().contains("cannot share"),
+        "the refusal says why: {e}"
+    );
+    // Nothing serves the topic: an attach finds no exporter.
+    let catalog = plan.endpoint_catalog(&namespace(test));
+    let e = ProcessSubscriber::attach(&catalog, "cam", ProcessSubscriberOptions::DEFAULT)
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::NotFound, "{e}");
+}
