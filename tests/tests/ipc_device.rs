@@ -248,3 +248,63 @@ fn a_backend_that_cannot_share_device_memory_refuses_the_session_and_serves_noth
         .unwrap_err();
     assert_eq!(e.code(), ErrorCode::NotFound, "{e}");
 }
+
+/// Open descriptors and holo's shared mappings of this process.
+fn resources() -> (usize, usize) {
+    let fds = std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count);
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    (
+        fds,
+        maps.lines().filter(|l| l.contains("memfd:holo")).count(),
+    )
+}
+
+#[test]
+fn join_and_detach_of_a_device_topic_leave_nothing_behind() {
+    let Some(device) = cuda() else { return };
+    // Two rounds of an exporting session and a subscriber, both in this process; after
+    // the second the descriptors, memfd mappings and device allocations and streams are
+    // the ones before it (the first warms up what a process keeps once).
+    for round in 0..2 {
+        let before = resources();
+        let counters = device.counters().snapshot();
+        let test = format!("device_leaks_{round}");
+        let (session, go, _stats, _) =
+            device_exporter(&test, &device, 200, 4096, Duration::ZERO);
+        let catalog = session.endpoint_catalog();
+        let mut sub = ProcessSubscriber::attach_with_device(
+            &catalog,
+            "cam",
+            ProcessSubscriberOptions::DEFAULT,
+            Arc::clone(&device),
+        )
+        .expect("the subscriber attaches in the exporter's own process");
+        go.store(true, Ordering::Release);
+        let stream = sub.stream().unwrap();
+        let mut buf = [0u8; 64];
+        for _ in 0..200 {
+            let t = sub.receive(WAIT).unwrap().expect("a frame");
+            t.copy_to_host(&mut buf, stream).unwrap();
+            holo_tests::ipc_frames::check_device_frame(sub.last_info().frame, &buf).unwrap();
+        }
+        drop(sub);
+        session.stop();
+        session.join().expect("the session ends cleanly");
+        let after = resources();
+        let c = device.counters().snapshot();
+        let made = (
+            c.alloc - counters.alloc,
+            c.free - counters.free,
+            c.stream_create - counters.stream_create,
+            c.stream_destroy - counters.stream_destroy,
+        );
+        assert_eq!(made.0, made.1, "round {round}: device allocations not freed: {made:?}");
+        assert_eq!(made.2, made.3, "round {round}: streams not destroyed: {made:?}");
+        if round == 1 {
+            assert_eq!(
+                after, before,
+                "(descriptors, memfd:holo mappings) before the round and after"
+            );
+        }
+    }
+}
