@@ -1,7 +1,7 @@
 //! The host hop across processes beside raw iceoryx2, in the same run (DESIGN.md,
 //! "Performance method"; issue 15, "host hop across processes p50 ≤ 1.5× raw iceoryx2").
 //!
-//! - **raw iceoryx2**: this process publishes a 152-byte `#[repr(C)]` message (the size of
+//! - **raw iceoryx2**: this process publishes a 160-byte `#[repr(C)]` message (the size of
 //!   holo's slot descriptor) every 100 µs through an iceoryx2 publish-subscribe service and
 //!   notifies an iceoryx2 event; a second process (this binary, `--role raw`) receives it
 //!   the way `ProcessSubscriber` does (`receive`, else the listener's `timed_wait`) and
@@ -74,12 +74,12 @@ const WARMUP: u64 = 1_000;
 const PERIOD: Duration = Duration::from_micros(100);
 const PAIRS: usize = 3;
 
-/// The raw message: as large as holo's slot descriptor (152 bytes).
+/// The raw message: as large as holo's slot descriptor (160 bytes).
 #[derive(Debug, Clone, Copy, ZeroCopySend)]
 #[repr(C)]
 struct RawDesc {
     stamp: u64,
-    rest: [u64; 18],
+    rest: [u64; 19],
 }
 
 fn mono_ns() -> u64 {
@@ -278,7 +278,7 @@ fn raw_run(pair: usize) -> (u64, u64, f64, f64) {
         publisher
             .send_copy(RawDesc {
                 stamp: mono_ns(),
-                rest: [n; 18],
+                rest: [n; 19],
             })
             .expect("send");
         notifier.notify().expect("notify");

@@ -893,7 +893,10 @@ impl Pool {
     /// served across processes in device memory), and the bytes it holds.
     pub(crate) fn export_device_memory(&self) -> Result<(std::os::fd::OwnedFd, usize)> {
         let d = self.device().ok_or_else(|| {
-            Error::new(ErrorCode::Internal, "a host pool has no device memory to export")
+            Error::new(
+                ErrorCode::Internal,
+                "a host pool has no device memory to export",
+            )
         })?;
         let ipc = d.backend.ipc().ok_or_else(|| {
             Error::new(

@@ -86,8 +86,8 @@ impl CudaDevice {
     fn ipc_ready(&self) -> Result<()> {
         self.ipc_checked
             .get_or_init(|| {
-                symbols_present()?;
                 use sys::CUdevice_attribute as A;
+                symbols_present()?;
                 for (attribute, what) in [
                     (
                         A::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
@@ -148,7 +148,9 @@ impl CudaDevice {
             sys::cuMemAddressReserve(&raw mut base, size, 0, 0, 0)
         })?;
         // SAFETY: `base..+size` was just reserved; `handle` holds `size` bytes.
-        let mapped = check("cuMemMap", unsafe { sys::cuMemMap(base, size, 0, handle, 0) });
+        let mapped = check("cuMemMap", unsafe {
+            sys::cuMemMap(base, size, 0, handle, 0)
+        });
         if let Err(e) = mapped {
             // SAFETY: the reservation made above, unused.
             unsafe { sys::cuMemAddressFree(base, size) };
@@ -208,7 +210,7 @@ impl DeviceIpc for CudaDevice {
         check("cuDeviceGetUuid_v2", unsafe {
             sys::cuDeviceGetUuid_v2(&raw mut uuid, self.device)
         })?;
-        Ok(uuid.bytes.map(|b| b.cast_unsigned()))
+        Ok(uuid.bytes.map(i8::cast_unsigned))
     }
 
     fn alloc_exportable(&self, bytes: usize) -> Result<DevicePtr> {
@@ -218,12 +220,15 @@ impl DeviceIpc for CudaDevice {
         self.ipc_ready()?;
         self.make_current()?;
         let granularity = self.granularity()?;
-        let size = bytes.div_ceil(granularity).checked_mul(granularity).ok_or_else(|| {
-            Error::new(
-                ErrorCode::ResourceExhausted,
-                format!("{bytes} bytes rounded to the allocation granularity overflow"),
-            )
-        })?;
+        let size = bytes
+            .div_ceil(granularity)
+            .checked_mul(granularity)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::ResourceExhausted,
+                    format!("{bytes} bytes rounded to the allocation granularity overflow"),
+                )
+            })?;
         let prop = self.allocation_prop();
         let mut handle: sys::CUmemGenericAllocationHandle = 0;
         // SAFETY: valid pointers; `size` is a multiple of the granularity.
@@ -283,7 +288,10 @@ impl DeviceIpc for CudaDevice {
         self.ipc_ready()?;
         self.make_current()?;
         let granularity = self.granularity()?;
-        let size = bytes.max(1).div_ceil(granularity).saturating_mul(granularity);
+        let size = bytes
+            .max(1)
+            .div_ceil(granularity)
+            .saturating_mul(granularity);
         let mut handle: sys::CUmemGenericAllocationHandle = 0;
         // The driver takes a POSIX handle as the `int` itself, cast to a pointer.
         let os_handle: *mut c_void = ptr::without_provenance_mut(addr_usize(
@@ -399,4 +407,3 @@ impl DeviceIpc for CudaDevice {
         })
     }
 }
-

@@ -549,7 +549,7 @@ pub(crate) fn open_cuda_by_uuid(uuid: [u8; 16]) -> Result<Arc<dyn DeviceBackend>
         let count = cuda::device_count()?;
         for ordinal in 0..count {
             let device: Arc<dyn DeviceBackend> = CudaDevice::open(ordinal)?;
-            if device.ipc().map(|i| i.device_uuid()).transpose()? == Some(uuid) {
+            if device.ipc().map(DeviceIpc::device_uuid).transpose()? == Some(uuid) {
                 return Ok(device);
             }
         }

@@ -29,8 +29,8 @@ use super::wire::{
     WireContract,
 };
 use crate::channel::pool::Pool;
-use crate::device::{DeviceBackend, DevicePtr};
 use crate::channel::queue::Stamp;
+use crate::device::{DeviceBackend, DevicePtr};
 use crate::plan::TopicRecord;
 use crate::tensor::Tensor;
 use crate::topic::{ChannelSubscriber, RemoteSend, SeatState, SubscriberOptions, TopicRegistry};
@@ -173,10 +173,9 @@ impl ExportServer {
         // and the payload segment is an empty stand-in.
         let payload = match pool.shared_segment() {
             Some(s) => Arc::clone(s),
-            None if pool.device().is_some() => Arc::new(Segment::create(
-                &format!("holo:{}:device", record.name),
-                1,
-            )?),
+            None if pool.device().is_some() => {
+                Arc::new(Segment::create(&format!("holo:{}:device", record.name), 1)?)
+            }
             None => {
                 return Err(Error::new(
                     ErrorCode::Internal,
@@ -437,16 +436,13 @@ fn handshake(served: &Arc<Served>, conn: OwnedFd) -> Result<Option<SeatWorker>> 
     w.per_slot_bytes = served.pool.per_slot_bytes() as u64;
     w.control_len = served.control.len() as u64;
     w.memory_kind = wire::kind_index(served.pool.kind);
-    let payload = match &served.device {
-        Some(d) => {
-            w.device_uuid = d.uuid;
-            w.payload_len = d.memory_bytes as u64;
-            d.memory.as_fd()
-        }
-        None => {
-            w.payload_len = served.payload.len() as u64;
-            served.payload.fd()
-        }
+    let payload = if let Some(d) = &served.device {
+        w.device_uuid = d.uuid;
+        w.payload_len = d.memory_bytes as u64;
+        d.memory.as_fd()
+    } else {
+        w.payload_len = served.payload.len() as u64;
+        served.payload.fd()
     };
     wire::send(conn.as_fd(), &w, &[payload, served.control.fd()])?;
     Ok(Some(SeatWorker {
@@ -824,21 +820,22 @@ fn fence(served: &Served, desc: &mut SlotDescriptor) -> Result<()> {
             Err(now) => seen = now,
         }
     }
-    match served.pool.writer_stream(desc.slot) {
-        Some(stream) => {
-            let ipc = device.backend.ipc().ok_or_else(|| {
-                Error::new(ErrorCode::Internal, "a device server's backend lost its ipc")
-            })?;
-            // SAFETY: the fence word is in the control segment, registered until `Served`
-            // drops, which the session does after synchronizing every stream.
-            unsafe { ipc.write_value(stream, device.word(index), desc.fence_value) }
+    if let Some(stream) = served.pool.writer_stream(desc.slot) {
+        let ipc = device.backend.ipc().ok_or_else(|| {
+            Error::new(
+                ErrorCode::Internal,
+                "a device server's backend lost its ipc",
+            )
+        })?;
+        // SAFETY: the fence word is in the control segment, registered until `Served`
+        // drops, which the session does after synchronizing every stream.
+        unsafe { ipc.write_value(stream, device.word(index), desc.fence_value) }
+    } else {
+        // Written on the host: the bytes are complete.
+        if let Some(f) = served.control.word(index) {
+            f.store(desc.fence_value, Ordering::Release);
         }
-        None => {
-            if let Some(f) = served.control.word(index) {
-                f.store(desc.fence_value, Ordering::Release);
-            }
-            Ok(())
-        }
+        Ok(())
     }
 }
 

@@ -297,13 +297,10 @@ impl ProcessSubscriber {
         }
         let control = Segment::import(control_fd, sized(welcome.control_len), true)?;
         let payload = match kind {
-            Some(MemoryKind::CudaDevice) => Payload::Device(MirrorDevice::map(
-                device,
-                &welcome,
-                &payload_fd,
-                &control,
-            )
-            .map_err(|e| e.at(at.clone()))?),
+            Some(MemoryKind::CudaDevice) => Payload::Device(
+                MirrorDevice::map(device, &welcome, &payload_fd, &control)
+                    .map_err(|e| e.at(at.clone()))?,
+            ),
             Some(MemoryKind::Host) => Payload::Host(Segment::import(
                 payload_fd,
                 sized(welcome.payload_len),
@@ -532,11 +529,9 @@ impl ProcessSubscriber {
             }
             .map_err(|e| e.at(at()))?;
         }
-        let owner = self.mirror.ticket(
-            slot,
-            self.layout.release(self.seat, slot),
-            d.fence_value,
-        );
+        let owner = self
+            .mirror
+            .ticket(slot, self.layout.release(self.seat, slot), d.fence_value);
         let addr = self.mirror.payload_addr() + d.offset;
         let kind = self.mirror.kind();
         let dev = self.mirror.device();
@@ -1165,7 +1160,11 @@ mod tests {
     #[test]
     fn fence_values_only_grow_across_a_wrap_of_the_generation() {
         assert_eq!(wire::next_fence_value(0, 0), 1);
-        assert_eq!(wire::next_fence_value(1, 0), 1, "the same use: the same value");
+        assert_eq!(
+            wire::next_fence_value(1, 0),
+            1,
+            "the same use: the same value"
+        );
         assert_eq!(wire::next_fence_value(1, 1), 2);
         // The generation wraps: its low half restarts, the high half counts the wrap.
         let last = wire::next_fence_value(0, u32::MAX - 1);

@@ -89,7 +89,11 @@ pub(crate) fn next_fence_value(last: u64, generation: u32) -> u64 {
         return last;
     }
     let high = last >> 32;
-    let high = if low <= last & 0xffff_ffff { high + 1 } else { high };
+    let high = if low <= last & 0xffff_ffff {
+        high + 1
+    } else {
+        high
+    };
     (high << 32) | low
 }
 

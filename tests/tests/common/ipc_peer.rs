@@ -88,4 +88,3 @@ pub(crate) fn eventually(what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
-
