@@ -17,10 +17,20 @@ run_test() { # name, extra env
     [ $rc = 0 ] || { status=1; grep -E "FAILED|panicked" -A8 "$out/$n.log" | head -40; }
   done
 }
+if [ -n "$MILLION" ]; then
+  # The 10⁶-frame checksum at 256 B, 64 KiB and 4 MiB, alone.
+  for b in .gpu/bin/ipc_device-*; do
+    HOLO_REQUIRE_DEVICE=cuda HOLO_IPC_DEVICE_FRAMES=1000000 timeout 560 "$b" device_frames_reach --nocapture > "$out/million.log" 2>&1
+    echo "10^6 checksum: rc=$?"; grep -hE "ipc device checksum|test result|panicked|peer said" "$out/million.log"
+  done
+  date -u; exit 0
+fi
 run_test ipc_device HOLO_REQUIRE_DEVICE=cuda
-[ -n "$ONLY_DEVICE" ] && { date -u; exit $status; }
-run_test ipc
-for n in stream_contract topics handoff; do run_test $n HOLO_REQUIRE_DEVICE=cuda; done
+grep -h "ipc device killed" "$out/ipc_device.log"
+if [ -z "$ONLY_DEVICE" ]; then
+  run_test ipc
+  for n in stream_contract topics handoff; do run_test $n HOLO_REQUIRE_DEVICE=cuda; done
+fi
 if [ -x /usr/local/cuda/bin/compute-sanitizer ] || command -v compute-sanitizer >/dev/null; then
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   echo "== compute-sanitizer (both processes, 500 frames per size)"
@@ -30,6 +40,7 @@ if [ -x /usr/local/cuda/bin/compute-sanitizer ] || command -v compute-sanitizer 
 else
   echo "compute-sanitizer: not installed"
 fi
+[ -n "$ONLY_DEVICE" ] && { date -u; exit $status; }
 for b in .gpu/bench/*; do echo "== $b"; timeout 300 "$b" | tee "$out/$(basename "$b").log" | tail -12; done
 timeout 60 .gpu/examples/ipc_producer --frames 2000 > "$out/ipc_producer.log" 2>&1; echo "ipc_producer: rc=$?"; tail -4 "$out/ipc_producer.log"
 date -u

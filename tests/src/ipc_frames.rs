@@ -145,8 +145,9 @@ pub fn device_fill(k: u64) -> u8 {
 }
 
 /// A device source: frame k (`bytes` long) is `device_fill(k)` in every byte, written on
-/// the operator's stream after `delay` of the stream doing nothing (a host function that
-/// sleeps), so that a reader that is not ordered behind the write reads an older frame.
+/// the operator's stream after `delay` of the stream doing nothing (on CUDA a spin kernel,
+/// `crate::spin`), so that a reader that is not ordered behind the write reads an older
+/// frame.
 #[operator]
 pub struct IpcDeviceFrames {
     #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 4194304)]
@@ -204,7 +205,12 @@ impl Operator for IpcDeviceFrames {
         let (fill, delay) = (device_fill(self.k), self.delay);
         let t = loan.write_and_commit(ctx.cuda_stream()?, |b, ptr, n, s| {
             if !delay.is_zero() {
-                b.enqueue_delay(s, delay)?;
+                // On CUDA a kernel (it dies with the process); elsewhere a host function.
+                if b.backend_kind() == holo_runtime::device::BackendKind::Cuda {
+                    crate::spin::spin(s.raw(), delay)?;
+                } else {
+                    b.enqueue_delay(s, delay)?;
+                }
             }
             // SAFETY: the loan's slot, written only on this stream until committed.
             unsafe { b.memset_async(ptr, fill, n, s) }

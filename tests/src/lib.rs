@@ -2,3 +2,4 @@
 //! helper binaries in `src/bin/` (a test's peer process).
 
 pub mod ipc_frames;
+pub mod spin;

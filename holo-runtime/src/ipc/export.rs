@@ -38,6 +38,11 @@ use crate::{Error, ErrorCode, Result};
 
 /// How long a handshake step may take before the exporter gives the subscriber up.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a subscriber may take between the welcome and its `READY`: it maps what the
+/// welcome passed — for device memory it opens the GPU, imports and maps the pool and
+/// makes its stream, which a fresh process (or one under `compute-sanitizer`) may take
+/// seconds to do. Its seat is only claimed meanwhile: the output sends it nothing.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often a seat thread looks at its subscriber's process and socket.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(2);
 
@@ -669,8 +674,10 @@ impl SeatWorker {
             Some(s) => Arc::clone(s.seat_state()),
             None => return Ok(End::Detached),
         };
-        // The subscriber says READY once its iceoryx2 subscriber exists.
+        // The subscriber says READY once its mappings and its iceoryx2 subscriber exist.
+        wire::set_timeouts(self.conn.as_fd(), READY_TIMEOUT)?;
         let (ready, _) = wire::recv::<u8>(self.conn.as_fd())?;
+        wire::set_timeouts(self.conn.as_fd(), HANDSHAKE_TIMEOUT)?;
         if ready != READY {
             return Err(Error::new(
                 ErrorCode::ProtocolError,

@@ -20,7 +20,7 @@
 //!   device frames: reads each frame back on the subscriber's stream (all of it up to
 //!   64 KiB; else 4 KiB at its start, middle and end) and checks every byte; prints
 //!   `ok <frames> abandoned <n>`. With `hold`: after the first frame its stream reads the
-//!   slot for a long time (a 20 s idle, then a copy), prints `holding <slot>`, and waits
+//!   slot for a long time (a 20 s spin kernel, then a copy), prints `holding <slot>`, and waits
 //!   to be killed.
 //!
 //! Every failure prints `error <code> <message>` and exits 1.
@@ -221,7 +221,8 @@ fn subscribe_device(
         check_device_frame(info.frame, &buf[..at]).map_err(Error::invalid_argument)?;
         if hold.is_some() {
             // The stream goes on reading the slot long after this process is killed.
-            device.enqueue_delay(stream, Duration::from_secs(20))?;
+            device.bind_to_thread()?;
+            holo_tests::spin::spin(stream.raw(), Duration::from_secs(20))?;
             // SAFETY: as above; the process is killed before the copy runs.
             unsafe {
                 device.copy_to_host_async(buf.as_mut_ptr(), t.device_ptr(), 16, stream)?;
