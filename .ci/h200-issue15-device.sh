@@ -20,7 +20,7 @@ run_test() { # name, extra env
 if [ -n "$MILLION" ]; then
   # The 10⁶-frame checksum at 256 B, 64 KiB and 4 MiB, alone.
   for b in .gpu/bin/ipc_device-*; do
-    HOLO_REQUIRE_DEVICE=cuda HOLO_IPC_DEVICE_FRAMES=1000000 timeout 560 "$b" device_frames_reach --nocapture > "$out/million.log" 2>&1
+    HOLO_REQUIRE_DEVICE=cuda HOLO_IPC_DEVICE_FRAMES=1000000 timeout ${MILLION_TIMEOUT:-560} "$b" device_frames_reach --nocapture > "$out/million.log" 2>&1
     echo "10^6 checksum: rc=$?"; grep -hE "ipc device checksum|test result|panicked|peer said" "$out/million.log"
   done
   date -u; exit 0

@@ -102,7 +102,12 @@ fn device_exporter(
 fn device_frames_reach_another_process_behind_their_fences_with_their_own_bytes() {
     let Some(device) = cuda() else { return };
     let n = frames();
-    for bytes in [256u64, 64 << 10, 4 << 20] {
+    // `HOLO_IPC_DEVICE_SIZES` (comma-separated bytes) narrows a long run to some sizes.
+    let sizes: Vec<u64> = std::env::var("HOLO_IPC_DEVICE_SIZES").map_or_else(
+        |_| vec![256, 64 << 10, 4 << 20],
+        |v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
+    );
+    for bytes in sizes {
         let test = format!("device_checksum_{bytes}");
         let (session, go, stats, _) =
             device_exporter(&test, &device, n, bytes, Duration::from_micros(20));

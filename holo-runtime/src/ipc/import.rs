@@ -1157,6 +1157,23 @@ mod tests {
         assert!(e.message().contains("not the exporter's"), "{e}");
     }
 
+    /// `cuStreamWaitValue64`'s `GEQ`, as the driver documents it: wrap-aware.
+    fn geq_holds(word: u64, value: u64) -> bool {
+        word.wrapping_sub(value).cast_signed() >= 0
+    }
+
+    #[test]
+    fn the_abandoned_value_ends_every_wait_in_the_drivers_wrap_aware_comparison() {
+        // Fence values of a slot after up to 2²⁹ wraps of its generation (2⁶¹ uses).
+        for value in [1, 2, u64::from(u32::MAX), (1 << 32) | 1, (1 << 29 << 32) | 7] {
+            assert!(geq_holds(wire::fence::ABANDONED, value), "{value:#x}");
+            // A word still below the value (a fence not yet written) holds the wait.
+            assert!(!geq_holds(value - 1, value));
+        }
+        // The all-ones word would not end the wait of a small value: (int64)(max - 1) < 0.
+        assert!(!geq_holds(u64::MAX, 1));
+    }
+
     #[test]
     fn fence_values_only_grow_across_a_wrap_of_the_generation() {
         assert_eq!(wire::next_fence_value(0, 0), 1);

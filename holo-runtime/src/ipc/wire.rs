@@ -32,9 +32,13 @@ pub(crate) mod fence {
     /// slot's fence word after its writes (`cuStreamWriteValue64_v2`); the subscriber's
     /// stream waits for it (`cuStreamWaitValue64_v2`, at least the value).
     pub(crate) const STREAM: u8 = 1;
-    /// What a watchdog writes into the fence words of an exporter that died: greater than
-    /// every fence value, so that no stream waits for a write that will not come.
-    pub(crate) const ABANDONED: u64 = u64::MAX;
+    /// What a watchdog writes into the fence words of an exporter that died: past every
+    /// fence value, so that no stream waits for a write that will not come. Not
+    /// `u64::MAX`: `cuStreamWaitValue64`'s `GEQ` is wrap-aware — it holds when
+    /// `(int64_t)(*addr - value) >= 0` — so the word must be less than 2⁶³ past the value
+    /// (a fence value's high half counts wraps of a slot's 32-bit generation: it never
+    /// comes near 2⁶²).
+    pub(crate) const ABANDONED: u64 = 1 << 62;
 }
 
 /// One slot of a shared pool, published to one subscriber: fixed-size and `#[repr(C)]`,
