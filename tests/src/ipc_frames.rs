@@ -265,3 +265,111 @@ pub fn check_device_frame(k: u64, bytes: &[u8]) -> std::result::Result<(), Strin
         None => Ok(()),
     }
 }
+
+/// A pinned-host source: frame k (`bytes` long) is `device_fill(k)` in every byte, written
+/// either on the host (`write_host_and_commit`: no fence to wait for) or on the operator's
+/// stream after a `delay` spin kernel (`write_and_commit`: the stream fences it).
+#[operator]
+pub struct IpcPinnedFrames {
+    #[output(storage = runtime_pool, memory = pinned, dtype = u8, rank = 1, bounds = 65536)]
+    out: Output<Tensor>,
+    k: u64,
+    limit: u64,
+    bytes: u64,
+    delay: std::time::Duration,
+    host_writer: bool,
+    go: Arc<AtomicBool>,
+    stats: Arc<IpcStats>,
+}
+
+impl IpcPinnedFrames {
+    /// A source of `limit` frames of `bytes` bytes; `host_writer` picks the writer.
+    pub fn new(
+        limit: u64,
+        bytes: u64,
+        delay: std::time::Duration,
+        host_writer: bool,
+        go: Arc<AtomicBool>,
+    ) -> (Self, Arc<IpcStats>) {
+        let stats = Arc::new(IpcStats::default());
+        (
+            Self {
+                out: Output::default(),
+                k: 0,
+                limit,
+                bytes,
+                delay,
+                host_writer,
+                go,
+                stats: Arc::clone(&stats),
+            },
+            stats,
+        )
+    }
+}
+
+impl Operator for IpcPinnedFrames {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        if self.k >= self.limit || !self.go.load(Ordering::Acquire) {
+            std::thread::yield_now();
+            return Ok(());
+        }
+        let loan = match self.out.allocate_tensor(TensorLoanRequest {
+            shape: &[self.bytes],
+            dtype: DType::U8,
+        }) {
+            Ok(l) => l,
+            Err(e) if e.code() == ErrorCode::ResourceExhausted => {
+                self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
+                std::thread::yield_now();
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let (fill, delay) = (device_fill(self.k), self.delay);
+        let t = if self.host_writer {
+            loan.write_host_and_commit(|b| b.fill(fill))?
+        } else {
+            loan.write_and_commit(ctx.cuda_stream()?, |b, ptr, n, s| {
+                if !delay.is_zero() {
+                    crate::spin::spin(s.raw(), delay)?;
+                }
+                // SAFETY: the loan's slot, written only on this stream until committed.
+                unsafe { b.memset_async(ptr, fill, n, s) }
+            })?
+        };
+        match self.out.emit(t, EmitOptions::default().with_frame(self.k)) {
+            Ok(()) => {
+                self.k += 1;
+                self.stats.emitted.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) if e.code() == ErrorCode::Backpressured => {
+                self.stats.backpressured.fetch_add(1, Ordering::Relaxed);
+                std::thread::yield_now();
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A graph of one [`IpcPinnedFrames`] source (operator `camera`, bound to CUDA device 0)
+/// exporting `topic` across processes, and its plan.
+pub fn exporting_pinned_graph(
+    topic: &str,
+    source: IpcPinnedFrames,
+    options: TopicOptions,
+) -> Result<(Graph, ExecutionPlan)> {
+    let mut graph = Graph::new();
+    let camera = graph.add_operator("camera", source, ParamSet::defaults()?)?;
+    graph.export_topic(camera.out, topic, options.across_processes());
+    let mut compile_options = CompileOptions::default();
+    compile_options.deployment.bind_tensor_output_device(
+        "camera",
+        "out",
+        holo_runtime::device::DeviceId::cuda(0),
+    );
+    let plan = compile(&graph, compile_options)?;
+    Ok((graph, plan))
+}

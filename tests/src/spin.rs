@@ -73,9 +73,8 @@ pub fn spin(raw: u64, duration: std::time::Duration) -> Result<()> {
     let f = kernel()?;
     let mut ns = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
     let mut params = [(&raw mut ns).cast::<c_void>()];
-    let stream: sys::CUstream = std::ptr::with_exposed_provenance_mut(
-        usize::try_from(raw).unwrap_or(usize::MAX),
-    );
+    let stream: sys::CUstream =
+        std::ptr::with_exposed_provenance_mut(usize::try_from(raw).unwrap_or(usize::MAX));
     // SAFETY: one block of one thread; the one parameter is a u64 read during the call.
     check("cuLaunchKernel", unsafe {
         sys::cuLaunchKernel(

@@ -523,12 +523,8 @@ kind_source!(CudaDevice, cuda_device);
 
 #[test]
 fn a_memory_kind_that_cannot_cross_is_refused_with_its_code() {
-    let cases: [(&str, holo_runtime::DiagnosticCode); 3] = [
+    let cases: [(&str, holo_runtime::DiagnosticCode); 2] = [
         ("managed", holo_runtime::codes::TOPIC_MEMORY_NOT_SHAREABLE),
-        (
-            "pinned",
-            holo_runtime::codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
-        ),
         (
             "device",
             holo_runtime::codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
@@ -542,17 +538,6 @@ fn a_memory_kind_that_cannot_cross_is_refused_with_its_code() {
                 g.add_operator(
                     "src",
                     Managed {
-                        out: holo_runtime::Output::default(),
-                    },
-                    p,
-                )
-                .unwrap()
-                .out
-            }
-            "pinned" => {
-                g.add_operator(
-                    "src",
-                    Pinned {
                         out: holo_runtime::Output::default(),
                     },
                     p,
@@ -588,27 +573,31 @@ fn a_memory_kind_that_cannot_cross_is_refused_with_its_code() {
         assert_eq!(found.len(), 1, "{kind}: {d}");
         assert_eq!(found[0].operator.as_deref(), Some("src"));
     }
-    // CUDA device memory crosses (docs/IPC.md): the plan records the topic.
-    let mut g = holo_runtime::Graph::new();
-    let out = g
-        .add_operator(
-            "src",
-            CudaDevice {
+    // CUDA device and pinned memory cross (docs/IPC.md): the plan records the topic.
+    for kind in [MemoryKind::CudaDevice, MemoryKind::PinnedHost] {
+        let mut g = holo_runtime::Graph::new();
+        let p = holo_runtime::ParamSet::defaults().unwrap();
+        let out = if kind == MemoryKind::CudaDevice {
+            let o = CudaDevice {
                 out: holo_runtime::Output::default(),
-            },
-            holo_runtime::ParamSet::defaults().unwrap(),
-        )
-        .unwrap()
-        .out;
-    g.export_topic(out, "cam", TopicOptions::DEFAULT.across_processes());
-    let mut options = holo_runtime::CompileOptions::default();
-    options.deployment.bind_tensor_output_device(
-        "src",
-        "out",
-        holo_runtime::device::DeviceId::cuda(0),
-    );
-    let plan = holo_runtime::compile(&g, options).expect("cuda_device memory crosses");
-    let t = &plan.topics()[0];
-    assert!(t.across_processes);
-    assert_eq!(t.contract.memory_kind, Some(MemoryKind::CudaDevice));
+            };
+            g.add_operator("src", o, p).unwrap().out
+        } else {
+            let o = Pinned {
+                out: holo_runtime::Output::default(),
+            };
+            g.add_operator("src", o, p).unwrap().out
+        };
+        g.export_topic(out, "cam", TopicOptions::DEFAULT.across_processes());
+        let mut options = holo_runtime::CompileOptions::default();
+        options.deployment.bind_tensor_output_device(
+            "src",
+            "out",
+            holo_runtime::device::DeviceId::cuda(0),
+        );
+        let plan = holo_runtime::compile(&g, options).expect("the memory kind crosses");
+        let t = &plan.topics()[0];
+        assert!(t.across_processes);
+        assert_eq!(t.contract.memory_kind, Some(kind));
+    }
 }

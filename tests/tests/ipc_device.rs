@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 use holo_runtime::device::{CudaDevice, DeviceBackend};
 use holo_runtime::ipc::{EndpointCatalog, ProcessSubscriber, ProcessSubscriberOptions};
 use holo_runtime::{ErrorCode, RunSession, SessionOptions, TopicOptions};
-use holo_tests::ipc_frames::{IpcDeviceFrames, exporting_device_graph};
+use holo_tests::ipc_frames::{
+    IpcDeviceFrames, IpcPinnedFrames, exporting_device_graph, exporting_pinned_graph,
+};
 use ipc_peer::{Peer, WAIT, catalog_path, eventually, namespace};
 
 /// CUDA device 0, or `None` (the test is skipped) where there is none — unless
@@ -215,7 +217,10 @@ fn a_killed_device_exporter_never_wedges_its_subscribers_stream() {
     // The subscriber's stream now waits for a fence the exporter's stream writes in 3 s.
     let killed = Instant::now();
     exporter.kill();
-    eprintln!("killed exporter: reaped {:.2?} after SIGKILL", killed.elapsed());
+    eprintln!(
+        "killed exporter: reaped {:.2?} after SIGKILL",
+        killed.elapsed()
+    );
     let start = Instant::now();
     device
         .synchronize_stream(stream)
@@ -246,8 +251,23 @@ fn a_backend_that_cannot_share_device_memory_refuses_the_session_and_serves_noth
     // The software device stands in for CUDA but has no memory another process can map.
     let device: Arc<dyn DeviceBackend> = holo_runtime::device::SoftwareDevice::new();
     let test = "device_unsupported";
-    let (source, _stats) =
-        IpcDeviceFrames::new(1, 256, Duration::ZERO, Arc::new(AtomicBool::new(true)));
+    let go = Arc::new(AtomicBool::new(true));
+    // Pinned memory: the same refusal.
+    let (pinned, _) = IpcPinnedFrames::new(1, 256, Duration::ZERO, true, Arc::clone(&go));
+    let (graph, plan) =
+        exporting_pinned_graph("cam", pinned, TopicOptions::DEFAULT).expect("it compiles");
+    let e = RunSession::start(
+        graph,
+        &plan,
+        SessionOptions::default()
+            .on_device(Arc::clone(&device))
+            .with_ipc_namespace(namespace(test)),
+    )
+    .map(|_| ())
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::NotSupported, "{e}");
+    assert!(e.message().contains("cannot share"), "{e}");
+    let (source, _stats) = IpcDeviceFrames::new(1, 256, Duration::ZERO, go);
     let (graph, plan) =
         exporting_device_graph("cam", source, TopicOptions::DEFAULT).expect("it compiles");
     let e = RunSession::start(
@@ -334,5 +354,55 @@ fn join_and_detach_of_a_device_topic_leave_nothing_behind() {
                 "(descriptors, memfd:holo mappings) before the round and after"
             );
         }
+    }
+}
+
+#[test]
+fn pinned_frames_cross_processes_fenced_by_their_writer() {
+    let Some(device) = cuda() else { return };
+    let n = frames();
+    for writer in ["host", "stream"] {
+        let test = format!("pinned_{writer}");
+        let go = Arc::new(AtomicBool::new(false));
+        let (source, stats) = IpcPinnedFrames::new(
+            n,
+            4096,
+            Duration::from_micros(20),
+            writer == "host",
+            Arc::clone(&go),
+        );
+        let (graph, plan) = exporting_pinned_graph(
+            "cam",
+            source,
+            TopicOptions::DEFAULT
+                .with_depth(2)
+                .with_holds_per_subscriber(2),
+        )
+        .expect("the graph compiles");
+        let session = RunSession::start(
+            graph,
+            &plan,
+            SessionOptions::default()
+                .on_device(Arc::clone(&device))
+                .with_ipc_namespace(namespace(&test)),
+        )
+        .expect("the session starts");
+        let catalog = catalog_path(&test);
+        session.endpoint_catalog().write(&catalog).unwrap();
+        let mut peer = Peer::spawn(&[
+            "subscribe-pinned",
+            catalog.to_str().unwrap(),
+            "cam",
+            &n.to_string(),
+            writer,
+        ]);
+        assert_eq!(peer.expect("attached"), "0");
+        go.store(true, Ordering::Release);
+        assert_eq!(peer.expect("ok"), n.to_string(), "{writer} writer");
+        peer.wait_success();
+        assert_eq!(stats.emitted.load(Ordering::Relaxed), n);
+        session.stop();
+        session.join().expect("the session ends cleanly");
+        println!("ipc pinned: {n} frames of 4096 B written on the {writer}, every byte checked");
     }
 }

@@ -234,6 +234,9 @@ pub(crate) struct DeviceBacking {
     bytes: usize,
     /// `false` for a foreign buffer (a DLPack import), which its owner frees.
     owns_memory: bool,
+    /// A pinned pool served across processes: its memory is this shared-memory segment,
+    /// registered with the device (unregistered, not freed, when the pool drops).
+    segment: Option<Arc<crate::ipc::Segment>>,
     readiness: Box<[EventHandle]>,
     /// `release_capacity` events per slot, slot-major.
     release_events: Box<[EventHandle]>,
@@ -252,6 +255,15 @@ impl Drop for DeviceBacking {
             if let Err(error) = self.backend.destroy_event(e) {
                 self.retirer.note_error(error, "a pool's events");
             }
+        }
+        if let Some(segment) = &self.segment {
+            if let Some(ipc) = self.backend.ipc() {
+                // SAFETY: as below: no pending operation uses the memory any more.
+                if let Err(error) = unsafe { ipc.unregister_host(segment.as_ptr()) } {
+                    self.retirer.note_error(error, "a pool's memory");
+                }
+            }
+            return;
         }
         if !self.owns_memory {
             return;
@@ -907,14 +919,25 @@ impl Pool {
         Ok((ipc.export_fd(DevicePtr::from_raw(d.memory.raw()))?, d.bytes))
     }
 
-    /// The shared-memory segment of a pool served across processes.
+    /// The shared-memory segment of a pool served across processes (host or pinned).
     pub(crate) fn shared_segment(&self) -> Option<&Arc<crate::ipc::Segment>> {
         match &self.backing {
             Backing::Host {
                 owner: HostBytes::Shared(s),
                 ..
             } => Some(s),
-            _ => None,
+            Backing::Device(d) => d.segment.as_ref(),
+            Backing::Host { .. } => None,
+        }
+    }
+
+    /// Marks a device-backed foreign slot's bytes complete on the host: a pinned frame
+    /// another process wrote on the host (no stream to wait for).
+    pub(crate) fn mark_foreign_host_ready(&self, slot: u32) {
+        if self.is_foreign() {
+            self.slots[slot as usize]
+                .state
+                .store(readiness::HOST, Ordering::Release);
         }
     }
 
@@ -1581,6 +1604,7 @@ fn foreign_backing(foreign: &ForeignBytes<'_>, old: Option<Backing>) -> Result<B
         memory,
         bytes: len,
         owns_memory: false,
+        segment: None,
         readiness: Box::new([]),
         release_events: Box::new([]),
         release_streams: Box::new([]),
@@ -1605,6 +1629,31 @@ fn foreign_backing(foreign: &ForeignBytes<'_>, old: Option<Backing>) -> Result<B
     Ok(Backing::Device(out))
 }
 
+/// A pinned pool's memory for a topic served across processes: a sealed memfd segment
+/// (another process maps it) registered with the device, so that it is pinned and
+/// device-accessible at the same address (`NotSupported` where the device would give it
+/// another address).
+fn shared_pinned(
+    ipc: &dyn crate::device::DeviceIpc,
+    name: &str,
+    bytes: usize,
+) -> Result<(MemoryObject, Arc<crate::ipc::Segment>)> {
+    let segment = crate::ipc::Segment::create(&format!("holo:{name}"), bytes)?;
+    // SAFETY: the segment stays mapped while the pool holds it; the pool unregisters it
+    // before it drops it (`DeviceBacking::drop`).
+    let device = unsafe { ipc.register_host(segment.as_ptr(), segment.len())? };
+    let host = segment.as_ptr() as u64;
+    if device.raw() != host {
+        // SAFETY: registered just above, used by nothing.
+        let _ = unsafe { ipc.unregister_host(segment.as_ptr()) };
+        return Err(Error::new(
+            ErrorCode::NotSupported,
+            "the device maps registered host memory at another address than the host's, which a pinned pool across processes needs to be one address",
+        ));
+    }
+    Ok((MemoryObject::from_raw(host), Arc::new(segment)))
+}
+
 fn device_backing(
     spec: &PoolSpec,
     backend: &Arc<dyn DeviceBackend>,
@@ -1612,12 +1661,19 @@ fn device_backing(
     bytes: usize,
 ) -> Result<DeviceBacking> {
     let kind = AllocKind::try_from(spec.kind)?;
+    let mut segment = None;
     let memory = if spec.shared_memory {
         // The pool of a topic served across processes: memory another process can map.
         match backend.ipc() {
             Some(ipc) if kind == AllocKind::Device => ipc
                 .alloc_exportable(bytes)
                 .map(|p| MemoryObject::from_raw(p.raw())),
+            Some(ipc) if kind == AllocKind::PinnedHost => {
+                shared_pinned(ipc, &spec.name, bytes).map(|(memory, s)| {
+                    segment = Some(s);
+                    memory
+                })
+            }
             _ => Err(Error::new(
                 ErrorCode::NotSupported,
                 format!(
@@ -1639,7 +1695,8 @@ fn device_backing(
         kind,
         memory,
         bytes,
-        owns_memory: true,
+        owns_memory: segment.is_none(),
+        segment,
         readiness: Box::new([]),
         release_events: Box::new([]),
         release_streams: Box::new([]),

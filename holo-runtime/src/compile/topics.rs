@@ -601,15 +601,18 @@ pub(crate) fn check_across_processes(work: &mut Work<'_>, records: &[TopicRecord
                 ),
                 "declare `memory = cuda_device` (or `memory = host`) on the output",
             ));
-        } else if !matches!(kind, Some(MemoryKind::Host | MemoryKind::CudaDevice)) {
+        } else if !matches!(
+            kind,
+            Some(MemoryKind::Host | MemoryKind::PinnedHost | MemoryKind::CudaDevice)
+        ) {
             work.diagnostics.push(diag(
                 codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
                 format!(
-                    "topic {:?} is exported across processes in {} memory; this build serves host and cuda_device memory across processes",
+                    "topic {:?} is exported across processes in {} memory; this build serves host, pinned and cuda_device memory across processes",
                     r.name,
                     kind.map_or("undeclared", MemoryKind::wire_name)
                 ),
-                "declare `memory = host` or `memory = cuda_device` on the output (docs/IPC.md, \"What crosses\")",
+                "declare `memory = host`, `pinned` or `cuda_device` on the output (docs/IPC.md, \"What crosses\")",
             ));
         } else if r.pool.is_none() {
             work.diagnostics.push(diag(

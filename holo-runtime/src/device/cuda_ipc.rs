@@ -176,6 +176,38 @@ impl CudaDevice {
         Ok(base)
     }
 
+    /// Registers host memory with `extra` flags besides portable and device-mapped.
+    ///
+    /// # Safety
+    /// `ptr..+len` is mapped until unregistered.
+    unsafe fn register(&self, ptr: *mut u8, len: usize, extra: u32) -> Result<DevicePtr> {
+        self.ipc_ready()?;
+        self.make_current()?;
+        // SAFETY: the caller's contract: `ptr..+len` is mapped until unregistered.
+        check("cuMemHostRegister", unsafe {
+            sys::cuMemHostRegister_v2(
+                ptr.cast(),
+                len,
+                sys::CU_MEMHOSTREGISTER_PORTABLE | sys::CU_MEMHOSTREGISTER_DEVICEMAP | extra,
+            )
+        })?;
+        let mut device: sys::CUdeviceptr = 0;
+        // SAFETY: `ptr` was registered just above.
+        let mapped = check("cuMemHostGetDevicePointer", unsafe {
+            sys::cuMemHostGetDevicePointer_v2(&raw mut device, ptr.cast(), 0)
+        });
+        if let Err(e) = mapped {
+            // SAFETY: registered above, unused.
+            unsafe { sys::cuMemHostUnregister(ptr.cast()) };
+            return Err(e);
+        }
+        self.registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(ptr.expose_provenance() as u64);
+        Ok(DevicePtr::from_raw(device))
+    }
+
     fn remember(&self, base: u64, vmm: Vmm) {
         self.vmm
             .lock()
@@ -342,31 +374,13 @@ impl DeviceIpc for CudaDevice {
     }
 
     unsafe fn register_host(&self, ptr: *mut u8, len: usize) -> Result<DevicePtr> {
-        self.ipc_ready()?;
-        self.make_current()?;
-        // SAFETY: the caller's contract: `ptr..+len` is mapped until unregistered.
-        check("cuMemHostRegister", unsafe {
-            sys::cuMemHostRegister_v2(
-                ptr.cast(),
-                len,
-                sys::CU_MEMHOSTREGISTER_PORTABLE | sys::CU_MEMHOSTREGISTER_DEVICEMAP,
-            )
-        })?;
-        let mut device: sys::CUdeviceptr = 0;
-        // SAFETY: `ptr` was registered just above.
-        let mapped = check("cuMemHostGetDevicePointer", unsafe {
-            sys::cuMemHostGetDevicePointer_v2(&raw mut device, ptr.cast(), 0)
-        });
-        if let Err(e) = mapped {
-            // SAFETY: registered above, unused.
-            unsafe { sys::cuMemHostUnregister(ptr.cast()) };
-            return Err(e);
-        }
-        self.registered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(ptr.expose_provenance() as u64);
-        Ok(DevicePtr::from_raw(device))
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.register(ptr, len, 0) }
+    }
+
+    unsafe fn register_host_read_only(&self, ptr: *mut u8, len: usize) -> Result<DevicePtr> {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.register(ptr, len, sys::CU_MEMHOSTREGISTER_READ_ONLY) }
     }
 
     unsafe fn unregister_host(&self, ptr: *mut u8) -> Result<()> {

@@ -45,6 +45,14 @@ pub trait DeviceIpc: Send + Sync {
     /// The memory stays mapped until [`unregister_host`](Self::unregister_host).
     unsafe fn register_host(&self, ptr: *mut u8, len: usize) -> Result<DevicePtr>;
 
+    /// [`register_host`](Self::register_host) for memory this process maps read-only (a
+    /// pinned pool another process exports): the device may read it, never write it
+    /// (`CU_MEMHOSTREGISTER_READ_ONLY`).
+    ///
+    /// # Safety
+    /// As [`register_host`](Self::register_host).
+    unsafe fn register_host_read_only(&self, ptr: *mut u8, len: usize) -> Result<DevicePtr>;
+
     /// Ends a [`register_host`](Self::register_host).
     ///
     /// # Safety

@@ -71,9 +71,9 @@ struct Served {
 struct ServedDevice {
     backend: Arc<dyn DeviceBackend>,
     uuid: [u8; 16],
-    /// The descriptor of the pool's memory (passed to every subscriber) and its bytes.
-    memory: OwnedFd,
-    memory_bytes: usize,
+    /// A `cuda_device` pool: the descriptor of its memory (passed to every subscriber) and
+    /// its bytes. `None` for a pinned pool, whose memory is the payload memfd.
+    memory: Option<(OwnedFd, usize)>,
     /// The device address of the control segment's first word.
     control: DevicePtr,
     /// The control segment's host address, registered.
@@ -101,7 +101,11 @@ impl ServedDevice {
             )
         })?;
         let uuid = ipc.device_uuid()?;
-        let (memory, memory_bytes) = pool.export_device_memory()?;
+        let memory = if pool.shared_segment().is_some() {
+            None
+        } else {
+            Some(pool.export_device_memory()?)
+        };
         // SAFETY: the segment stays mapped for as long as `Served` holds it, and `Served`
         // (which drops this) holds it; the registration ends in `drop`.
         let control_dev = unsafe { ipc.register_host(control.as_ptr(), control.len())? };
@@ -110,7 +114,6 @@ impl ServedDevice {
         Ok(Some(ServedDevice {
             uuid,
             memory,
-            memory_bytes,
             control: control_dev,
             registered: control.as_ptr(),
             fenced,
@@ -174,8 +177,8 @@ impl ExportServer {
         namespace: &str,
     ) -> Result<ExportServer> {
         let at = || format!("topic {:?}", record.name);
-        // A host pool's payload is a memfd; a device pool's is its exported allocation,
-        // and the payload segment is an empty stand-in.
+        // A host or pinned pool's payload is a memfd; a device pool's is its exported
+        // allocation, and the payload segment is an empty stand-in.
         let payload = match pool.shared_segment() {
             Some(s) => Arc::clone(s),
             None if pool.device().is_some() => {
@@ -441,10 +444,13 @@ fn handshake(served: &Arc<Served>, conn: OwnedFd) -> Result<Option<SeatWorker>> 
     w.per_slot_bytes = served.pool.per_slot_bytes() as u64;
     w.control_len = served.control.len() as u64;
     w.memory_kind = wire::kind_index(served.pool.kind);
-    let payload = if let Some(d) = &served.device {
+    if let Some(d) = &served.device {
         w.device_uuid = d.uuid;
-        w.payload_len = d.memory_bytes as u64;
-        d.memory.as_fd()
+    }
+    let payload = if let Some((fd, bytes)) = served.device.as_ref().and_then(|d| d.memory.as_ref())
+    {
+        w.payload_len = *bytes as u64;
+        fd.as_fd()
     } else {
         w.payload_len = served.payload.len() as u64;
         served.payload.fd()
@@ -811,23 +817,33 @@ fn fence(served: &Served, desc: &mut SlotDescriptor) -> Result<()> {
         }
         return Ok(());
     };
-    desc.fence = wire::fence::STREAM;
+    // The stream that wrote the slot fences it; bytes written on the host (a pinned
+    // pool's `write_host_and_commit`) are complete: the CPU writes the fence.
+    let writer = served.pool.writer_stream(desc.slot);
+    desc.fence = if writer.is_some() {
+        wire::fence::STREAM
+    } else {
+        wire::fence::HOST
+    };
     desc.device_uuid = device.uuid;
     let last = &device.fenced[slot];
     let mut seen = last.load(Ordering::Acquire);
     loop {
         let value = wire::next_fence_value(seen, desc.generation);
         desc.fence_value = value;
-        if value == seen {
+        if value == seen && writer.is_some() {
             // Another seat enqueued this use's write.
             return Ok(());
+        }
+        if value == seen {
+            break;
         }
         match last.compare_exchange(seen, value, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => break,
             Err(now) => seen = now,
         }
     }
-    if let Some(stream) = served.pool.writer_stream(desc.slot) {
+    if let Some(stream) = writer {
         let ipc = device.backend.ipc().ok_or_else(|| {
             Error::new(
                 ErrorCode::Internal,
@@ -838,7 +854,8 @@ fn fence(served: &Served, desc: &mut SlotDescriptor) -> Result<()> {
         // drops, which the session does after synchronizing every stream.
         unsafe { ipc.write_value(stream, device.word(index), desc.fence_value) }
     } else {
-        // Written on the host: the bytes are complete.
+        // Written on the host: the bytes are complete. Every seat stores the value (the
+        // same one): none sends its descriptor before the word names the use.
         if let Some(f) = served.control.word(index) {
             f.store(desc.fence_value, Ordering::Release);
         }

@@ -297,8 +297,14 @@ impl ProcessSubscriber {
         }
         let control = Segment::import(control_fd, sized(welcome.control_len), true)?;
         let payload = match kind {
+            Some(MemoryKind::PinnedHost) => {
+                let pinned = Segment::import(payload_fd, sized(welcome.payload_len), false)?;
+                let mapped = MirrorDevice::map(device, &welcome, Mapped::Pinned(&pinned), &control)
+                    .map_err(|e| e.at(at.clone()))?;
+                Payload::Pinned(pinned, mapped)
+            }
             Some(MemoryKind::CudaDevice) => Payload::Device(
-                MirrorDevice::map(device, &welcome, &payload_fd, &control)
+                MirrorDevice::map(device, &welcome, Mapped::Device(&payload_fd), &control)
                     .map_err(|e| e.at(at.clone()))?,
             ),
             Some(MemoryKind::Host) => Payload::Host(Segment::import(
@@ -516,7 +522,8 @@ impl ProcessSubscriber {
             device_uuid: self.welcome.device_uuid,
         };
         let meta = check_descriptor(d, &expected, fence).map_err(|e| e.at(at()))?;
-        if let Some(dev) = self.mirror.device() {
+        let stream_fenced = d.fence == wire::fence::STREAM;
+        if let Some(dev) = self.mirror.device().filter(|_| stream_fenced) {
             self.mirror.armed[slot].store(d.fence_value, Ordering::Release);
             // SAFETY: the fence word is in the control segment, registered until the
             // mirror drops, which synchronizes this stream first.
@@ -543,10 +550,16 @@ impl ProcessSubscriber {
             owner,
         })?;
         if let Some(dev) = dev {
-            // Consumers are ordered behind the subscriber's stream, which waits for the
-            // fence.
-            pool.record_foreign_readiness(0, StreamOrQueue::Backend(dev.stream))
-                .map_err(|e| e.at(at()))?;
+            if stream_fenced {
+                // Consumers are ordered behind the subscriber's stream, which waits for
+                // the fence.
+                pool.record_foreign_readiness(0, StreamOrQueue::Backend(dev.stream))
+                    .map_err(|e| e.at(at()))?;
+            } else {
+                // Pinned bytes the exporter wrote on the host: complete, no stream to
+                // wait for (`synchronize_for_host` returns at once).
+                pool.mark_foreign_host_ready(0);
+            }
         }
         self.last = RemoteFrameInfo {
             frame: d.frame,
@@ -593,11 +606,30 @@ fn check_descriptor(d: &SlotDescriptor, expected: &Expected, fence: u64) -> Resu
             expected.slots
         ));
     }
-    if expected.kind == MemoryKind::Host {
-        if d.fence != wire::fence::HOST
-            || d.fence_value != wire::use_word(d.generation)
-            || fence != d.fence_value
-        {
+    // Host memory is fenced on the host; device memory on a stream; pinned memory by its
+    // writer, either.
+    let host_fenced = match expected.kind {
+        MemoryKind::Host => true,
+        MemoryKind::PinnedHost => d.fence == wire::fence::HOST,
+        _ => false,
+    };
+    let low_half = d.fence_value & 0xffff_ffff == u64::from(d.generation.wrapping_add(1));
+    if expected.kind != MemoryKind::Host && fence == wire::fence::ABANDONED {
+        return Err(Error::new(
+            ErrorCode::PeerLost,
+            format!(
+                "the exporter died before its stream fenced slot {slot} generation {}: the frame is lost",
+                d.generation
+            ),
+        ));
+    }
+    if host_fenced {
+        let value_names_use = if expected.kind == MemoryKind::Host {
+            d.fence_value == wire::use_word(d.generation)
+        } else {
+            low_half
+        };
+        if d.fence != wire::fence::HOST || !value_names_use || fence != d.fence_value {
             return refused(format!(
                 "a descriptor of slot {slot} generation {} is stale: the slot's fence names generation {}",
                 d.generation,
@@ -607,19 +639,7 @@ fn check_descriptor(d: &SlotDescriptor, expected: &Expected, fence: u64) -> Resu
     } else {
         // The writer's stream may not have written the fence yet (the subscriber's
         // stream waits for it); a fence past the descriptor's value names a later use.
-        if fence == wire::fence::ABANDONED {
-            return Err(Error::new(
-                ErrorCode::PeerLost,
-                format!(
-                    "the exporter died before its stream fenced slot {slot} generation {}: the frame is lost",
-                    d.generation
-                ),
-            ));
-        }
-        if d.fence != wire::fence::STREAM
-            || d.fence_value & 0xffff_ffff != u64::from(d.generation.wrapping_add(1))
-            || fence > d.fence_value
-        {
+        if d.fence != wire::fence::STREAM || !low_half || fence > d.fence_value {
             return refused(format!(
                 "a descriptor of slot {slot} generation {} (fence value {}) is stale: the slot's fence names value {fence}",
                 d.generation, d.fence_value
@@ -676,14 +696,30 @@ enum Payload {
     Host(Segment),
     /// CUDA device memory: the exporter's allocation, imported and mapped on this device.
     Device(MirrorDevice),
+    /// Pinned host memory: the exporter's memfd, mapped read-only and registered (read-only)
+    /// with this device.
+    Pinned(Segment, MirrorDevice),
 }
 
-/// A device pool's mapping here, the control segment's registration, and the subscriber's
-/// stream (which waits for the fences and writes the release words).
+/// What a device mirror maps of the payload.
+#[derive(Clone, Copy)]
+enum Mapped<'a> {
+    /// The exporter's virtual-memory allocation (its descriptor).
+    Device(&'a OwnedFd),
+    /// The exporter's pinned memfd, mapped here already: registered read-only.
+    Pinned(&'a Segment),
+}
+
+/// A device or pinned pool's mapping here, the control segment's registration, and the
+/// subscriber's stream (which waits for the fences and writes the release words).
 struct MirrorDevice {
     backend: Arc<dyn DeviceBackend>,
     stream: StreamHandle,
+    /// The device address of the payload: the imported allocation, or the registered
+    /// pinned segment.
     payload: DevicePtr,
+    /// Pinned: the segment's host address, registered (else the payload is an import).
+    pinned: Option<*mut u8>,
     /// The device address of the control segment's first word.
     control: DevicePtr,
     /// The control segment's host address, registered.
@@ -697,7 +733,7 @@ impl MirrorDevice {
     fn map(
         device: Option<Arc<dyn DeviceBackend>>,
         welcome: &Welcome,
-        fd: &OwnedFd,
+        what: Mapped<'_>,
         control: &Segment,
     ) -> Result<MirrorDevice> {
         let uuid = welcome.device_uuid;
@@ -720,14 +756,29 @@ impl MirrorDevice {
             )));
         }
         let bytes = usize::try_from(welcome.payload_len).unwrap_or(usize::MAX);
-        let payload = ipc.import_fd(fd.as_fd(), bytes)?;
+        let (payload, pinned) = match what {
+            Mapped::Device(fd) => (ipc.import_fd(fd.as_fd(), bytes)?, None),
+            // SAFETY: the segment is kept by the mirror, which unregisters it first.
+            Mapped::Pinned(s) => (
+                unsafe { ipc.register_host_read_only(s.as_ptr(), s.len())? },
+                Some(s.as_ptr()),
+            ),
+        };
+        let undo_payload = |ipc: &dyn crate::device::DeviceIpc| {
+            // SAFETY: mapped or registered just above, used by nothing.
+            unsafe {
+                let _ = match pinned {
+                    Some(p) => ipc.unregister_host(p),
+                    None => ipc.release_import(payload),
+                };
+            }
+        };
         // SAFETY: the segment is kept by the mirror, which unregisters it before it drops.
         let registered = unsafe { ipc.register_host(control.as_ptr(), control.len()) };
         let control_dev = match registered {
             Ok(c) => c,
             Err(e) => {
-                // SAFETY: mapped just above, used by nothing.
-                let _ = unsafe { ipc.release_import(payload) };
+                undo_payload(ipc);
                 return Err(e);
             }
         };
@@ -737,8 +788,8 @@ impl MirrorDevice {
                 // SAFETY: as above.
                 unsafe {
                     let _ = ipc.unregister_host(control.as_ptr());
-                    let _ = ipc.release_import(payload);
                 }
+                undo_payload(ipc);
                 return Err(e);
             }
         };
@@ -746,6 +797,7 @@ impl MirrorDevice {
             backend,
             stream,
             payload,
+            pinned,
             control: control_dev,
             registered: control.as_ptr(),
         })
@@ -823,7 +875,7 @@ impl Mirror {
 
     fn device(&self) -> Option<&MirrorDevice> {
         match &self.payload {
-            Payload::Device(d) => Some(d),
+            Payload::Device(d) | Payload::Pinned(_, d) => Some(d),
             Payload::Host(_) => None,
         }
     }
@@ -831,6 +883,7 @@ impl Mirror {
     fn kind(&self) -> MemoryKind {
         match self.payload {
             Payload::Device(_) => MemoryKind::CudaDevice,
+            Payload::Pinned(..) => MemoryKind::PinnedHost,
             Payload::Host(_) => MemoryKind::Host,
         }
     }
@@ -839,14 +892,14 @@ impl Mirror {
     fn payload_addr(&self) -> u64 {
         match &self.payload {
             Payload::Device(d) => d.payload.raw(),
-            Payload::Host(s) => s.as_ptr() as u64,
+            Payload::Host(s) | Payload::Pinned(s, _) => s.as_ptr() as u64,
         }
     }
 
     fn payload_len(&self) -> u64 {
         match &self.payload {
             Payload::Device(_) => u64::MAX,
-            Payload::Host(s) => s.len() as u64,
+            Payload::Host(s) | Payload::Pinned(s, _) => s.len() as u64,
         }
     }
 
@@ -930,7 +983,7 @@ impl Drop for Mirror {
     /// exporter's fences are abandoned so that none waits forever), then the mapping, the
     /// registration and the stream go.
     fn drop(&mut self) {
-        let Payload::Device(d) = &self.payload else {
+        let (Payload::Device(d) | Payload::Pinned(_, d)) = &self.payload else {
             return;
         };
         self.abandon_if_exporter_died();
@@ -939,7 +992,10 @@ impl Drop for Mirror {
             // SAFETY: the stream ran everything that used the mapping and the words.
             unsafe {
                 let _ = ipc.unregister_host(d.registered);
-                let _ = ipc.release_import(d.payload);
+                let _ = match d.pinned {
+                    Some(p) => ipc.unregister_host(p),
+                    None => ipc.release_import(d.payload),
+                };
             }
         }
         let _ = d.backend.destroy_stream(d.stream);
@@ -1165,13 +1221,41 @@ mod tests {
     #[test]
     fn the_abandoned_value_ends_every_wait_in_the_drivers_wrap_aware_comparison() {
         // Fence values of a slot after up to 2²⁹ wraps of its generation (2⁶¹ uses).
-        for value in [1, 2, u64::from(u32::MAX), (1 << 32) | 1, (1 << 29 << 32) | 7] {
+        for value in [
+            1,
+            2,
+            u64::from(u32::MAX),
+            (1 << 32) | 1,
+            (1 << 29 << 32) | 7,
+        ] {
             assert!(geq_holds(wire::fence::ABANDONED, value), "{value:#x}");
             // A word still below the value (a fence not yet written) holds the wait.
             assert!(!geq_holds(value - 1, value));
         }
         // The all-ones word would not end the wait of a small value: (int64)(max - 1) < 0.
         assert!(!geq_holds(u64::MAX, 1));
+    }
+
+    #[test]
+    fn a_pinned_descriptor_is_fenced_by_its_writer_host_or_stream() {
+        let pinned = Expected {
+            kind: MemoryKind::PinnedHost,
+            device_uuid: [7; 16],
+            ..EXPECTED
+        };
+        let mut d = device_good();
+        d.memory_kind = wire::kind_index(MemoryKind::PinnedHost);
+        // Written on a stream: the subscriber's stream waits for the fence.
+        check_descriptor(&d, &pinned, 0).unwrap();
+        // Written on the host: the fence names the use before the descriptor was sent.
+        d.fence = wire::fence::HOST;
+        check_descriptor(&d, &pinned, d.fence_value).unwrap();
+        let e = check_descriptor(&d, &pinned, 0).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::InvalidArgument, "{e}");
+        assert!(e.message().contains("is stale"), "{e}");
+        // A dead exporter's abandoned fence: PeerLost, for either writer.
+        let e = check_descriptor(&d, &pinned, wire::fence::ABANDONED).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::PeerLost, "{e}");
     }
 
     #[test]

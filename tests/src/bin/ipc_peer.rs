@@ -23,6 +23,11 @@
 //!   slot for a long time (a 20 s spin kernel, then a copy), prints `holding <slot>`, and waits
 //!   to be killed.
 //!
+//! - `ipc_peer subscribe-pinned <catalog> <topic> <frames> <host|stream>`: as `subscribe`,
+//!   for pinned frames written on the host (each frame's bytes readable at once:
+//!   `data()` without `synchronize_for_host`) or on a stream (`synchronize_for_host`
+//!   first); checks every byte; prints `ok <frames>`.
+//!
 //! Every failure prints `error <code> <message>` and exits 1.
 
 use std::io::Write;
@@ -238,6 +243,42 @@ fn subscribe_device(
     Ok(())
 }
 
+fn subscribe_pinned(catalog: &str, topic: &str, frames: u64, writer: &str) -> Result<(), Error> {
+    let catalog = EndpointCatalog::read(catalog)?;
+    let mut sub = ProcessSubscriber::attach(
+        &catalog,
+        topic,
+        ProcessSubscriberOptions::DEFAULT.with_wait_for_exporter(Duration::from_secs(10)),
+    )?;
+    say(&format!("attached {}", sub.seat()));
+    let mut next = None;
+    for _ in 0..frames {
+        let Some((t, info)) = sub.receive_with_info(Duration::from_secs(10))? else {
+            return Err(Error::new(
+                holo_runtime::ErrorCode::Cancelled,
+                "no frame in 10 s",
+            ));
+        };
+        if let Some(n) = next
+            && info.frame != n
+        {
+            return Err(Error::invalid_argument(format!(
+                "frame {} came after {}",
+                info.frame,
+                n - 1
+            )));
+        }
+        next = Some(info.frame + 1);
+        if writer == "stream" {
+            t.synchronize_for_host()?;
+        }
+        // A host-written pinned frame is complete on arrival: no wait before `data()`.
+        check_device_frame(info.frame, t.data()?).map_err(Error::invalid_argument)?;
+    }
+    say(&format!("ok {frames}"));
+    Ok(())
+}
+
 fn export_device(
     catalog: &str,
     namespace: &str,
@@ -295,6 +336,9 @@ fn main() {
         },
         ["export", catalog, namespace, topic] => export(catalog, namespace, topic),
         ["leaks", namespace] => leaks(namespace),
+        ["subscribe-pinned", catalog, topic, frames, writer] => {
+            number(frames, "frames").and_then(|n| subscribe_pinned(catalog, topic, n, writer))
+        }
         ["subscribe-device", catalog, topic, frames, rest @ ..] => number(frames, "frames")
             .and_then(|n| subscribe_device(catalog, topic, n, rest.first().copied())),
         [
