@@ -198,7 +198,8 @@ impl ExportServer {
         };
         let control = Arc::new(Segment::create(
             &format!("holo:{}:control", record.name),
-            layout.bytes().next_multiple_of(4096),
+            // Whole pages: the segment is registered with the device (device memory).
+            layout.bytes().next_multiple_of(rustix::param::page_size()),
         )?);
         let device = ServedDevice::new(pool, &control).map_err(|e| e.at(at()))?;
         let incarnation = incarnation();
