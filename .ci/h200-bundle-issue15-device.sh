@@ -5,16 +5,7 @@
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/bench .gpu/examples
-pick() { python3 -c '
-import json, sys
-kind, names = sys.argv[1], set(sys.argv[2:])
-for line in sys.stdin:
-    try: m = json.loads(line)
-    except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and kind in m["target"]["kind"] \
-            and m["target"]["name"] in names:
-        print(m["executable"])
-' "$@"; }
+source .ci/pick.sh
 tests="ipc ipc_device stream_contract topics handoff"
 args=(); for t in $tests; do args+=(--test "$t"); done
 cargo test --release --no-run --message-format=json -p holo-tests "${args[@]}" 2>/dev/null \

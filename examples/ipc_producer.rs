@@ -84,15 +84,23 @@ impl Operator for Camera {
         };
         let k = self.k;
         let frame = loan.write_host_and_commit(|b| fill_frame(k, b))?;
-        match self.frame.emit(frame, EmitOptions::default().with_frame(k)) {
-            Ok(()) => {
-                self.k += 1;
-                Ok(())
-            }
-            // The consumer's queue is full: the frame is dropped, the camera goes on.
-            Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
-            Err(e) => Err(e),
+        emitted(
+            self.frame.emit(frame, EmitOptions::default().with_frame(k)),
+            &mut self.k,
+        )
+    }
+}
+
+/// Frame k was emitted: the next is k + 1. The consumer's queue was full
+/// (`Backpressured`): the frame is dropped, the camera goes on.
+fn emitted(result: Result<()>, k: &mut u64) -> Result<()> {
+    match result {
+        Ok(()) => {
+            *k += 1;
+            Ok(())
         }
+        Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -121,14 +129,10 @@ impl Operator for DeviceCamera {
             // SAFETY: the loan's slot, written only on this stream until committed.
             unsafe { device.memset_async(ptr, device_fill(k), n, stream) }
         })?;
-        match self.frame.emit(frame, EmitOptions::default().with_frame(k)) {
-            Ok(()) => {
-                self.k += 1;
-                Ok(())
-            }
-            Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
-            Err(e) => Err(e),
-        }
+        emitted(
+            self.frame.emit(frame, EmitOptions::default().with_frame(k)),
+            &mut self.k,
+        )
     }
 }
 

@@ -5,10 +5,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use holo_runtime::device::{DeviceBackend, StreamHandle};
 use holo_runtime::plan::ExecutionPlan;
 use holo_runtime::{
-    CompileOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph, Operator, Output,
-    ParamSet, Result, Tensor, TensorLoanRequest, TopicOptions, compile, operator,
+    CommittedTensor, CompileOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
+    Operator, Output, ParamSet, Result, Tensor, TensorLoanRequest, TensorOutputLoan, TopicOptions,
+    compile, operator,
 };
 
 /// Bytes per frame.
@@ -20,10 +22,7 @@ pub const FRAME_BYTES: u64 = 4096;
 pub struct IpcFrames {
     #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = 4096)]
     out: Output<Tensor>,
-    k: u64,
-    limit: u64,
-    go: Arc<AtomicBool>,
-    stats: Arc<IpcStats>,
+    frames: Frames,
 }
 
 /// What an [`IpcFrames`] source did.
@@ -37,20 +36,73 @@ pub struct IpcStats {
     pub backpressured: AtomicU64,
 }
 
+/// What every source here counts: the frame number, its limit, the gate, the stats; and
+/// the loan and emit every one of them makes, a refusal counted and the activation ended.
+#[derive(Debug)]
+pub struct Frames {
+    k: u64,
+    limit: u64,
+    go: Arc<AtomicBool>,
+    stats: Arc<IpcStats>,
+}
+
+impl Frames {
+    fn new(limit: u64, go: Arc<AtomicBool>) -> (Self, Arc<IpcStats>) {
+        let stats = Arc::new(IpcStats::default());
+        let frames = Self {
+            k: 0,
+            limit,
+            go,
+            stats: Arc::clone(&stats),
+        };
+        (frames, stats)
+    }
+
+    /// A loan of `bytes` for the next frame; `None` when the source is done or gated, or
+    /// its pool is empty (counted).
+    fn loan(&self, out: &mut Output<Tensor>, bytes: u64) -> Result<Option<TensorOutputLoan>> {
+        if self.k >= self.limit || !self.go.load(Ordering::Acquire) {
+            std::thread::yield_now();
+            return Ok(None);
+        }
+        match out.allocate_tensor(TensorLoanRequest {
+            shape: &[bytes],
+            dtype: DType::U8,
+        }) {
+            Ok(l) => Ok(Some(l)),
+            Err(e) if e.code() == ErrorCode::ResourceExhausted => {
+                self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
+                std::thread::yield_now();
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Emits frame k; a backpressured emit is counted and the frame tried again.
+    fn emit(&mut self, out: &mut Output<Tensor>, t: CommittedTensor) -> Result<()> {
+        match out.emit(t, EmitOptions::default().with_frame(self.k)) {
+            Ok(()) => {
+                self.k += 1;
+                self.stats.emitted.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) if e.code() == ErrorCode::Backpressured => {
+                self.stats.backpressured.fetch_add(1, Ordering::Relaxed);
+                std::thread::yield_now();
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
 impl IpcFrames {
     /// A source of `limit` frames that waits for `go`.
     pub fn new(limit: u64, go: Arc<AtomicBool>) -> (Self, Arc<IpcStats>) {
-        let stats = Arc::new(IpcStats::default());
-        (
-            Self {
-                out: Output::default(),
-                k: 0,
-                limit,
-                go,
-                stats: Arc::clone(&stats),
-            },
-            stats,
-        )
+        let (frames, stats) = Frames::new(limit, go);
+        let out = Output::default();
+        (Self { out, frames }, stats)
     }
 }
 
@@ -84,37 +136,12 @@ pub fn check_frame(k: u64, bytes: &[u8]) -> std::result::Result<(), String> {
 
 impl Operator for IpcFrames {
     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        if self.k >= self.limit || !self.go.load(Ordering::Acquire) {
-            std::thread::yield_now();
+        let Some(loan) = self.frames.loan(&mut self.out, FRAME_BYTES)? else {
             return Ok(());
-        }
-        let loan = match self.out.allocate_tensor(TensorLoanRequest {
-            shape: &[FRAME_BYTES],
-            dtype: DType::U8,
-        }) {
-            Ok(l) => l,
-            Err(e) if e.code() == ErrorCode::ResourceExhausted => {
-                self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
-                std::thread::yield_now();
-                return Ok(());
-            }
-            Err(e) => return Err(e),
         };
-        let k = self.k;
+        let k = self.frames.k;
         let t = loan.write_host_and_commit(|b| fill_frame(k, b))?;
-        match self.out.emit(t, EmitOptions::default().with_frame(self.k)) {
-            Ok(()) => {
-                self.k += 1;
-                self.stats.emitted.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) if e.code() == ErrorCode::Backpressured => {
-                self.stats.backpressured.fetch_add(1, Ordering::Relaxed);
-                std::thread::yield_now();
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+        self.frames.emit(&mut self.out, t)
     }
 }
 
@@ -152,12 +179,9 @@ pub fn device_fill(k: u64) -> u8 {
 pub struct IpcDeviceFrames {
     #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 4194304)]
     out: Output<Tensor>,
-    k: u64,
-    limit: u64,
+    frames: Frames,
     bytes: u64,
     delay: std::time::Duration,
-    go: Arc<AtomicBool>,
-    stats: Arc<IpcStats>,
 }
 
 impl IpcDeviceFrames {
@@ -168,66 +192,42 @@ impl IpcDeviceFrames {
         delay: std::time::Duration,
         go: Arc<AtomicBool>,
     ) -> (Self, Arc<IpcStats>) {
-        let stats = Arc::new(IpcStats::default());
-        (
-            Self {
-                out: Output::default(),
-                k: 0,
-                limit,
-                bytes,
-                delay,
-                go,
-                stats: Arc::clone(&stats),
-            },
-            stats,
-        )
+        let (frames, stats) = Frames::new(limit, go);
+        let out = Output::default();
+        let source = Self {
+            out,
+            frames,
+            bytes,
+            delay,
+        };
+        (source, stats)
+    }
+}
+
+/// Enqueues `delay` of `stream` doing nothing: on CUDA a spin kernel (it dies with its
+/// process), elsewhere a host function.
+fn idle(b: &dyn DeviceBackend, s: StreamHandle, delay: std::time::Duration) -> Result<()> {
+    if delay.is_zero() {
+        Ok(())
+    } else if b.backend_kind() == holo_runtime::device::BackendKind::Cuda {
+        crate::spin::spin(s.raw(), delay)
+    } else {
+        b.enqueue_delay(s, delay)
     }
 }
 
 impl Operator for IpcDeviceFrames {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        if self.k >= self.limit || !self.go.load(Ordering::Acquire) {
-            std::thread::yield_now();
+        let Some(loan) = self.frames.loan(&mut self.out, self.bytes)? else {
             return Ok(());
-        }
-        let loan = match self.out.allocate_tensor(TensorLoanRequest {
-            shape: &[self.bytes],
-            dtype: DType::U8,
-        }) {
-            Ok(l) => l,
-            Err(e) if e.code() == ErrorCode::ResourceExhausted => {
-                self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
-                std::thread::yield_now();
-                return Ok(());
-            }
-            Err(e) => return Err(e),
         };
-        let (fill, delay) = (device_fill(self.k), self.delay);
+        let (fill, delay) = (device_fill(self.frames.k), self.delay);
         let t = loan.write_and_commit(ctx.cuda_stream()?, |b, ptr, n, s| {
-            if !delay.is_zero() {
-                // On CUDA a kernel (it dies with the process); elsewhere a host function.
-                if b.backend_kind() == holo_runtime::device::BackendKind::Cuda {
-                    crate::spin::spin(s.raw(), delay)?;
-                } else {
-                    b.enqueue_delay(s, delay)?;
-                }
-            }
+            idle(b, s, delay)?;
             // SAFETY: the loan's slot, written only on this stream until committed.
             unsafe { b.memset_async(ptr, fill, n, s) }
         })?;
-        match self.out.emit(t, EmitOptions::default().with_frame(self.k)) {
-            Ok(()) => {
-                self.k += 1;
-                self.stats.emitted.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) if e.code() == ErrorCode::Backpressured => {
-                self.stats.backpressured.fetch_add(1, Ordering::Relaxed);
-                std::thread::yield_now();
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+        self.frames.emit(&mut self.out, t)
     }
 }
 
@@ -240,7 +240,18 @@ pub fn exporting_device_graph(
 ) -> Result<(Graph, ExecutionPlan)> {
     let mut graph = Graph::new();
     let camera = graph.add_operator("camera", source, ParamSet::defaults()?)?;
-    graph.export_topic(camera.out, topic, options.across_processes());
+    bound_export(graph, camera.out, topic, options)
+}
+
+/// Exports `out` (operator `camera`'s port `out`) as `topic` across processes, its output
+/// bound to CUDA device 0, and compiles.
+fn bound_export(
+    mut graph: Graph,
+    out: holo_runtime::OutPort<Tensor>,
+    topic: &str,
+    options: TopicOptions,
+) -> Result<(Graph, ExecutionPlan)> {
+    graph.export_topic(out, topic, options.across_processes());
     let mut compile_options = CompileOptions::default();
     compile_options.deployment.bind_tensor_output_device(
         "camera",
@@ -273,13 +284,10 @@ pub fn check_device_frame(k: u64, bytes: &[u8]) -> std::result::Result<(), Strin
 pub struct IpcPinnedFrames {
     #[output(storage = runtime_pool, memory = pinned, dtype = u8, rank = 1, bounds = 65536)]
     out: Output<Tensor>,
-    k: u64,
-    limit: u64,
+    frames: Frames,
     bytes: u64,
     delay: std::time::Duration,
     host_writer: bool,
-    go: Arc<AtomicBool>,
-    stats: Arc<IpcStats>,
 }
 
 impl IpcPinnedFrames {
@@ -291,66 +299,35 @@ impl IpcPinnedFrames {
         host_writer: bool,
         go: Arc<AtomicBool>,
     ) -> (Self, Arc<IpcStats>) {
-        let stats = Arc::new(IpcStats::default());
-        (
-            Self {
-                out: Output::default(),
-                k: 0,
-                limit,
-                bytes,
-                delay,
-                host_writer,
-                go,
-                stats: Arc::clone(&stats),
-            },
-            stats,
-        )
+        let (frames, stats) = Frames::new(limit, go);
+        let out = Output::default();
+        let source = Self {
+            out,
+            frames,
+            bytes,
+            delay,
+            host_writer,
+        };
+        (source, stats)
     }
 }
 
 impl Operator for IpcPinnedFrames {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        if self.k >= self.limit || !self.go.load(Ordering::Acquire) {
-            std::thread::yield_now();
+        let Some(loan) = self.frames.loan(&mut self.out, self.bytes)? else {
             return Ok(());
-        }
-        let loan = match self.out.allocate_tensor(TensorLoanRequest {
-            shape: &[self.bytes],
-            dtype: DType::U8,
-        }) {
-            Ok(l) => l,
-            Err(e) if e.code() == ErrorCode::ResourceExhausted => {
-                self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
-                std::thread::yield_now();
-                return Ok(());
-            }
-            Err(e) => return Err(e),
         };
-        let (fill, delay) = (device_fill(self.k), self.delay);
+        let (fill, delay) = (device_fill(self.frames.k), self.delay);
         let t = if self.host_writer {
             loan.write_host_and_commit(|b| b.fill(fill))?
         } else {
             loan.write_and_commit(ctx.cuda_stream()?, |b, ptr, n, s| {
-                if !delay.is_zero() {
-                    crate::spin::spin(s.raw(), delay)?;
-                }
+                idle(b, s, delay)?;
                 // SAFETY: the loan's slot, written only on this stream until committed.
                 unsafe { b.memset_async(ptr, fill, n, s) }
             })?
         };
-        match self.out.emit(t, EmitOptions::default().with_frame(self.k)) {
-            Ok(()) => {
-                self.k += 1;
-                self.stats.emitted.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) if e.code() == ErrorCode::Backpressured => {
-                self.stats.backpressured.fetch_add(1, Ordering::Relaxed);
-                std::thread::yield_now();
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+        self.frames.emit(&mut self.out, t)
     }
 }
 
@@ -363,13 +340,5 @@ pub fn exporting_pinned_graph(
 ) -> Result<(Graph, ExecutionPlan)> {
     let mut graph = Graph::new();
     let camera = graph.add_operator("camera", source, ParamSet::defaults()?)?;
-    graph.export_topic(camera.out, topic, options.across_processes());
-    let mut compile_options = CompileOptions::default();
-    compile_options.deployment.bind_tensor_output_device(
-        "camera",
-        "out",
-        holo_runtime::device::DeviceId::cuda(0),
-    );
-    let plan = compile(&graph, compile_options)?;
-    Ok((graph, plan))
+    bound_export(graph, camera.out, topic, options)
 }

@@ -71,14 +71,23 @@ fn device_exporter(
 ) {
     let go = Arc::new(AtomicBool::new(false));
     let (source, stats) = IpcDeviceFrames::new(limit, bytes, delay, Arc::clone(&go));
-    let (graph, plan) = exporting_device_graph(
-        "cam",
-        source,
-        TopicOptions::DEFAULT
-            .with_depth(2)
-            .with_holds_per_subscriber(2),
-    )
-    .expect("the graph compiles");
+    let compiled = exporting_device_graph("cam", source, SERVED).expect("the graph compiles");
+    let (session, slots) = serve(test, device, compiled);
+    (session, go, stats, slots)
+}
+
+/// Depth 2, 2 holds per subscriber.
+const SERVED: TopicOptions = TopicOptions::DEFAULT
+    .with_depth(2)
+    .with_holds_per_subscriber(2);
+
+/// Starts an exporting session of `compiled` on `device` and writes its catalog; the
+/// session and the exported pool's slot count.
+fn serve(
+    test: &str,
+    device: &Arc<dyn DeviceBackend>,
+    (graph, plan): (holo_runtime::Graph, holo_runtime::plan::ExecutionPlan),
+) -> (RunSession, u32) {
     let slots = plan
         .tensor_allocations()
         .iter()
@@ -97,7 +106,7 @@ fn device_exporter(
         .endpoint_catalog()
         .write(catalog_path(test))
         .expect("the catalog is written");
-    (session, go, stats, slots)
+    (session, slots)
 }
 
 #[test]
@@ -371,24 +380,9 @@ fn pinned_frames_cross_processes_fenced_by_their_writer() {
             writer == "host",
             Arc::clone(&go),
         );
-        let (graph, plan) = exporting_pinned_graph(
-            "cam",
-            source,
-            TopicOptions::DEFAULT
-                .with_depth(2)
-                .with_holds_per_subscriber(2),
-        )
-        .expect("the graph compiles");
-        let session = RunSession::start(
-            graph,
-            &plan,
-            SessionOptions::default()
-                .on_device(Arc::clone(&device))
-                .with_ipc_namespace(namespace(&test)),
-        )
-        .expect("the session starts");
+        let compiled = exporting_pinned_graph("cam", source, SERVED).expect("it compiles");
+        let (session, _) = serve(&test, &device, compiled);
         let catalog = catalog_path(&test);
-        session.endpoint_catalog().write(&catalog).unwrap();
         let mut peer = Peer::spawn(&[
             "subscribe-pinned",
             catalog.to_str().unwrap(),

@@ -47,32 +47,48 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
-fn subscribe(catalog: &str, topic: &str, frames: u64, hold: Option<&str>) -> Result<(), Error> {
+/// Attaches to `topic` of the catalog at `catalog`, waiting up to 10 s for the exporter,
+/// and says `attached <seat>`.
+fn attach(catalog: &str, topic: &str) -> Result<ProcessSubscriber, Error> {
     let catalog = EndpointCatalog::read(catalog)?;
-    let mut sub = ProcessSubscriber::attach(
+    let sub = ProcessSubscriber::attach(
         &catalog,
         topic,
         ProcessSubscriberOptions::DEFAULT.with_wait_for_exporter(Duration::from_secs(10)),
     )?;
     say(&format!("attached {}", sub.seat()));
+    Ok(sub)
+}
+
+/// The next frame, which must come within 10 s and follow the one before (`next`).
+fn next_in_order(
+    sub: &mut ProcessSubscriber,
+    next: &mut Option<u64>,
+) -> Result<(holo_runtime::Tensor, holo_runtime::ipc::RemoteFrameInfo), Error> {
+    let Some((t, info)) = sub.receive_with_info(Duration::from_secs(10))? else {
+        return Err(Error::new(
+            holo_runtime::ErrorCode::Cancelled,
+            "no frame in 10 s",
+        ));
+    };
+    if let Some(n) = *next
+        && info.frame != n
+    {
+        return Err(Error::invalid_argument(format!(
+            "frame {} came after {}",
+            info.frame,
+            n - 1
+        )));
+    }
+    *next = Some(info.frame + 1);
+    Ok((t, info))
+}
+
+fn subscribe(catalog: &str, topic: &str, frames: u64, hold: Option<&str>) -> Result<(), Error> {
+    let mut sub = attach(catalog, topic)?;
     let mut next = None;
     for _ in 0..frames {
-        let Some((t, info)) = sub.receive_with_info(Duration::from_secs(10))? else {
-            return Err(Error::new(
-                holo_runtime::ErrorCode::Cancelled,
-                "no frame in 10 s",
-            ));
-        };
-        if let Some(n) = next
-            && info.frame != n
-        {
-            return Err(Error::invalid_argument(format!(
-                "frame {} came after {}",
-                info.frame,
-                n - 1
-            )));
-        }
-        next = Some(info.frame + 1);
+        let (t, info) = next_in_order(&mut sub, &mut next)?;
         check_frame(info.frame, t.data()?).map_err(Error::invalid_argument)?;
         if let Some(how) = hold {
             if how == "hold-detached" {
@@ -172,35 +188,14 @@ fn subscribe_device(
     frames: u64,
     hold: Option<&str>,
 ) -> Result<(), Error> {
-    let catalog = EndpointCatalog::read(catalog)?;
-    let mut sub = ProcessSubscriber::attach(
-        &catalog,
-        topic,
-        ProcessSubscriberOptions::DEFAULT.with_wait_for_exporter(Duration::from_secs(10)),
-    )?;
-    say(&format!("attached {}", sub.seat()));
+    let mut sub = attach(catalog, topic)?;
     let (Some(device), Some(stream)) = (sub.device().cloned(), sub.stream()) else {
         return Err(Error::invalid_argument("the topic is not in device memory"));
     };
     let mut buf = vec![0u8; 3 * 4096];
     let mut next = None;
     for _ in 0..frames {
-        let Some((t, info)) = sub.receive_with_info(Duration::from_secs(10))? else {
-            return Err(Error::new(
-                holo_runtime::ErrorCode::Cancelled,
-                "no frame in 10 s",
-            ));
-        };
-        if let Some(n) = next
-            && info.frame != n
-        {
-            return Err(Error::invalid_argument(format!(
-                "frame {} came after {}",
-                info.frame,
-                n - 1
-            )));
-        }
-        next = Some(info.frame + 1);
+        let (t, info) = next_in_order(&mut sub, &mut next)?;
         let n = t.byte_size();
         let spans: Vec<(usize, usize)> = if n <= 64 << 10 {
             buf.resize(n.max(buf.len()), 0);
@@ -244,31 +239,10 @@ fn subscribe_device(
 }
 
 fn subscribe_pinned(catalog: &str, topic: &str, frames: u64, writer: &str) -> Result<(), Error> {
-    let catalog = EndpointCatalog::read(catalog)?;
-    let mut sub = ProcessSubscriber::attach(
-        &catalog,
-        topic,
-        ProcessSubscriberOptions::DEFAULT.with_wait_for_exporter(Duration::from_secs(10)),
-    )?;
-    say(&format!("attached {}", sub.seat()));
+    let mut sub = attach(catalog, topic)?;
     let mut next = None;
     for _ in 0..frames {
-        let Some((t, info)) = sub.receive_with_info(Duration::from_secs(10))? else {
-            return Err(Error::new(
-                holo_runtime::ErrorCode::Cancelled,
-                "no frame in 10 s",
-            ));
-        };
-        if let Some(n) = next
-            && info.frame != n
-        {
-            return Err(Error::invalid_argument(format!(
-                "frame {} came after {}",
-                info.frame,
-                n - 1
-            )));
-        }
-        next = Some(info.frame + 1);
+        let (t, info) = next_in_order(&mut sub, &mut next)?;
         if writer == "stream" {
             t.synchronize_for_host()?;
         }
