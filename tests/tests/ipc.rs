@@ -127,6 +127,7 @@ fn a_killed_subscriber_returns_the_slots_it_held_and_not_before() {
         session.pool_free_slots("camera.out").unwrap() <= slots - 4,
         "a slot the live subscriber holds was recycled"
     );
+    let killed = Instant::now();
     peer.kill();
     // The process exited: its seat is free and everything it held is back in the pool
     // (the producer, its seat free, loans and releases one slot at a time).
@@ -134,6 +135,10 @@ fn a_killed_subscriber_returns_the_slots_it_held_and_not_before() {
         session.pool_free_slots("camera.out").unwrap() == slots
             && session.topic_attachments("cam") == Some((0, 1))
     });
+    println!(
+        "ipc killed subscriber: its slots back {:.2?} after SIGKILL",
+        killed.elapsed()
+    );
     session.stop();
     session.join().expect("the session ends cleanly");
 }
