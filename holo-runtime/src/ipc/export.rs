@@ -6,7 +6,8 @@
 //! and gets the pool's payload segment and the topic's control segment, once (the
 //! handshake runs on the subscriber's own thread). The seat's sender then moves the seat's
 //! tensors out as iceoryx2 descriptors — from the emitting thread when it can, else from
-//! the seat's thread: it writes the slot's generation into the slot's fence word, sends
+//! the seat's thread: it fences the use (host memory: the CPU writes the slot's fence
+//! word; device memory: the slot's writer stream does, `cuStreamWriteValue64_v2`), sends
 //! the descriptor and wakes the subscriber, and keeps the tensor (so the slot stays out of
 //! the pool) until the subscriber's release word names that use of the slot — or the
 //! subscriber's process has exited (its pidfd).

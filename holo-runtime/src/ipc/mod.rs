@@ -18,6 +18,13 @@
 //! - when the tensor's last handle drops, the subscriber writes the use into its release
 //!   word; the exporter polls the word and only then lets the slot go back to the pool —
 //!   or when the subscriber's process has exited (its pidfd), never earlier.
+//!
+//! In CUDA device memory the pool is a virtual-memory allocation whose descriptor the
+//! subscriber imports once, and the fence and release words are written by streams
+//! (`cuStreamWriteValue64_v2`): the writer's stream fences the slot, the subscriber's
+//! stream waits for it (`cuStreamWaitValue64_v2`) and writes the release; in pinned host
+//! memory the writer fences (the CPU, or its stream). A watchdog ends the fence waits of
+//! an exporter that died. The device's part is [`DeviceIpc`](crate::device::DeviceIpc).
 
 mod catalog;
 mod export;
