@@ -102,6 +102,12 @@ enum Link {
 /// the tensor — and every handle cloned from it — has dropped, or this process has exited.
 /// A tensor may outlive the subscriber and the exporter: the mapping stays valid.
 ///
+/// A topic in CUDA device or pinned memory is mapped on the exporter's GPU (found by its
+/// UUID, or the device given to [`attach_with_device`](Self::attach_with_device)), and the
+/// subscriber has its own [`stream`](Self::stream): each received tensor is ordered behind
+/// its frame's fence on that stream (no host wait), and its release is written there when
+/// it drops. A pinned frame the exporter wrote on the host is complete on arrival.
+///
 /// `receive` returns `Cancelled` once the exporting session stopped serving the topic
 /// (after what was already sent), and `PeerLost` once the exporter's process died — never
 /// blocks past its timeout.
