@@ -78,6 +78,10 @@ pub(crate) struct SlotDescriptor {
     pub(crate) publish_ns: u64,
 }
 
+// The descriptor's size is part of the wire (and of the raw baseline `ipc_hop` and
+// `ipc_device_hop` compare against): 160 bytes.
+const _: () = assert!(size_of::<SlotDescriptor>() == 160);
+
 /// The value a fence or release word holds for a use of a slot of host memory: its
 /// generation plus one, so that a zeroed word names no use.
 pub(crate) fn use_word(generation: u32) -> u64 {
