@@ -342,3 +342,75 @@ pub fn exporting_pinned_graph(
     let camera = graph.add_operator("camera", source, ParamSet::defaults()?)?;
     bound_export(graph, camera.out, topic, options)
 }
+
+/// What an [`IpcSink`] received: frames in order with their own bytes, and the first
+/// thing that was wrong.
+#[derive(Debug, Default)]
+pub struct SinkStats {
+    /// Frames received with their bytes right and in order.
+    pub received: AtomicU64,
+    /// The first frame that was wrong, and why.
+    pub wrong: std::sync::Mutex<Option<String>>,
+}
+
+/// Receives host frames of [`fill_frame`] (k in the first 8 bytes) from an imported topic,
+/// checking each one's bytes and that their numbers follow each other (`frame` ids too).
+#[operator]
+pub struct IpcSink {
+    #[input(memory = host, dtype = u8, rank = 1)]
+    frames: holo_runtime::Input<Tensor>,
+    next: u64,
+    stats: Arc<SinkStats>,
+}
+
+impl Operator for IpcSink {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some((t, info)) = self.frames.receive_with_info() {
+            let bytes = t.data()?;
+            let k = u64::from_le_bytes(bytes[..8].try_into().unwrap_or_default());
+            let wrong = if k != self.next || info.frame != k {
+                Some(format!(
+                    "frame {k} (id {}) came where {} belongs",
+                    info.frame, self.next
+                ))
+            } else {
+                check_frame(k, bytes).err()
+            };
+            if let Some(w) = wrong {
+                let mut first = self
+                    .stats
+                    .wrong
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                first.get_or_insert(w);
+            } else {
+                self.stats.received.fetch_add(1, Ordering::Relaxed);
+            }
+            self.next = k + 1;
+        }
+        Ok(())
+    }
+}
+
+/// A graph of one [`IpcSink`] (operator `sink`) importing `topic` across processes with
+/// `options` (4096-byte frames), and its plan.
+pub fn importing_graph(
+    topic: &str,
+    options: TopicOptions,
+) -> Result<(Graph, ExecutionPlan, Arc<SinkStats>)> {
+    let mut graph = Graph::new();
+    let stats = Arc::new(SinkStats::default());
+    let sink = IpcSink {
+        frames: holo_runtime::Input::default(),
+        next: 0,
+        stats: Arc::clone(&stats),
+    };
+    let s = graph.add_operator("sink", sink, ParamSet::defaults()?)?;
+    graph.import_topic(
+        s.frames,
+        topic,
+        options.with_max_bytes(FRAME_BYTES).across_processes(),
+    );
+    let plan = compile(&graph, CompileOptions::default())?;
+    Ok((graph, plan, stats))
+}

@@ -457,7 +457,8 @@ fn what_cannot_cross_processes_is_refused_at_compile() {
     );
     assert_eq!(code, holo_runtime::codes::TOPIC_CLIENT_COUNT);
     assert!(message.contains("0 holds per subscriber"), "{message}");
-    // An import across processes.
+    // A host import across processes is planned (a publisher in another process writes
+    // it: tests/tests/ipc_publish.rs); a pinned one is refused.
     let mut g = holo_runtime::Graph::new();
     let s = g
         .add_operator(
@@ -471,18 +472,61 @@ fn what_cannot_cross_processes_is_refused_at_compile() {
     g.import_topic(
         s.frames,
         "cmds",
+        TopicOptions::DEFAULT
+            .with_max_bytes(8)
+            .with_loans_per_publisher(3)
+            .across_processes(),
+    );
+    let plan = holo_runtime::compile(&g, holo_runtime::CompileOptions::default())
+        .expect("a host import crosses");
+    let t = &plan.topics()[0];
+    assert!(t.across_processes);
+    assert_eq!((t.publishers, t.loans_per_publisher), (1, 3));
+    let mut g = holo_runtime::Graph::new();
+    let s = g
+        .add_operator(
+            "sink",
+            PinnedSink {
+                frames: holo_runtime::Input::default(),
+            },
+            holo_runtime::ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+    g.import_topic(
+        s.frames,
+        "cmds",
         TopicOptions::DEFAULT.with_max_bytes(8).across_processes(),
     );
-    let d = holo_runtime::compile(&g, holo_runtime::CompileOptions::default()).unwrap_err();
-    let (code, message) = only_code(&d);
-    assert_eq!(
-        code,
-        holo_runtime::codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED
-    );
+    let mut options = holo_runtime::CompileOptions::default();
+    options
+        .deployment
+        .bind_imported_topic_device("cmds", holo_runtime::device::DeviceId::cuda(0));
+    let d = holo_runtime::compile(&g, options).unwrap_err();
+    let found: Vec<_> = d
+        .with_code(holo_runtime::codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED)
+        .collect();
+    assert_eq!(found.len(), 1, "{d}");
     assert!(
-        message.contains("only exports cross processes"),
-        "{message}"
+        found[0].message.contains("writes host memory only"),
+        "{}",
+        found[0].message
     );
+}
+
+/// Receives pinned frames (an importer).
+#[holo_runtime::operator]
+struct PinnedSink {
+    #[input(memory = pinned, dtype = u8, rank = 1)]
+    frames: holo_runtime::Input<holo_runtime::Tensor>,
+}
+
+impl holo_runtime::Operator for PinnedSink {
+    fn compute(
+        &mut self,
+        _ctx: &mut holo_runtime::ExecutionContext<'_>,
+    ) -> holo_runtime::Result<()> {
+        Ok(())
+    }
 }
 
 /// Receives host frames (an importer).

@@ -799,20 +799,47 @@ impl Pool {
     /// bound first, and a pool with no free slot gives `ResourceExhausted` at once.
     #[inline]
     pub(crate) fn loan(&self, shape: &[u64], dtype: DType) -> Result<u32> {
+        let bytes = self.check_shape(shape, dtype)?;
+        let slot = self.borrow_slot()?;
+        // SAFETY: the slot was just borrowed: this loan has exclusive write authority over
+        // its metadata until commit publishes it.
+        unsafe { self.write_meta(slot, shape, dtype, bytes) };
+        Ok(slot)
+    }
+
+    /// Gives a loaned slot the shape and dtype it is written with (a slot granted to a
+    /// publisher in another process before it knew them), refused as a loan of them is.
+    ///
+    /// # Safety
+    /// The caller holds `slot`'s loan, not yet committed.
+    pub(crate) unsafe fn shape_loan(&self, slot: u32, shape: &[u64], dtype: DType) -> Result<()> {
+        let bytes = self.check_shape(shape, dtype)?;
+        // SAFETY: the caller's contract: the loan's exclusive write authority.
+        unsafe { self.write_meta(slot, shape, dtype, bytes) };
+        Ok(())
+    }
+
+    /// The bytes of a loan of `shape` and `dtype`, or the refusal naming why not.
+    #[inline]
+    fn check_shape(&self, shape: &[u64], dtype: DType) -> Result<u64> {
         if self.dtype.is_some_and(|d| d != dtype)
             || shape.len() > self.max_rank as usize
             || shape.len() < self.min_rank as usize
         {
             return Err(self.refuse(shape, dtype));
         }
-        let Some(bytes) =
-            checked_byte_size(shape, dtype).filter(|&b| b <= self.per_slot_bytes as u64)
-        else {
-            return Err(self.refuse(shape, dtype));
-        };
-        let slot = self.borrow_slot()?;
-        // SAFETY: the slot was just borrowed: this loan has exclusive write authority over
-        // its metadata until commit publishes it.
+        checked_byte_size(shape, dtype)
+            .filter(|&b| b <= self.per_slot_bytes as u64)
+            .ok_or_else(|| self.refuse(shape, dtype))
+    }
+
+    /// Writes a loaned slot's metadata.
+    ///
+    /// # Safety
+    /// The caller holds the slot's loan (exclusive write authority over its metadata).
+    #[inline]
+    unsafe fn write_meta(&self, slot: u32, shape: &[u64], dtype: DType, bytes: u64) {
+        // SAFETY: the caller's contract.
         let m = unsafe { &mut *self.slots[slot as usize].meta.get() };
         #[allow(
             clippy::cast_possible_truncation,
@@ -826,7 +853,6 @@ impl Pool {
         for (d, &e) in m.shape.iter_mut().zip(shape) {
             *d = e;
         }
-        Ok(slot)
     }
 
     /// Why a loan request was refused (off the hot path).

@@ -205,15 +205,9 @@ pub(crate) fn check(work: &mut Work<'_>) {
             ));
         }
         if t.options.across_processes {
-            let refused = match t.direction {
-                TopicDirection::Import => Some(
-                    "an imported topic cannot be published from another process yet: only exports cross processes",
-                ),
-                TopicDirection::Export if !work.port(o, p).tensor => Some(
-                    "a message topic cannot cross processes: only tensors travel as descriptors of shared slots",
-                ),
-                TopicDirection::Export => None,
-            };
+            let refused = (!work.port(o, p).tensor).then_some(
+                "a message topic cannot cross processes: only tensors travel as descriptors of shared slots",
+            );
             if let Some(why) = refused {
                 work.diagnostics.push(diag(
                     codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
@@ -592,6 +586,18 @@ pub(crate) fn check_across_processes(work: &mut Work<'_>, records: &[TopicRecord
                 .hint(hint)
         };
         let kind = r.contract.memory_kind;
+        if r.direction == TopicDirection::Import && kind != Some(MemoryKind::Host) {
+            work.diagnostics.push(diag(
+                codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
+                format!(
+                    "topic {:?} is imported across processes in {} memory; a publisher in another process writes host memory only",
+                    r.name,
+                    kind.map_or("undeclared", MemoryKind::wire_name)
+                ),
+                "declare `memory = host` on the importing input, or import the topic in this process",
+            ));
+            continue;
+        }
         if kind == Some(MemoryKind::CudaManaged) {
             work.diagnostics.push(diag(
                 codes::TOPIC_MEMORY_NOT_SHAREABLE,
@@ -717,6 +723,10 @@ pub(crate) fn records(
             holds_per_subscriber: match t.direction {
                 TopicDirection::Export => t.options.holds_per_subscriber,
                 TopicDirection::Import => 0,
+            },
+            loans_per_publisher: match t.direction {
+                TopicDirection::Export => 0,
+                TopicDirection::Import => t.options.loans_per_publisher.max(1),
             },
         });
     }

@@ -84,6 +84,20 @@ pub struct CatalogTopic {
     pub subscribers: u32,
     /// The tensors each subscriber may hold at once.
     pub holds_per_subscriber: u32,
+    /// `export` (the session serves subscribers: `ProcessSubscriber`) or `import` (the
+    /// session takes publishers: `ProcessPublisher`).
+    #[serde(default = "export")]
+    pub direction: String,
+    /// An import: the publishers that may be attached at once.
+    #[serde(default)]
+    pub publishers: u32,
+    /// An import: the slots each publisher may have loaned at once.
+    #[serde(default)]
+    pub loans_per_publisher: u32,
+}
+
+fn export() -> String {
+    "export".to_owned()
 }
 
 impl CatalogTopic {
@@ -103,6 +117,9 @@ impl CatalogTopic {
             policy: r.policy.name().to_owned(),
             subscribers: r.subscribers,
             holds_per_subscriber: r.holds_per_subscriber,
+            direction: r.direction.name().to_owned(),
+            publishers: r.publishers,
+            loans_per_publisher: r.loans_per_publisher,
         }
     }
 
@@ -157,7 +174,7 @@ impl CatalogTopic {
             depth: self.depth,
             max_bytes: self.max_bytes.unwrap_or(u64::MAX),
             holds: self.holds_per_subscriber,
-            _pad: 0,
+            loans: self.loans_per_publisher,
         })
     }
 

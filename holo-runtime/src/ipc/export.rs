@@ -38,14 +38,14 @@ use crate::topic::{ChannelSubscriber, RemoteSend, SeatState, SubscriberOptions, 
 use crate::{Error, ErrorCode, Result};
 
 /// How long a handshake step may take before the exporter gives the subscriber up.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a subscriber may take between the welcome and its `READY`: it maps what the
 /// welcome passed — for device memory it opens the GPU, imports and maps the pool and
 /// makes its stream, which a fresh process (or one under `compute-sanitizer`) may take
 /// seconds to do. Its seat is only claimed meanwhile: the output sends it nothing.
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often a seat thread looks at its subscriber's process and socket.
-const LIVENESS_PERIOD: Duration = Duration::from_millis(2);
+pub(crate) const LIVENESS_PERIOD: Duration = Duration::from_millis(2);
 
 /// What the listener and every seat thread of one served topic share.
 struct Served {
@@ -147,7 +147,7 @@ pub(crate) struct ExportServer {
 }
 
 /// A per-process, per-call unique 64-bit value (the incarnation of a served topic).
-fn incarnation() -> u64 {
+pub(crate) fn incarnation() -> u64 {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let pid = u64::from(
         rustix::process::getpid()
@@ -160,7 +160,7 @@ fn incarnation() -> u64 {
     (pid << 40) ^ now ^ (n << 20) ^ 0x9e37_79b9_7f4a_7c15
 }
 
-fn name_hash(s: &str) -> u64 {
+pub(crate) fn name_hash(s: &str) -> u64 {
     // FNV-1a: a stable id of the pool's name.
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -214,47 +214,7 @@ impl ExportServer {
         if let Some(w) = control.word(1) {
             w.store(incarnation, Ordering::Release);
         }
-        let address = wire::socket_address(namespace, &record.name)?;
-        let socket = rustix::net::socket_with(
-            AddressFamily::UNIX,
-            SocketType::STREAM,
-            SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
-            None,
-        )
-        .map_err(|e| {
-            Error::new(
-                ErrorCode::ResourceExhausted,
-                format!(
-                    "cannot make the topic's socket: {}",
-                    std::io::Error::from(e)
-                ),
-            )
-            .at(at())
-        })?;
-        rustix::net::bind(&socket, &address).map_err(|e| {
-            if e == rustix::io::Errno::ADDRINUSE {
-                Error::invalid_argument(format!(
-                    "another process already serves topic {:?} in namespace {namespace:?}; give this session another namespace (`SessionOptions::with_ipc_namespace`)",
-                    record.name
-                ))
-            } else {
-                Error::new(
-                    ErrorCode::ResourceExhausted,
-                    format!("cannot bind the topic's socket: {}", std::io::Error::from(e)),
-                )
-            }
-            .at(at())
-        })?;
-        rustix::net::listen(&socket, 16).map_err(|e| {
-            Error::new(
-                ErrorCode::ResourceExhausted,
-                format!(
-                    "cannot listen on the topic's socket: {}",
-                    std::io::Error::from(e)
-                ),
-            )
-            .at(at())
-        })?;
+        let socket = bind_socket(namespace, &record.name)?;
         Ok(ExportServer {
             served: Arc::new(Served {
                 registry: Arc::clone(registry),
@@ -327,11 +287,83 @@ impl Drop for ExportServer {
 }
 
 fn listen(served: &Arc<Served>, socket: &OwnedFd) {
+    // A subscriber the handshake refused has been told why; one that failed it is dropped.
+    let s = Arc::clone(served);
+    listen_on(
+        &served.topic,
+        socket,
+        &served.stop,
+        &served.threads,
+        move |conn| {
+            if let Ok(Some(seat)) = handshake(&s, conn) {
+                seat.run(&s);
+            }
+        },
+    );
+}
+
+/// Binds and listens on the abstract socket of `topic` in `namespace` (non-blocking):
+/// `InvalidArgument` when another process serves the topic there.
+pub(crate) fn bind_socket(namespace: &str, topic: &str) -> Result<OwnedFd> {
+    let at = || format!("topic {topic:?}");
+    let address = wire::socket_address(namespace, topic)?;
+    let socket = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )
+    .map_err(|e| {
+        Error::new(
+            ErrorCode::ResourceExhausted,
+            format!(
+                "cannot make the topic's socket: {}",
+                std::io::Error::from(e)
+            ),
+        )
+        .at(at())
+    })?;
+    rustix::net::bind(&socket, &address).map_err(|e| {
+            if e == rustix::io::Errno::ADDRINUSE {
+                Error::invalid_argument(format!(
+                    "another process already serves topic {topic:?} in namespace {namespace:?}; give this session another namespace (`SessionOptions::with_ipc_namespace`)"
+                ))
+            } else {
+                Error::new(
+                    ErrorCode::ResourceExhausted,
+                    format!("cannot bind the topic's socket: {}", std::io::Error::from(e)),
+                )
+            }
+            .at(at())
+        })?;
+    rustix::net::listen(&socket, 16).map_err(|e| {
+        Error::new(
+            ErrorCode::ResourceExhausted,
+            format!(
+                "cannot listen on the topic's socket: {}",
+                std::io::Error::from(e)
+            ),
+        )
+        .at(at())
+    })?;
+    Ok(socket)
+}
+
+/// Accepts connections on `socket` until `stop`, each on a thread of its own running
+/// `serve` (a slow or silent peer delays no other attach); the threads are kept in
+/// `threads` (finished ones dropped) for `stop` to join.
+pub(crate) fn listen_on(
+    topic: &str,
+    socket: &OwnedFd,
+    stop: &AtomicBool,
+    threads: &Mutex<Vec<JoinHandle<()>>>,
+    serve: impl Fn(OwnedFd) + Clone + Send + 'static,
+) {
     let period = rustix::time::Timespec {
         tv_sec: 0,
         tv_nsec: 20_000_000,
     };
-    while !served.stop.load(Ordering::Acquire) {
+    while !stop.load(Ordering::Acquire) {
         let mut fds = [rustix::event::PollFd::new(
             socket,
             rustix::event::PollFlags::IN,
@@ -342,24 +374,13 @@ fn listen(served: &Arc<Served>, socket: &OwnedFd) {
         let Ok(conn) = rustix::net::accept_with(socket, SocketFlags::CLOEXEC) else {
             continue;
         };
-        // The handshake runs on the subscriber's own thread, not here: a slow or silent
-        // subscriber (each step may take `HANDSHAKE_TIMEOUT`) delays no other attach. A
-        // subscriber the handshake refused has been told why; one that failed it is
-        // dropped.
-        let s = Arc::clone(served);
+        let serve = serve.clone();
         let spawned = std::thread::Builder::new()
-            .name(format!("holo-ipc-{}", served.topic))
-            .spawn(move || {
-                if let Ok(Some(seat)) = handshake(&s, conn) {
-                    seat.run(&s);
-                }
-            });
+            .name(format!("holo-ipc-{topic}"))
+            .spawn(move || serve(conn));
         if let Ok(t) = spawned {
-            let mut threads = served
-                .threads
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            // The threads of subscribers that came and went are done: not kept for `stop`.
+            let mut threads = threads.lock().unwrap_or_else(PoisonError::into_inner);
+            // The threads of peers that came and went are done: not kept for `stop`.
             threads.retain(|t| !t.is_finished());
             threads.push(t);
         }
@@ -367,7 +388,7 @@ fn listen(served: &Arc<Served>, socket: &OwnedFd) {
 }
 
 /// Refuses a subscriber with `code` and `message` (best effort: it may be gone).
-fn refuse(conn: &OwnedFd, code: ErrorCode, message: &str) {
+pub(crate) fn refuse(conn: &OwnedFd, code: ErrorCode, message: &str) {
     let mut w: Welcome = wire::zeroed();
     w.magic = MAGIC;
     w.status = wire::status_of(code);
@@ -478,7 +499,7 @@ struct SeatWorker {
     pidfd: OwnedFd,
 }
 
-type Node = iceoryx2::node::Node<ipc_threadsafe::Service>;
+pub(crate) type Node = iceoryx2::node::Node<ipc_threadsafe::Service>;
 
 /// The iceoryx2 node and service name of a seat (`<service>/<seat>`).
 pub(crate) fn seat_service(prefix: &str, seat: usize) -> Result<ServiceName> {
@@ -504,7 +525,7 @@ pub(crate) fn node() -> Result<Node> {
         })
 }
 
-fn iox_error(what: &str, name: &ServiceName, e: impl std::fmt::Debug) -> Error {
+pub(crate) fn iox_error(what: &str, name: &ServiceName, e: impl std::fmt::Debug) -> Error {
     Error::new(
         ErrorCode::ResourceExhausted,
         format!("iceoryx2 {what} {name}: {e:?}"),
@@ -577,8 +598,9 @@ struct SeatSender {
     parked: Vec<(u32, u64, Tensor)>,
 }
 
-type Publisher = iceoryx2::port::publisher::Publisher<ipc_threadsafe::Service, SlotDescriptor, ()>;
-type Notifier = iceoryx2::port::notifier::Notifier<ipc_threadsafe::Service>;
+pub(crate) type Publisher =
+    iceoryx2::port::publisher::Publisher<ipc_threadsafe::Service, SlotDescriptor, ()>;
+pub(crate) type Notifier = iceoryx2::port::notifier::Notifier<ipc_threadsafe::Service>;
 
 impl SeatSender {
     /// Drops every parked tensor whose release word names its use.

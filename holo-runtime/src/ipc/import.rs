@@ -185,6 +185,12 @@ impl ProcessSubscriber {
     ) -> Result<ProcessSubscriber> {
         let entry = catalog.topic(topic)?.clone();
         let at = format!("topic {topic:?}");
+        if entry.direction != "export" {
+            return Err(Error::invalid_argument(format!(
+                "the session imports topic {topic:?}: a ProcessPublisher publishes into it; a ProcessSubscriber receives a topic the session exports"
+            ))
+            .at(at));
+        }
         entry.check_expected(options.expected.as_ref())?;
         let contract = entry.wire()?;
         let address = wire::socket_address(&catalog.namespace, topic)?;

@@ -29,13 +29,41 @@
 mod catalog;
 mod export;
 mod import;
+mod publish;
 mod segment;
 mod wire;
 
 pub use catalog::{CATALOG_VERSION, CatalogTopic, EndpointCatalog};
 pub(crate) use export::ExportServer;
 pub use import::{ProcessSubscriber, ProcessSubscriberOptions, RemoteFrameInfo};
+pub(crate) use publish::ImportServer;
+pub use publish::{ProcessPublisher, ProcessPublisherOptions, RemoteLoan};
 pub(crate) use segment::Segment;
+
+/// A topic a session serves to other processes: to subscribers (an export) or from
+/// publishers (an import).
+pub(crate) enum Server {
+    Export(ExportServer),
+    Import(ImportServer),
+}
+
+impl Server {
+    /// Starts its listener thread.
+    pub(crate) fn spawn(&mut self) -> crate::Result<()> {
+        match self {
+            Server::Export(s) => s.spawn(),
+            Server::Import(s) => s.spawn(),
+        }
+    }
+
+    /// Stops serving and joins every thread.
+    pub(crate) fn stop(&mut self) {
+        match self {
+            Server::Export(s) => s.stop(),
+            Server::Import(s) => s.stop(),
+        }
+    }
+}
 
 /// iceoryx2 logs at `Error` and above unless `IOX2_LOG_LEVEL` says otherwise (its default
 /// console logger warns of a missing config file on every node).

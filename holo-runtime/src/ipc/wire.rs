@@ -125,7 +125,8 @@ pub(crate) struct WireContract {
     pub(crate) depth: u32,
     pub(crate) max_bytes: u64,
     pub(crate) holds: u32,
-    pub(crate) _pad: u32,
+    /// An import: the slots each publisher may have loaned (0 for an export).
+    pub(crate) loans: u32,
 }
 
 pub(crate) const NONE: u8 = u8::MAX;
@@ -209,6 +210,11 @@ fn bytes_of<T: Copy>(v: &T) -> &[u8] {
     // SAFETY: the handshake messages are plain `#[repr(C)]` data of integers and byte
     // arrays; their padding is explicit fields, so every byte is initialized.
     unsafe { std::slice::from_raw_parts(std::ptr::from_ref(v).cast::<u8>(), size_of::<T>()) }
+}
+
+/// An all-zero slot descriptor (every field is an integer or a byte array).
+pub(crate) fn zeroed_descriptor() -> SlotDescriptor {
+    zeroed()
 }
 
 /// A zeroed message (every handshake message is valid all-zero).

@@ -123,11 +123,14 @@ pub struct TopicRecord {
     pub across_processes: bool,
     /// An export: the tensors each subscriber may hold at once (its pool counts them).
     pub holds_per_subscriber: u32,
+    /// An import: the slots each publisher may have loaned at once (its pool counts them;
+    /// a publisher in another process is granted this many). 0 for an export.
+    pub loans_per_publisher: u32,
 }
 
 impl Serialize for TopicRecord {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut r = s.serialize_struct("TopicRecord", 18)?;
+        let mut r = s.serialize_struct("TopicRecord", 19)?;
         r.serialize_field("id", &self.id)?;
         r.serialize_field("name", &self.name)?;
         r.serialize_field("direction", self.direction.name())?;
@@ -146,6 +149,7 @@ impl Serialize for TopicRecord {
         r.serialize_field("host_wait", &self.host_wait)?;
         r.serialize_field("across_processes", &self.across_processes)?;
         r.serialize_field("holds_per_subscriber", &self.holds_per_subscriber)?;
+        r.serialize_field("loans_per_publisher", &self.loans_per_publisher)?;
         r.end()
     }
 }

@@ -208,7 +208,7 @@ pub struct RunSession {
     /// The topics standalone clients attach to.
     topics: Arc<crate::topic::TopicRegistry>,
     /// The servers of the topics exported across processes.
-    ipc: Vec<crate::ipc::ExportServer>,
+    ipc: Vec<crate::ipc::Server>,
     /// The namespace they serve in.
     ipc_namespace: String,
     /// `join` or `Drop` ran the teardown.

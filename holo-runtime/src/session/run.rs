@@ -1051,15 +1051,11 @@ pub(crate) fn start(
         }
     }));
     let topics = Arc::new(registry);
-    // The topics exported across processes: each one's socket is bound (a second
-    // exporter of the topic in the namespace is refused here) and served from now on;
-    // a remote subscriber receives nothing before the operators run.
+    // The topics exported or imported across processes: each one's socket is bound (a
+    // second session serving the topic in the namespace is refused here) and served from
+    // now on; a remote subscriber receives nothing before the operators run.
     let mut ipc = Vec::new();
-    for t in plan
-        .topics()
-        .iter()
-        .filter(|t| t.across_processes && t.direction == crate::plan::TopicDirection::Export)
-    {
+    for t in plan.topics().iter().filter(|t| t.across_processes) {
         let pool = t
             .pool
             .as_deref()
@@ -1073,7 +1069,15 @@ pub(crate) fn start(
                     ),
                 )
             })?;
-        let mut server = crate::ipc::ExportServer::bind(&topics, t, pool, &options.ipc_namespace)?;
+        let ns = &options.ipc_namespace;
+        let mut server = match t.direction {
+            crate::plan::TopicDirection::Export => {
+                crate::ipc::Server::Export(crate::ipc::ExportServer::bind(&topics, t, pool, ns)?)
+            }
+            crate::plan::TopicDirection::Import => {
+                crate::ipc::Server::Import(crate::ipc::ImportServer::bind(&topics, t, pool, ns)?)
+            }
+        };
         server.spawn()?;
         ipc.push(server);
     }

@@ -105,6 +105,29 @@ impl TensorOutputLoan {
         })
     }
 
+    /// A loan of a free slot of `pool` whose shape and dtype are given later
+    /// ([`reshape`](Self::reshape)): a slot granted to a publisher in another process.
+    pub(crate) fn unshaped(pool: &Arc<Pool>) -> Result<Self> {
+        let slot = pool.borrow_slot()?;
+        Ok(Self {
+            // SAFETY: as in `new`: the borrowed slot's parked count moves into the loan.
+            pool: ManuallyDrop::new(unsafe { Arc::from_raw(Arc::as_ptr(pool)) }),
+            slot,
+        })
+    }
+
+    /// Gives the loan the shape and dtype it was written with (refused as a loan of them
+    /// would be).
+    pub(crate) fn reshape(&mut self, shape: &[u64], dtype: DType) -> Result<()> {
+        // SAFETY: this loan holds the slot, uncommitted.
+        unsafe { self.pool.shape_loan(self.slot, shape, dtype) }
+    }
+
+    /// The loaned slot and its generation.
+    pub(crate) fn slot_ref(&self) -> crate::channel::SlotRef {
+        self.pool.slot_ref(self.slot)
+    }
+
     /// Starts the device write phase on the operator's runtime stream. Any other stream
     /// (or an operator with no planned stream) gives `NotSupported`; a host pool gives
     /// `NotSupported` too (use [`write_host`](Self::write_host)).

@@ -93,7 +93,16 @@ impl<T: Clone + Send + 'static> ChannelPublisher<T> {
     /// `ResourceExhausted` when every declared publisher is attached; `Cancelled` once
     /// the session stops.
     pub fn attach(session: &RunSession, topic: &str, options: PublisherOptions) -> Result<Self> {
-        let registry = session.topic_registry();
+        Self::attach_to(session.topic_registry(), topic, options)
+    }
+
+    /// [`attach`](Self::attach) through the session's topic registry (a seat of a
+    /// publisher in another process).
+    pub(crate) fn attach_to(
+        registry: &Arc<TopicRegistry>,
+        topic: &str,
+        options: PublisherOptions,
+    ) -> Result<Self> {
         let state = registry.find(topic)?;
         state.expect_direction(TopicDirection::Import)?;
         let side = import_side(state)?;

@@ -28,6 +28,11 @@
 //!   `data()` without `synchronize_for_host`) or on a stream (`synchronize_for_host`
 //!   first); checks every byte; prints `ok <frames>`.
 //!
+//! - `ipc_peer publish <catalog> <topic> <frames> [hold]`: attaches a `ProcessPublisher`
+//!   (waiting up to 10 s for the session), prints `attached`, publishes `<frames>` frames
+//!   of `fill_frame` (numbered 0, 1, …) in place, prints `ok <frames>`. With `hold`: loans
+//!   one slot, writes it, prints `holding`, and waits to be killed without publishing.
+//!
 //! Every failure prints `error <code> <message>` and exits 1.
 
 use std::io::Write;
@@ -35,10 +40,14 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use holo_runtime::ipc::{EndpointCatalog, ProcessSubscriber, ProcessSubscriberOptions};
+use holo_runtime::ipc::{
+    EndpointCatalog, ProcessPublisher, ProcessPublisherOptions, ProcessSubscriber,
+    ProcessSubscriberOptions,
+};
 use holo_runtime::{Error, RunSession, SessionOptions, TopicOptions};
 use holo_tests::ipc_frames::{
     IpcDeviceFrames, check_device_frame, check_frame, exporting_device_graph, exporting_graph,
+    fill_frame,
 };
 
 fn say(line: &str) {
@@ -253,6 +262,35 @@ fn subscribe_pinned(catalog: &str, topic: &str, frames: u64, writer: &str) -> Re
     Ok(())
 }
 
+fn publish(catalog: &str, topic: &str, frames: u64, hold: bool) -> Result<(), Error> {
+    let catalog = EndpointCatalog::read(catalog)?;
+    let mut publisher = ProcessPublisher::attach(
+        &catalog,
+        topic,
+        ProcessPublisherOptions::DEFAULT.with_wait_for_session(Duration::from_secs(10)),
+    )?;
+    say("attached");
+    for k in 0..frames {
+        let Some(mut loan) = publisher.loan(Duration::from_secs(10))? else {
+            return Err(Error::new(
+                holo_runtime::ErrorCode::Cancelled,
+                "no slot granted in 10 s",
+            ));
+        };
+        fill_frame(k, &mut loan.bytes_mut()[..4096]);
+        if hold {
+            say("holding");
+            let _held = loan;
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+        loan.publish(&[4096], holo_runtime::DType::U8, k)?;
+    }
+    say(&format!("ok {frames}"));
+    Ok(())
+}
+
 fn export_device(
     catalog: &str,
     namespace: &str,
@@ -310,6 +348,8 @@ fn main() {
         },
         ["export", catalog, namespace, topic] => export(catalog, namespace, topic),
         ["leaks", namespace] => leaks(namespace),
+        ["publish", catalog, topic, frames, rest @ ..] => number(frames, "frames")
+            .and_then(|n| publish(catalog, topic, n, rest.first() == Some(&"hold"))),
         ["subscribe-pinned", catalog, topic, frames, writer] => {
             number(frames, "frames").and_then(|n| subscribe_pinned(catalog, topic, n, writer))
         }
