@@ -399,18 +399,25 @@ pub(crate) fn refuse(conn: &OwnedFd, code: ErrorCode, message: &str) {
     let _ = wire::send(conn.as_fd(), &w, &[]);
 }
 
-/// The handshake: the subscriber's hello, its checks, a seat, the welcome with both
-/// segments. `Ok(None)`: refused (and told why).
-fn handshake(served: &Arc<Served>, conn: OwnedFd) -> Result<Option<SeatWorker>> {
-    static WORKERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// The server's side of a handshake's first step: the client's hello, checked against
+/// this server's `topic` and `contract`. `Ok(Some(pidfd))`: the client's process;
+/// `Ok(None)`: refused, and the client told why (`client` and `server` name the roles in
+/// the message).
+pub(crate) fn greet(
+    conn: &OwnedFd,
+    topic: &str,
+    contract: &WireContract,
+    client: &str,
+    server: &str,
+) -> Result<Option<OwnedFd>> {
     wire::set_timeouts(conn.as_fd(), HANDSHAKE_TIMEOUT)?;
     let (hello, _) = wire::recv::<Hello>(conn.as_fd())?;
     if hello.magic != MAGIC || hello.version != VERSION {
         refuse(
-            &conn,
+            conn,
             ErrorCode::ProtocolError,
             &format!(
-                "the subscriber speaks holo ipc version {}; this exporter speaks {VERSION}",
+                "the {client} speaks holo ipc version {}; this {server} speaks {VERSION}",
                 hello.version
             ),
         );
@@ -421,29 +428,46 @@ fn handshake(served: &Arc<Served>, conn: OwnedFd) -> Result<Option<SeatWorker>> 
         .get(..hello.topic_len as usize)
         .and_then(|b| std::str::from_utf8(b).ok())
         .unwrap_or("");
-    if name != served.topic {
+    if name != topic {
         refuse(
-            &conn,
+            conn,
             ErrorCode::NotFound,
-            &format!("this socket serves topic {:?}, not {name:?}", served.topic),
+            &format!("this socket serves topic {topic:?}, not {name:?}"),
         );
         return Ok(None);
     }
-    if hello.contract != served.contract {
+    if hello.contract != *contract {
         refuse(
-            &conn,
+            conn,
             ErrorCode::ProtocolError,
             &format!(
-                "the subscriber's catalog gives topic {:?} another contract than the running exporter's ({:?} where the exporter has {:?}): read the catalog the exporting session wrote",
-                served.topic, hello.contract, served.contract
+                "the {client}'s catalog gives topic {topic:?} another contract than the running {server}'s ({:?} where the {server} has {contract:?}): read the catalog the {server}'s session wrote",
+                hello.contract
             ),
         );
         return Ok(None);
     }
-    let peer = rustix::net::sockopt::socket_peercred(&conn)
+    let peer = rustix::net::sockopt::socket_peercred(conn)
         .map_err(|e| Error::new(ErrorCode::PeerLost, std::io::Error::from(e).to_string()))?;
     let pidfd = rustix::process::pidfd_open(peer.pid, rustix::process::PidfdFlags::empty())
         .map_err(|e| Error::new(ErrorCode::PeerLost, std::io::Error::from(e).to_string()))?;
+    Ok(Some(pidfd))
+}
+
+/// The handshake: the subscriber's hello, its checks, a seat, the welcome with both
+/// segments. `Ok(None)`: refused (and told why).
+fn handshake(served: &Arc<Served>, conn: OwnedFd) -> Result<Option<SeatWorker>> {
+    static WORKERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let Some(pidfd) = greet(
+        &conn,
+        &served.topic,
+        &served.contract,
+        "subscriber",
+        "exporter",
+    )?
+    else {
+        return Ok(None);
+    };
     // Claimed, not attached: the output sends the seat nothing before the subscriber is
     // ready (its READY), so a Block seat does not hold the producer back meanwhile.
     let sub = match ChannelSubscriber::<Tensor>::claim(

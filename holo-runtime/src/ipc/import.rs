@@ -9,14 +9,11 @@ use dlpark::AllocationDeleter;
 use iceoryx2::port::listener::Listener;
 use iceoryx2::port::subscriber::Subscriber;
 use iceoryx2::prelude::*;
-use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
 use super::catalog::{CatalogTopic, EndpointCatalog};
 use super::export::{node, seat_service, seat_services, service_prefix};
 use super::segment::Segment;
-use super::wire::{
-    self, BYE, ControlLayout, Hello, MAGIC, READY, SlotDescriptor, VERSION, Welcome,
-};
+use super::wire::{self, BYE, ControlLayout, MAGIC, READY, SlotDescriptor, Welcome};
 use crate::channel::pool::{ForeignBytes, Pool, TensorMeta};
 use crate::device::{DeviceBackend, DevicePtr, StreamHandle, StreamOrQueue};
 use crate::spec::{DType, MAX_TENSOR_RANK, TensorInputSpec};
@@ -193,90 +190,22 @@ impl ProcessSubscriber {
         }
         entry.check_expected(options.expected.as_ref())?;
         let contract = entry.wire()?;
-        let address = wire::socket_address(&catalog.namespace, topic)?;
-        let deadline = options
-            .wait_for_exporter
-            .and_then(|w| Instant::now().checked_add(w));
-        let conn = loop {
-            let sock = rustix::net::socket_with(
-                AddressFamily::UNIX,
-                SocketType::STREAM,
-                SocketFlags::CLOEXEC,
-                None,
-            )
-            .map_err(|e| exhausted("cannot make a socket", std::io::Error::from(e)))?;
-            match rustix::net::connect(&sock, &address) {
-                Ok(()) => break sock,
-                Err(_) if deadline.is_some_and(|d| Instant::now() < d) => {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                Err(e) => {
-                    return Err(Error::new(
-                        ErrorCode::NotFound,
-                        format!(
-                            "no session serves topic {topic:?} in namespace {:?} ({}); start the exporter first, or attach with `wait_for_exporter`",
-                            catalog.namespace,
-                            std::io::Error::from(e)
-                        ),
-                    )
-                    .at(at));
-                }
-            }
-        };
-        wire::set_timeouts(conn.as_fd(), options.handshake_timeout)?;
-        let exporter_pid = rustix::net::sockopt::socket_peercred(&conn)
-            .map_err(|e| Error::new(ErrorCode::PeerLost, std::io::Error::from(e).to_string()))?
-            .pid;
-        let exporter =
-            rustix::process::pidfd_open(exporter_pid, rustix::process::PidfdFlags::empty())
-                .map_err(|e| {
-                    Error::new(
-                        ErrorCode::PeerLost,
-                        format!(
-                            "the exporter's process is gone: {}",
-                            std::io::Error::from(e)
-                        ),
-                    )
-                    .at(at.clone())
-                })?;
-        let (name, len) = wire::name_bytes(topic)?;
-        let mut hello: Hello = wire::zeroed();
-        hello.magic = MAGIC;
-        hello.version = VERSION;
-        hello.topic = name;
-        hello.topic_len = len;
-        hello.contract = contract;
-        wire::send(conn.as_fd(), &hello, &[])?;
-        let (welcome, mut fds) =
-            wire::recv::<Welcome>(conn.as_fd()).map_err(|e| e.at(at.clone()))?;
-        if welcome.magic != MAGIC {
-            return Err(Error::new(
-                ErrorCode::ProtocolError,
-                "the exporter's answer is not holo's",
-            )
-            .at(at));
-        }
-        if welcome.status != 0 {
-            let n = (welcome.message_len as usize).min(welcome.message.len());
-            let message = String::from_utf8_lossy(&welcome.message[..n]).into_owned();
-            return Err(Error::new(wire::code_of(welcome.status), message).at(at));
-        }
-        if fds.len() != 2 {
-            return Err(Error::new(
-                ErrorCode::ProtocolError,
-                format!(
-                    "the exporter passed {} descriptors; its welcome carries 2",
-                    fds.len()
-                ),
-            )
-            .at(at));
-        }
-        let control_fd = fds
-            .pop()
-            .ok_or_else(|| Error::new(ErrorCode::Internal, "no fd"))?;
-        let payload_fd = fds
-            .pop()
-            .ok_or_else(|| Error::new(ErrorCode::Internal, "no fd"))?;
+        let wire::Greeted {
+            conn,
+            server: exporter,
+            server_pid: exporter_pid,
+            welcome,
+            payload: payload_fd,
+            control: control_fd,
+        } = wire::connect_and_greet(
+            &catalog.namespace,
+            topic,
+            contract,
+            options.wait_for_exporter,
+            options.handshake_timeout,
+            "exporter",
+            "start the exporter first, or attach with `wait_for_exporter`",
+        )?;
         let layout = ControlLayout {
             slots: welcome.slot_count as usize,
             seats: welcome.seats as usize,
@@ -385,7 +314,7 @@ impl ProcessSubscriber {
             mirror,
             conn,
             exporter,
-            exporter_pid: exporter_pid.as_raw_nonzero().get(),
+            exporter_pid,
             link: Link::Up,
             last: RemoteFrameInfo::default(),
             subscriber,

@@ -22,17 +22,16 @@ use std::time::{Duration, Instant};
 use iceoryx2::port::listener::Listener;
 use iceoryx2::port::subscriber::Subscriber;
 use iceoryx2::prelude::*;
-use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
 use super::catalog::{CatalogTopic, EndpointCatalog, record_wire};
 use super::export::{
     HANDSHAKE_TIMEOUT, LIVENESS_PERIOD, Node, Notifier, Publisher, READY_TIMEOUT, bind_socket,
-    incarnation, iox_error, listen_on, name_hash, node, refuse, seat_services, service_prefix,
+    greet, incarnation, iox_error, listen_on, name_hash, node, refuse, seat_services,
+    service_prefix,
 };
 use super::segment::Segment;
 use super::wire::{
-    self, ACTIVE, BYE, ControlLayout, Hello, MAGIC, READY, SlotDescriptor, VERSION, Welcome,
-    WireContract,
+    self, ACTIVE, BYE, ControlLayout, MAGIC, READY, SlotDescriptor, Welcome, WireContract,
 };
 use crate::channel::pool::{Pool, checked_byte_size};
 use crate::plan::TopicRecord;
@@ -196,47 +195,9 @@ impl Drop for ImportServer {
 /// The handshake: the publisher's hello, its checks, a publisher seat, the welcome with
 /// the pool and control segments. `Ok(None)`: refused (and told why).
 fn handshake(taken: &Arc<Taken>, conn: OwnedFd) -> Result<Option<PublisherSeat>> {
-    wire::set_timeouts(conn.as_fd(), HANDSHAKE_TIMEOUT)?;
-    let (hello, _) = wire::recv::<Hello>(conn.as_fd())?;
-    if hello.magic != MAGIC || hello.version != VERSION {
-        refuse(
-            &conn,
-            ErrorCode::ProtocolError,
-            &format!(
-                "the publisher speaks holo ipc version {}; this session speaks {VERSION}",
-                hello.version
-            ),
-        );
+    let Some(pidfd) = greet(&conn, &taken.topic, &taken.contract, "publisher", "session")? else {
         return Ok(None);
-    }
-    let name = hello
-        .topic
-        .get(..hello.topic_len as usize)
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .unwrap_or("");
-    if name != taken.topic {
-        refuse(
-            &conn,
-            ErrorCode::NotFound,
-            &format!("this socket serves topic {:?}, not {name:?}", taken.topic),
-        );
-        return Ok(None);
-    }
-    if hello.contract != taken.contract {
-        refuse(
-            &conn,
-            ErrorCode::ProtocolError,
-            &format!(
-                "the publisher's catalog gives topic {:?} another contract than the running session's ({:?} where the session has {:?}): read the catalog the importing session wrote",
-                taken.topic, hello.contract, taken.contract
-            ),
-        );
-        return Ok(None);
-    }
-    let peer = rustix::net::sockopt::socket_peercred(&conn)
-        .map_err(|e| Error::new(ErrorCode::PeerLost, std::io::Error::from(e).to_string()))?;
-    let pidfd = rustix::process::pidfd_open(peer.pid, rustix::process::PidfdFlags::empty())
-        .map_err(|e| Error::new(ErrorCode::PeerLost, std::io::Error::from(e).to_string()))?;
+    };
     let publisher = match ChannelPublisher::<Tensor>::attach_to(
         &taken.registry,
         &taken.topic,
@@ -535,79 +496,22 @@ impl ProcessPublisher {
             .at(at));
         }
         let contract = entry.wire()?;
-        let address = wire::socket_address(&catalog.namespace, topic)?;
-        let deadline = options
-            .wait_for_session
-            .and_then(|w| Instant::now().checked_add(w));
-        let conn = loop {
-            let sock = rustix::net::socket_with(
-                AddressFamily::UNIX,
-                SocketType::STREAM,
-                SocketFlags::CLOEXEC,
-                None,
-            )
-            .map_err(|e| exhausted("cannot make a socket", std::io::Error::from(e)))?;
-            match rustix::net::connect(&sock, &address) {
-                Ok(()) => break sock,
-                Err(_) if deadline.is_some_and(|d| Instant::now() < d) => {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                Err(e) => {
-                    return Err(Error::new(
-                        ErrorCode::NotFound,
-                        format!(
-                            "no session serves topic {topic:?} in namespace {:?} ({}); start the session first, or attach with `wait_for_session`",
-                            catalog.namespace,
-                            std::io::Error::from(e)
-                        ),
-                    )
-                    .at(at));
-                }
-            }
-        };
-        wire::set_timeouts(conn.as_fd(), options.handshake_timeout)?;
-        let session_pid = rustix::net::sockopt::socket_peercred(&conn)
-            .map_err(|e| Error::new(ErrorCode::PeerLost, std::io::Error::from(e).to_string()))?
-            .pid;
-        let session =
-            rustix::process::pidfd_open(session_pid, rustix::process::PidfdFlags::empty())
-                .map_err(|e| {
-                    Error::new(
-                        ErrorCode::PeerLost,
-                        format!("the session's process is gone: {}", std::io::Error::from(e)),
-                    )
-                    .at(at.clone())
-                })?;
-        let (name, len) = wire::name_bytes(topic)?;
-        let mut hello: Hello = wire::zeroed();
-        hello.magic = MAGIC;
-        hello.version = VERSION;
-        hello.topic = name;
-        hello.topic_len = len;
-        hello.contract = contract;
-        wire::send(conn.as_fd(), &hello, &[])?;
-        let (welcome, mut fds) =
-            wire::recv::<Welcome>(conn.as_fd()).map_err(|e| e.at(at.clone()))?;
-        if welcome.magic != MAGIC {
-            return Err(Error::new(
-                ErrorCode::ProtocolError,
-                "the session's answer is not holo's",
-            )
-            .at(at));
-        }
-        if welcome.status != 0 {
-            let n = (welcome.message_len as usize).min(welcome.message.len());
-            let message = String::from_utf8_lossy(&welcome.message[..n]).into_owned();
-            return Err(Error::new(wire::code_of(welcome.status), message).at(at));
-        }
-        let (Some(control_fd), Some(payload_fd), true) = (fds.pop(), fds.pop(), fds.is_empty())
-        else {
-            return Err(Error::new(
-                ErrorCode::ProtocolError,
-                "the session's welcome carries other than 2 descriptors",
-            )
-            .at(at));
-        };
+        let wire::Greeted {
+            conn,
+            server: session,
+            server_pid: session_pid,
+            welcome,
+            payload: payload_fd,
+            control: control_fd,
+        } = wire::connect_and_greet(
+            &catalog.namespace,
+            topic,
+            contract,
+            options.wait_for_session,
+            options.handshake_timeout,
+            "session",
+            "start the session first, or attach with `wait_for_session`",
+        )?;
         let sized = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         if welcome
             .per_slot_bytes
@@ -671,7 +575,7 @@ impl ProcessPublisher {
             payload,
             conn,
             session,
-            session_pid: session_pid.as_raw_nonzero().get(),
+            session_pid,
             link: None,
             grants: Vec::with_capacity(loans),
             granted,

@@ -4,7 +4,7 @@
 
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 use iceoryx2::prelude::ZeroCopySend;
@@ -383,4 +383,116 @@ pub(crate) fn name_bytes(name: &str) -> Result<([u8; TOPIC_BYTES], u32)> {
     let mut out = [0u8; TOPIC_BYTES];
     out[..b.len()].copy_from_slice(b);
     Ok((out, u32::try_from(b.len()).unwrap_or(0)))
+}
+
+/// A client's handshake up to the welcome: connected, greeted, welcomed.
+pub(crate) struct Greeted {
+    pub(crate) conn: OwnedFd,
+    /// The serving process (a pidfd), and its id.
+    pub(crate) server: OwnedFd,
+    pub(crate) server_pid: i32,
+    pub(crate) welcome: Welcome,
+    /// The welcome's two descriptors: the payload, then the control segment.
+    pub(crate) payload: OwnedFd,
+    pub(crate) control: OwnedFd,
+}
+
+/// Connects to `topic` in `namespace` (retrying until `wait` runs out, else `NotFound`
+/// with `hint`), says hello with `contract`, and takes the welcome: a refusal is its code
+/// and message; the end of the socket `PeerLost`. `server` names the serving role in
+/// messages (`exporter`, `session`).
+pub(crate) fn connect_and_greet(
+    namespace: &str,
+    topic: &str,
+    contract: WireContract,
+    wait: Option<Duration>,
+    handshake_timeout: Duration,
+    server: &str,
+    hint: &str,
+) -> Result<Greeted> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    let at = format!("topic {topic:?}");
+    let address = socket_address(namespace, topic)?;
+    let deadline = wait.and_then(|w| std::time::Instant::now().checked_add(w));
+    let conn = loop {
+        let sock = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(|e| {
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!("cannot make a socket: {}", std::io::Error::from(e)),
+            )
+        })?;
+        match rustix::net::connect(&sock, &address) {
+            Ok(()) => break sock,
+            Err(_) if deadline.is_some_and(|d| std::time::Instant::now() < d) => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => {
+                return Err(Error::new(
+                    ErrorCode::NotFound,
+                    format!(
+                        "no session serves topic {topic:?} in namespace {namespace:?} ({}); {hint}",
+                        std::io::Error::from(e)
+                    ),
+                )
+                .at(at));
+            }
+        }
+    };
+    set_timeouts(conn.as_fd(), handshake_timeout)?;
+    let pid = rustix::net::sockopt::socket_peercred(&conn)
+        .map_err(|e| Error::new(ErrorCode::PeerLost, std::io::Error::from(e).to_string()))?
+        .pid;
+    let server_fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+        .map_err(|e| {
+            Error::new(
+                ErrorCode::PeerLost,
+                format!(
+                    "the {server}'s process is gone: {}",
+                    std::io::Error::from(e)
+                ),
+            )
+            .at(at.clone())
+        })?;
+    let (name, len) = name_bytes(topic)?;
+    let mut hello: Hello = zeroed();
+    hello.magic = MAGIC;
+    hello.version = VERSION;
+    hello.topic = name;
+    hello.topic_len = len;
+    hello.contract = contract;
+    send(conn.as_fd(), &hello, &[])?;
+    let (welcome, mut fds) = recv::<Welcome>(conn.as_fd()).map_err(|e| e.at(at.clone()))?;
+    if welcome.magic != MAGIC {
+        return Err(Error::new(
+            ErrorCode::ProtocolError,
+            format!("the {server}'s answer is not holo's"),
+        )
+        .at(at));
+    }
+    if welcome.status != 0 {
+        let n = (welcome.message_len as usize).min(welcome.message.len());
+        let message = String::from_utf8_lossy(&welcome.message[..n]).into_owned();
+        return Err(Error::new(code_of(welcome.status), message).at(at));
+    }
+    let (Some(control), Some(payload), true) = (fds.pop(), fds.pop(), fds.is_empty()) else {
+        return Err(Error::new(
+            ErrorCode::ProtocolError,
+            format!("the {server}'s welcome carries other than 2 descriptors"),
+        )
+        .at(at));
+    };
+    Ok(Greeted {
+        conn,
+        server: server_fd,
+        server_pid: pid.as_raw_nonzero().get(),
+        welcome,
+        payload,
+        control,
+    })
 }
