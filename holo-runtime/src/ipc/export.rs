@@ -244,17 +244,9 @@ impl ExportServer {
             return Ok(());
         };
         let served = Arc::clone(&self.served);
-        let thread = std::thread::Builder::new()
-            .name(format!("holo-ipc-{}", served.topic))
-            .spawn(move || listen(&served, &socket))
-            .map_err(|e| {
-                Error::new(
-                    ErrorCode::ResourceExhausted,
-                    format!("cannot start the topic's listener thread: {e}"),
-                )
-                .at(format!("topic {:?}", self.served.topic))
-            })?;
-        self.thread = Some(thread);
+        self.thread = Some(spawn_listener(&self.served.topic, move || {
+            listen(&served, &socket);
+        })?);
         Ok(())
     }
 
@@ -262,20 +254,7 @@ impl ExportServer {
     /// subscriber and drops the tensors it held (their slots go back to the pool; a
     /// subscriber's mapping keeps its bytes readable). Joins every thread.
     pub(crate) fn stop(&mut self) {
-        self.served.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        let threads = std::mem::take(
-            &mut *self
-                .served
-                .threads
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        for t in threads {
-            let _ = t.join();
-        }
+        stop_threads(&self.served.stop, self.thread.take(), &self.served.threads);
         self.listener = None;
     }
 }
@@ -347,6 +326,39 @@ pub(crate) fn bind_socket(namespace: &str, topic: &str) -> Result<OwnedFd> {
         .at(at())
     })?;
     Ok(socket)
+}
+
+/// Starts a served topic's listener thread running `listen`.
+pub(crate) fn spawn_listener(
+    topic: &str,
+    listen: impl FnOnce() + Send + 'static,
+) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("holo-ipc-{topic}"))
+        .spawn(listen)
+        .map_err(|e| {
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!("cannot start the topic's listener thread: {e}"),
+            )
+            .at(format!("topic {topic:?}"))
+        })
+}
+
+/// Stops a served topic: sets `stop`, joins its listener, then every connection thread.
+pub(crate) fn stop_threads(
+    stop: &AtomicBool,
+    listener: Option<JoinHandle<()>>,
+    threads: &Mutex<Vec<JoinHandle<()>>>,
+) {
+    stop.store(true, Ordering::Release);
+    if let Some(t) = listener {
+        let _ = t.join();
+    }
+    let threads = std::mem::take(&mut *threads.lock().unwrap_or_else(PoisonError::into_inner));
+    for t in threads {
+        let _ = t.join();
+    }
 }
 
 /// Accepts connections on `socket` until `stop`, each on a thread of its own running

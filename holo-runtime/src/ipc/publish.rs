@@ -15,7 +15,7 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,7 @@ use super::catalog::{CatalogTopic, EndpointCatalog, record_wire};
 use super::export::{
     HANDSHAKE_TIMEOUT, LIVENESS_PERIOD, Node, Notifier, Publisher, READY_TIMEOUT, bind_socket,
     greet, incarnation, iox_error, listen_on, name_hash, node, refuse, seat_services,
-    service_prefix,
+    service_prefix, spawn_listener, stop_threads,
 };
 use super::segment::Segment;
 use super::wire::{
@@ -139,49 +139,26 @@ impl ImportServer {
             return Ok(());
         };
         let taken = Arc::clone(&self.taken);
-        let thread = std::thread::Builder::new()
-            .name(format!("holo-ipc-{}", taken.topic))
-            .spawn(move || {
-                let t = Arc::clone(&taken);
-                listen_on(
-                    &taken.topic,
-                    &socket,
-                    &taken.stop,
-                    &taken.threads,
-                    move |conn| {
-                        if let Ok(Some(seat)) = handshake(&t, conn) {
-                            seat.run(&t);
-                        }
-                    },
-                );
-            })
-            .map_err(|e| {
-                Error::new(
-                    ErrorCode::ResourceExhausted,
-                    format!("cannot start the topic's listener thread: {e}"),
-                )
-                .at(format!("topic {:?}", self.taken.topic))
-            })?;
-        self.thread = Some(thread);
+        self.thread = Some(spawn_listener(&self.taken.topic, move || {
+            let t = Arc::clone(&taken);
+            listen_on(
+                &taken.topic,
+                &socket,
+                &taken.stop,
+                &taken.threads,
+                move |conn| {
+                    if let Ok(Some(seat)) = handshake(&t, conn) {
+                        seat.run(&t);
+                    }
+                },
+            );
+        })?);
         Ok(())
     }
 
     /// Stops serving: every seat says `BYE`, gives back its granted slots and ends.
     pub(crate) fn stop(&mut self) {
-        self.taken.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        let threads = std::mem::take(
-            &mut *self
-                .taken
-                .threads
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        for t in threads {
-            let _ = t.join();
-        }
+        stop_threads(&self.taken.stop, self.thread.take(), &self.taken.threads);
         self.listener = None;
     }
 }
