@@ -338,12 +338,11 @@ impl PublisherSeat {
                 checked = Instant::now();
                 if live && (wire::readable(self.pidfd.as_fd()) || wire::readable(self.conn.as_fd()))
                 {
-                    // Exited or detached: its granted, uncommitted slots go back.
+                    // Exited or detached: no new grant; one more pass takes what it
+                    // committed before (still published), then its granted, uncommitted
+                    // slots go back (with `loans`, when this returns).
                     live = false;
-                    loans.clear();
-                    while let Ok(Some(c)) = committed.receive() {
-                        drop(c);
-                    }
+                    continue;
                 }
             }
             if !live && pending.is_empty() {
