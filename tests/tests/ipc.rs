@@ -23,7 +23,7 @@ use holo_tests::ipc_frames::{check_frame, exporting_graph};
 
 #[path = "common/ipc_peer.rs"]
 mod ipc_peer;
-use ipc_peer::{Peer, WAIT, catalog_path, eventually, namespace};
+use ipc_peer::{Peer, WAIT, catalog_path, eventually, namespace, serve_in};
 
 /// An exporting session of `limit` frames gated by the returned flag, its catalog written.
 fn exporter(
@@ -39,22 +39,7 @@ fn exporter(
     let go = Arc::new(AtomicBool::new(false));
     let (graph, plan, stats) =
         exporting_graph("cam", limit, Arc::clone(&go), options).expect("the graph compiles");
-    let slots = plan
-        .tensor_allocations()
-        .iter()
-        .find(|a| a.pool == "camera.out")
-        .expect("the exported output's pool")
-        .slot_count;
-    let session = RunSession::start(
-        graph,
-        &plan,
-        SessionOptions::default().with_ipc_namespace(namespace(test)),
-    )
-    .expect("the session starts");
-    session
-        .endpoint_catalog()
-        .write(catalog_path(test))
-        .expect("the catalog is written");
+    let (session, slots) = serve_in(test, graph, &plan, SessionOptions::default(), "camera.out");
     (session, go, stats, slots)
 }
 

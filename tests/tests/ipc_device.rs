@@ -28,7 +28,7 @@ use holo_runtime::{ErrorCode, RunSession, SessionOptions, TopicOptions};
 use holo_tests::ipc_frames::{
     IpcDeviceFrames, IpcPinnedFrames, exporting_device_graph, exporting_pinned_graph,
 };
-use ipc_peer::{Peer, WAIT, catalog_path, eventually, namespace};
+use ipc_peer::{Peer, WAIT, catalog_path, eventually, namespace, serve_in};
 
 /// CUDA device 0, or `None` (the test is skipped) where there is none — unless
 /// `HOLO_REQUIRE_DEVICE=cuda`, where its absence fails the test.
@@ -88,25 +88,8 @@ fn serve(
     device: &Arc<dyn DeviceBackend>,
     (graph, plan): (holo_runtime::Graph, holo_runtime::plan::ExecutionPlan),
 ) -> (RunSession, u32) {
-    let slots = plan
-        .tensor_allocations()
-        .iter()
-        .find(|a| a.pool == "camera.out")
-        .expect("the exported output's pool")
-        .slot_count;
-    let session = RunSession::start(
-        graph,
-        &plan,
-        SessionOptions::default()
-            .on_device(Arc::clone(device))
-            .with_ipc_namespace(namespace(test)),
-    )
-    .expect("the session starts");
-    session
-        .endpoint_catalog()
-        .write(catalog_path(test))
-        .expect("the catalog is written");
-    (session, slots)
+    let options = SessionOptions::default().on_device(Arc::clone(device));
+    serve_in(test, graph, &plan, options, "camera.out")
 }
 
 #[test]

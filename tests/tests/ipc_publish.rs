@@ -17,7 +17,7 @@ use holo_runtime::ipc::{
 };
 use holo_runtime::{ErrorCode, RunSession, SessionOptions, TopicOptions};
 use holo_tests::ipc_frames::{SinkStats, importing_graph};
-use ipc_peer::{Peer, catalog_path, eventually, namespace};
+use ipc_peer::{Peer, catalog_path, eventually, serve_in};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -25,22 +25,7 @@ use std::sync::atomic::Ordering;
 /// session, the sink's stats and the topic pool's slot count.
 fn importer(test: &str, options: TopicOptions) -> (RunSession, Arc<SinkStats>, u32) {
     let (graph, plan, stats) = importing_graph("cam", options).expect("the graph compiles");
-    let slots = plan
-        .tensor_allocations()
-        .iter()
-        .find(|a| a.pool == "topic:cam")
-        .expect("the imported topic's pool")
-        .slot_count;
-    let session = RunSession::start(
-        graph,
-        &plan,
-        SessionOptions::default().with_ipc_namespace(namespace(test)),
-    )
-    .expect("the session starts");
-    session
-        .endpoint_catalog()
-        .write(catalog_path(test))
-        .expect("the catalog is written");
+    let (session, slots) = serve_in(test, graph, &plan, SessionOptions::default(), "topic:cam");
     (session, stats, slots)
 }
 

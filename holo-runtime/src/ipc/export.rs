@@ -147,7 +147,7 @@ pub(crate) struct ExportServer {
 }
 
 /// A per-process, per-call unique 64-bit value (the incarnation of a served topic).
-pub(crate) fn incarnation() -> u64 {
+fn incarnation() -> u64 {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let pid = u64::from(
         rustix::process::getpid()
@@ -197,23 +197,8 @@ impl ExportServer {
             slots: pool.slot_count as usize,
             seats: record.subscribers as usize,
         };
-        let control = Arc::new(Segment::create(
-            &format!("holo:{}:control", record.name),
-            // Whole pages: the segment is registered with the device (device memory).
-            layout.bytes().next_multiple_of(rustix::param::page_size()),
-        )?);
+        let (control, incarnation) = control_segment(&record.name, &layout)?;
         let device = ServedDevice::new(pool, &control).map_err(|e| e.at(at()))?;
-        let incarnation = incarnation();
-        // A killed predecessor (an exporter or subscriber of an earlier run) left its
-        // iceoryx2 node's resources behind: the first thing a new exporter does is
-        // remove those of dead processes.
-        let _ = node()?.try_cleanup_dead_nodes();
-        if let Some(w) = control.word(0) {
-            w.store(MAGIC, Ordering::Relaxed);
-        }
-        if let Some(w) = control.word(1) {
-            w.store(incarnation, Ordering::Release);
-        }
         let socket = bind_socket(namespace, &record.name)?;
         Ok(ExportServer {
             served: Arc::new(Served {
@@ -279,6 +264,26 @@ fn listen(served: &Arc<Served>, socket: &OwnedFd) {
             }
         },
     );
+}
+
+/// A served topic's control segment, laid out as `layout` in whole pages (it may be
+/// registered with a device), its header naming a new incarnation; the incarnation. A
+/// new server first removes the iceoryx2 resources dead processes left (a killed
+/// predecessor, exporter or client, of an earlier run).
+pub(crate) fn control_segment(topic: &str, layout: &ControlLayout) -> Result<(Arc<Segment>, u64)> {
+    let control = Arc::new(Segment::create(
+        &format!("holo:{topic}:control"),
+        layout.bytes().next_multiple_of(rustix::param::page_size()),
+    )?);
+    let incarnation = incarnation();
+    let _ = node()?.try_cleanup_dead_nodes();
+    if let Some(w) = control.word(0) {
+        w.store(MAGIC, Ordering::Relaxed);
+    }
+    if let Some(w) = control.word(1) {
+        w.store(incarnation, Ordering::Release);
+    }
+    Ok((control, incarnation))
 }
 
 /// Binds and listens on the abstract socket of `topic` in `namespace` (non-blocking):

@@ -26,7 +26,7 @@ use iceoryx2::prelude::*;
 use super::catalog::{CatalogTopic, EndpointCatalog, record_wire};
 use super::export::{
     HANDSHAKE_TIMEOUT, LIVENESS_PERIOD, Node, Notifier, Publisher, READY_TIMEOUT, bind_socket,
-    greet, incarnation, iox_error, listen_on, name_hash, node, refuse, seat_services,
+    control_segment, greet, iox_error, listen_on, name_hash, node, refuse, seat_services,
     service_prefix, spawn_listener, stop_threads,
 };
 use super::segment::Segment;
@@ -98,18 +98,7 @@ impl ImportServer {
             .at(at())
         })?;
         let layout = ControlLayout { slots: 0, seats: 0 };
-        let control = Arc::new(Segment::create(
-            &format!("holo:{}:control", record.name),
-            layout.bytes(),
-        )?);
-        let incarnation = incarnation();
-        let _ = node()?.try_cleanup_dead_nodes();
-        if let Some(w) = control.word(0) {
-            w.store(MAGIC, Ordering::Relaxed);
-        }
-        if let Some(w) = control.word(1) {
-            w.store(incarnation, Ordering::Release);
-        }
+        let (control, incarnation) = control_segment(&record.name, &layout)?;
         let socket = bind_socket(namespace, &record.name)?;
         Ok(ImportServer {
             taken: Arc::new(Taken {

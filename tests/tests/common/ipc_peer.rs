@@ -88,3 +88,28 @@ pub(crate) fn eventually(what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+/// Starts `graph` (compiled to `plan`) with `options` in `test`'s namespace and writes its
+/// catalog to `test`'s path; the session, and the slot count of its pool `pool`.
+pub(crate) fn serve_in(
+    test: &str,
+    graph: holo_runtime::Graph,
+    plan: &holo_runtime::plan::ExecutionPlan,
+    options: holo_runtime::SessionOptions,
+    pool: &str,
+) -> (holo_runtime::RunSession, u32) {
+    let slots = plan
+        .tensor_allocations()
+        .iter()
+        .find(|a| a.pool == pool)
+        .expect("the served topic's pool")
+        .slot_count;
+    let session =
+        holo_runtime::RunSession::start(graph, plan, options.with_ipc_namespace(namespace(test)))
+            .expect("the session starts");
+    session
+        .endpoint_catalog()
+        .write(catalog_path(test))
+        .expect("the catalog is written");
+    (session, slots)
+}
