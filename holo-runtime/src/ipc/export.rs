@@ -63,8 +63,7 @@ struct Served {
     holds: usize,
     /// A device pool's memory and fences (`None`: a host pool, its payload a memfd).
     device: Option<ServedDevice>,
-    stop: AtomicBool,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    serving: Serving,
 }
 
 /// What a topic served in device memory adds: the pool's exported memory, and the control
@@ -215,8 +214,7 @@ impl ExportServer {
                 seats: record.subscribers,
                 holds: record.holds_per_subscriber.max(1) as usize,
                 device,
-                stop: AtomicBool::new(false),
-                threads: Mutex::new(Vec::new()),
+                serving: Serving::default(),
             }),
             listener: Some(socket),
             thread: None,
@@ -239,7 +237,7 @@ impl ExportServer {
     /// subscriber and drops the tensors it held (their slots go back to the pool; a
     /// subscriber's mapping keeps its bytes readable). Joins every thread.
     pub(crate) fn stop(&mut self) {
-        stop_threads(&self.served.stop, self.thread.take(), &self.served.threads);
+        self.served.serving.stop(self.thread.take());
         self.listener = None;
     }
 }
@@ -253,17 +251,11 @@ impl Drop for ExportServer {
 fn listen(served: &Arc<Served>, socket: &OwnedFd) {
     // A subscriber the handshake refused has been told why; one that failed it is dropped.
     let s = Arc::clone(served);
-    listen_on(
-        &served.topic,
-        socket,
-        &served.stop,
-        &served.threads,
-        move |conn| {
-            if let Ok(Some(seat)) = handshake(&s, conn) {
-                seat.run(&s);
-            }
-        },
-    );
+    served.serving.listen(&served.topic, socket, move |conn| {
+        if let Ok(Some(seat)) = handshake(&s, conn) {
+            seat.run(&s);
+        }
+    });
 }
 
 /// A served topic's control segment, laid out as `layout` in whole pages (it may be
@@ -350,56 +342,67 @@ pub(crate) fn spawn_listener(
         })
 }
 
-/// Stops a served topic: sets `stop`, joins its listener, then every connection thread.
-pub(crate) fn stop_threads(
-    stop: &AtomicBool,
-    listener: Option<JoinHandle<()>>,
-    threads: &Mutex<Vec<JoinHandle<()>>>,
-) {
-    stop.store(true, Ordering::Release);
-    if let Some(t) = listener {
-        let _ = t.join();
-    }
-    let threads = std::mem::take(&mut *threads.lock().unwrap_or_else(PoisonError::into_inner));
-    for t in threads {
-        let _ = t.join();
-    }
+/// What a served topic's listener and connection threads share: the stop flag, and the
+/// connection threads for `stop` to join.
+#[derive(Default)]
+pub(crate) struct Serving {
+    stop: AtomicBool,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
-/// Accepts connections on `socket` until `stop`, each on a thread of its own running
-/// `serve` (a slow or silent peer delays no other attach); the threads are kept in
-/// `threads` (finished ones dropped) for `stop` to join.
-pub(crate) fn listen_on(
-    topic: &str,
-    socket: &OwnedFd,
-    stop: &AtomicBool,
-    threads: &Mutex<Vec<JoinHandle<()>>>,
-    serve: impl Fn(OwnedFd) + Clone + Send + 'static,
-) {
-    let period = rustix::time::Timespec {
-        tv_sec: 0,
-        tv_nsec: 20_000_000,
-    };
-    while !stop.load(Ordering::Acquire) {
-        let mut fds = [rustix::event::PollFd::new(
-            socket,
-            rustix::event::PollFlags::IN,
-        )];
-        if !matches!(rustix::event::poll(&mut fds, Some(&period)), Ok(n) if n > 0) {
-            continue;
-        }
-        let Ok(conn) = rustix::net::accept_with(socket, SocketFlags::CLOEXEC) else {
-            continue;
+impl Serving {
+    /// Whether the topic stops being served.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Accepts connections on `socket` until stopped, each on a thread of its own running
+    /// `serve` (a slow or silent peer delays no other attach); the threads are kept (finished
+    /// ones dropped) for [`stop`](Self::stop) to join.
+    pub(crate) fn listen(
+        &self,
+        topic: &str,
+        socket: &OwnedFd,
+        serve: impl Fn(OwnedFd) + Clone + Send + 'static,
+    ) {
+        let period = rustix::time::Timespec {
+            tv_sec: 0,
+            tv_nsec: 20_000_000,
         };
-        let serve = serve.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("holo-ipc-{topic}"))
-            .spawn(move || serve(conn));
-        if let Ok(t) = spawned {
-            let mut threads = threads.lock().unwrap_or_else(PoisonError::into_inner);
-            // The threads of peers that came and went are done: not kept for `stop`.
-            threads.retain(|t| !t.is_finished());
-            threads.push(t);
+        while !self.stopping() {
+            let mut fds = [rustix::event::PollFd::new(
+                socket,
+                rustix::event::PollFlags::IN,
+            )];
+            if !matches!(rustix::event::poll(&mut fds, Some(&period)), Ok(n) if n > 0) {
+                continue;
+            }
+            let Ok(conn) = rustix::net::accept_with(socket, SocketFlags::CLOEXEC) else {
+                continue;
+            };
+            let serve = serve.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("holo-ipc-{topic}"))
+                .spawn(move || serve(conn));
+            if let Ok(t) = spawned {
+                let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
+                // The threads of peers that came and went are done: not kept for `stop`.
+                threads.retain(|t| !t.is_finished());
+                threads.push(t);
+            }
+        }
+    }
+
+    /// Stops serving: sets the flag, joins `listener`, then every connection thread.
+    pub(crate) fn stop(&self, listener: Option<JoinHandle<()>>) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = listener {
+            let _ = t.join();
+        }
+        let threads =
+            std::mem::take(&mut *self.threads.lock().unwrap_or_else(PoisonError::into_inner));
+        for t in threads {
+            let _ = t.join();
         }
     }
 }
@@ -788,7 +791,7 @@ impl SeatWorker {
         // seat installs its own), reaped until what it holds is released.
         let mut detached: Option<Box<dyn RemoteSend>> = None;
         loop {
-            if served.stop.load(Ordering::Acquire) {
+            if served.serving.stopping() {
                 return Ok(End::Stopped);
             }
             let (parked, queued) = if let Some(old) = detached

@@ -14,8 +14,8 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -25,9 +25,9 @@ use iceoryx2::prelude::*;
 
 use super::catalog::{CatalogTopic, EndpointCatalog, record_wire};
 use super::export::{
-    HANDSHAKE_TIMEOUT, LIVENESS_PERIOD, Node, Notifier, Publisher, READY_TIMEOUT, bind_socket,
-    control_segment, greet, iox_error, listen_on, name_hash, node, refuse, seat_services,
-    service_prefix, spawn_listener, stop_threads,
+    HANDSHAKE_TIMEOUT, LIVENESS_PERIOD, Node, Notifier, Publisher, READY_TIMEOUT, Serving,
+    bind_socket, control_segment, greet, iox_error, name_hash, node, refuse, seat_services,
+    service_prefix, spawn_listener,
 };
 use super::segment::Segment;
 use super::wire::{
@@ -67,8 +67,7 @@ struct Taken {
     publishers: u32,
     loans: usize,
     next_seat: AtomicU32,
-    stop: AtomicBool,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    serving: Serving,
 }
 
 /// One topic a session imports from other processes; [`stop`](Self::stop) ends every
@@ -114,8 +113,7 @@ impl ImportServer {
                 publishers: record.publishers,
                 loans: record.loans_per_publisher.max(1) as usize,
                 next_seat: AtomicU32::new(0),
-                stop: AtomicBool::new(false),
-                threads: Mutex::new(Vec::new()),
+                serving: Serving::default(),
             }),
             listener: Some(socket),
             thread: None,
@@ -130,24 +128,18 @@ impl ImportServer {
         let taken = Arc::clone(&self.taken);
         self.thread = Some(spawn_listener(&self.taken.topic, move || {
             let t = Arc::clone(&taken);
-            listen_on(
-                &taken.topic,
-                &socket,
-                &taken.stop,
-                &taken.threads,
-                move |conn| {
-                    if let Ok(Some(seat)) = handshake(&t, conn) {
-                        seat.run(&t);
-                    }
-                },
-            );
+            taken.serving.listen(&taken.topic, &socket, move |conn| {
+                if let Ok(Some(seat)) = handshake(&t, conn) {
+                    seat.run(&t);
+                }
+            });
         })?);
         Ok(())
     }
 
     /// Stops serving: every seat says `BYE`, gives back its granted slots and ends.
     pub(crate) fn stop(&mut self) {
-        stop_threads(&self.taken.stop, self.thread.take(), &self.taken.threads);
+        self.taken.serving.stop(self.thread.take());
         self.listener = None;
     }
 }
@@ -204,7 +196,6 @@ struct PublisherSeat {
     pidfd: OwnedFd,
 }
 
-type DescPublisher = Publisher;
 type DescSubscriber = Subscriber<Service, SlotDescriptor, ()>;
 
 impl PublisherSeat {
@@ -223,7 +214,7 @@ impl PublisherSeat {
     /// The grant of `loan` to the publisher.
     fn grant(taken: &Taken, loan: &TensorOutputLoan) -> SlotDescriptor {
         let r = loan.slot_ref();
-        let mut d: SlotDescriptor = wire::zeroed_descriptor();
+        let mut d: SlotDescriptor = wire::zeroed();
         d.incarnation = taken.incarnation;
         d.pool = taken.pool_id;
         d.slot = r.slot;
@@ -251,7 +242,7 @@ impl PublisherSeat {
         let (grant_name, commit_name) = seat_names(&taken.service, self.seat)?;
         let (grants, grant_events) = seat_services(&node, &grant_name, taken.loans)?;
         let (commits, commit_events) = seat_services(&node, &commit_name, taken.loans)?;
-        let granter: DescPublisher = grants
+        let granter: Publisher = grants
             .publisher_builder()
             .create()
             .map_err(|e| iox_error("publisher", &grant_name, e))?;
@@ -274,7 +265,7 @@ impl PublisherSeat {
         let mut live = true;
         let mut checked = Instant::now();
         loop {
-            if taken.stop.load(Ordering::Acquire) {
+            if taken.serving.stopping() {
                 return Ok(true);
             }
             // Grants, up to the publisher's loans (none once it is gone).
@@ -404,7 +395,7 @@ pub struct ProcessPublisher {
     // Ports before their node (drop order).
     granted: DescSubscriber,
     grant_listener: Listener<Service>,
-    committer: DescPublisher,
+    committer: Publisher,
     wake: Notifier,
     _node: Node,
 }

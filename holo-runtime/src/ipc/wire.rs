@@ -212,11 +212,6 @@ fn bytes_of<T: Copy>(v: &T) -> &[u8] {
     unsafe { std::slice::from_raw_parts(std::ptr::from_ref(v).cast::<u8>(), size_of::<T>()) }
 }
 
-/// An all-zero slot descriptor (every field is an integer or a byte array).
-pub(crate) fn zeroed_descriptor() -> SlotDescriptor {
-    zeroed()
-}
-
 /// A zeroed message (every handshake message is valid all-zero).
 pub(crate) fn zeroed<T: Copy>() -> T {
     // SAFETY: as above: integers and byte arrays, for which zero is valid.
