@@ -38,7 +38,7 @@ use holo_examples::ipc::{TOPIC, consume, device_fill, fill_frame};
 use holo_runtime::app::{App, AppArgs};
 use holo_runtime::{
     CompileOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph, Operator, Output,
-    ParamSchema, Result, Tensor, TensorLoanRequest, TopicOptions, operator,
+    ParamSchema, Result, Tensor, TensorLoanRequest, TensorOutputLoan, TopicOptions, operator,
 };
 
 /// How the topic is served.
@@ -73,14 +73,8 @@ struct Camera {
 
 impl Operator for Camera {
     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        let loan = match self.frame.allocate_tensor(TensorLoanRequest {
-            shape: &[self.frame_bytes],
-            dtype: DType::U8,
-        }) {
-            Ok(loan) => loan,
-            // Every slot is queued for or held by the consumer: skip a frame.
-            Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(()),
-            Err(e) => return Err(e),
+        let Some(loan) = loan(&mut self.frame, self.frame_bytes)? else {
+            return Ok(());
         };
         let k = self.k;
         let frame = loan.write_host_and_commit(|b| fill_frame(k, b))?;
@@ -88,6 +82,19 @@ impl Operator for Camera {
             self.frame.emit(frame, EmitOptions::default().with_frame(k)),
             &mut self.k,
         )
+    }
+}
+
+/// A slot for the next frame of `bytes`; `None` when every slot is queued for or held by
+/// the consumer: the camera skips a frame.
+fn loan(frame: &mut Output<Tensor>, bytes: u64) -> Result<Option<TensorOutputLoan>> {
+    match frame.allocate_tensor(TensorLoanRequest {
+        shape: &[bytes],
+        dtype: DType::U8,
+    }) {
+        Ok(loan) => Ok(Some(loan)),
+        Err(e) if e.code() == ErrorCode::ResourceExhausted => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -116,13 +123,8 @@ struct DeviceCamera {
 
 impl Operator for DeviceCamera {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        let loan = match self.frame.allocate_tensor(TensorLoanRequest {
-            shape: &[self.frame_bytes],
-            dtype: DType::U8,
-        }) {
-            Ok(loan) => loan,
-            Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(()),
-            Err(e) => return Err(e),
+        let Some(loan) = loan(&mut self.frame, self.frame_bytes)? else {
+            return Ok(());
         };
         let k = self.k;
         let frame = loan.write_and_commit(ctx.cuda_stream()?, |device, ptr, n, stream| {
