@@ -66,6 +66,9 @@
 
 #[path = "common/counting.rs"]
 mod counting;
+#[cfg(feature = "cuda")]
+#[path = "common/timing.rs"]
+mod timing;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -103,6 +106,7 @@ mod cuda {
     use rustix::mm::{MapFlags, ProtFlags};
 
     use super::counting::ALLOCATIONS;
+    use super::timing::{mono_ns, pace, percentiles};
 
     /// Bytes per frame (1 MiB; the source's `bounds`).
     const FRAME: usize = 1 << 20;
@@ -144,33 +148,6 @@ mod cuda {
         slot: u64,
         seq: u64,
         rest: [u64; 17],
-    }
-
-    fn mono_ns() -> u64 {
-        let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-        t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-    }
-
-    /// Sleeps to `deadline`, spinning its last 30 µs.
-    fn pace(deadline: Instant) {
-        loop {
-            let now = Instant::now();
-            if now >= deadline {
-                return;
-            }
-            let left = deadline - now;
-            if left > Duration::from_micros(60) {
-                std::thread::sleep(left.saturating_sub(Duration::from_micros(30)));
-            } else {
-                std::hint::spin_loop();
-            }
-        }
-    }
-
-    /// Latencies (ns) of the measured frames: p50, p99.
-    fn percentiles(mut v: Vec<u64>) -> (u64, u64) {
-        v.sort_unstable();
-        (v[v.len() / 2], v[v.len() * 99 / 100])
     }
 
     /// The byte every byte of frame `n` holds (never 0, so a never-written slot shows).

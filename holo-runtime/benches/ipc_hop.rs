@@ -41,7 +41,10 @@ use iceoryx2::prelude::*;
 
 #[path = "common/counting.rs"]
 mod counting;
+#[path = "common/timing.rs"]
+mod timing;
 use counting::ALLOCATIONS;
+use timing::{mono_ns, pace, percentiles};
 
 const FRAME: u64 = 256;
 const FRAMES: u64 = 10_000;
@@ -57,39 +60,12 @@ struct RawDesc {
     rest: [u64; 19],
 }
 
-fn mono_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
-
-/// Sleeps to `deadline`, spinning its last 30 µs.
-fn pace(deadline: Instant) {
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return;
-        }
-        let left = deadline - now;
-        if left > Duration::from_micros(60) {
-            std::thread::sleep(left.saturating_sub(Duration::from_micros(30)));
-        } else {
-            std::hint::spin_loop();
-        }
-    }
-}
-
 fn node() -> iceoryx2::node::Node<ipc_threadsafe::Service> {
     set_log_level_from_env_or(LogLevel::Error);
     NodeBuilder::new()
         .signal_handling_mode(SignalHandlingMode::Disabled)
         .create::<ipc_threadsafe::Service>()
         .expect("an iceoryx2 node")
-}
-
-/// Latencies (ns) of the measured frames, sorted: p50, p99.
-fn percentiles(mut v: Vec<u64>) -> (u64, u64) {
-    v.sort_unstable();
-    (v[v.len() / 2], v[v.len() * 99 / 100])
 }
 
 type RawPubSub = iceoryx2::service::port_factory::publish_subscribe::PortFactory<
