@@ -206,6 +206,7 @@ fn counters_count_each_call_exactly() {
                 memset: 1,
                 copy: 3,
                 delay: 1,
+                ..CounterSnapshot::default()
             },
             "{}",
             name(device)

@@ -376,16 +376,7 @@ impl Operator for IpcSink {
             } else {
                 check_frame(k, bytes).err()
             };
-            if let Some(w) = wrong {
-                let mut first = self
-                    .stats
-                    .wrong
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                first.get_or_insert(w);
-            } else {
-                self.stats.received.fetch_add(1, Ordering::Relaxed);
-            }
+            self.stats.record(wrong);
             self.next = k + 1;
         }
         Ok(())
@@ -412,5 +403,106 @@ pub fn importing_graph(
         options.with_max_bytes(FRAME_BYTES).across_processes(),
     );
     let plan = compile(&graph, CompileOptions::default())?;
+    Ok((graph, plan, stats))
+}
+
+/// Receives frames of [`device_fill`] from a topic imported across processes in device
+/// or pinned memory: reads each one back on the operator's stream (the whole frame) and
+/// checks every byte and that the frame ids follow each other.
+macro_rules! device_sink {
+    ($name:ident, $kind:ident) => {
+        /// A device-frame sink (see `device_sink!`).
+        #[operator]
+        pub struct $name {
+            #[input(memory = $kind, dtype = u8, rank = 1)]
+            frames: holo_runtime::Input<Tensor>,
+            next: u64,
+            buf: Vec<u8>,
+            stats: Arc<SinkStats>,
+        }
+
+        impl Operator for $name {
+            fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+                while let Some((t, info)) = self.frames.receive_with_info() {
+                    let n = t.byte_size();
+                    self.buf.resize(n, 0);
+                    t.copy_to_host(&mut self.buf[..n], ctx.cuda_stream()?)?;
+                    let wrong = if info.frame != self.next {
+                        Some(format!(
+                            "frame {} came where {} belongs",
+                            info.frame, self.next
+                        ))
+                    } else {
+                        check_device_frame(info.frame, &self.buf[..n]).err()
+                    };
+                    self.stats.record(wrong);
+                    self.next = info.frame + 1;
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+device_sink!(IpcDeviceSink, cuda_device);
+device_sink!(IpcPinnedSink, pinned);
+
+impl SinkStats {
+    /// Counts a frame received right, or keeps the first thing that was wrong.
+    fn record(&self, wrong: Option<String>) {
+        if let Some(w) = wrong {
+            let mut first = self
+                .wrong
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            first.get_or_insert(w);
+        } else {
+            self.received.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A graph of one device-frame sink (operator `sink`, `cuda_device` or `pinned` memory)
+/// importing `topic` across processes on CUDA device 0 with frames of `max_bytes` at most,
+/// and its plan.
+pub fn importing_device_graph(
+    topic: &str,
+    kind: holo_runtime::MemoryKind,
+    max_bytes: u64,
+    options: TopicOptions,
+) -> Result<(Graph, ExecutionPlan, Arc<SinkStats>)> {
+    let mut graph = Graph::new();
+    let stats = Arc::new(SinkStats::default());
+    let frames = if kind == holo_runtime::MemoryKind::PinnedHost {
+        let sink = IpcPinnedSink {
+            frames: holo_runtime::Input::default(),
+            next: 0,
+            buf: Vec::new(),
+            stats: Arc::clone(&stats),
+        };
+        graph
+            .add_operator("sink", sink, ParamSet::defaults()?)?
+            .frames
+    } else {
+        let sink = IpcDeviceSink {
+            frames: holo_runtime::Input::default(),
+            next: 0,
+            buf: Vec::new(),
+            stats: Arc::clone(&stats),
+        };
+        graph
+            .add_operator("sink", sink, ParamSet::defaults()?)?
+            .frames
+    };
+    graph.import_topic(
+        frames,
+        topic,
+        options.with_max_bytes(max_bytes).across_processes(),
+    );
+    let mut compile_options = CompileOptions::default();
+    compile_options
+        .deployment
+        .bind_imported_topic_device(topic, holo_runtime::device::DeviceId::cuda(0));
+    let plan = compile(&graph, compile_options)?;
     Ok((graph, plan, stats))
 }

@@ -443,7 +443,8 @@ fn what_cannot_cross_processes_is_refused_at_compile() {
     assert_eq!(code, holo_runtime::codes::TOPIC_CLIENT_COUNT);
     assert!(message.contains("0 holds per subscriber"), "{message}");
     // A host import across processes is planned (a publisher in another process writes
-    // it: tests/tests/ipc_publish.rs); a pinned one is refused.
+    // it: tests/tests/ipc_publish.rs); so is a pinned one (on the H200:
+    // tests/tests/ipc_device.rs); a managed one is refused.
     let mut g = holo_runtime::Graph::new();
     let s = g
         .add_operator(
@@ -467,35 +468,86 @@ fn what_cannot_cross_processes_is_refused_at_compile() {
     let t = &plan.topics()[0];
     assert!(t.across_processes);
     assert_eq!((t.publishers, t.loans_per_publisher), (1, 3));
-    let mut g = holo_runtime::Graph::new();
-    let s = g
-        .add_operator(
-            "sink",
-            PinnedSink {
-                frames: holo_runtime::Input::default(),
-            },
-            holo_runtime::ParamSet::defaults().unwrap(),
-        )
-        .unwrap();
-    g.import_topic(
-        s.frames,
-        "cmds",
-        TopicOptions::DEFAULT.with_max_bytes(8).across_processes(),
-    );
-    let mut options = holo_runtime::CompileOptions::default();
-    options
-        .deployment
-        .bind_imported_topic_device("cmds", holo_runtime::device::DeviceId::cuda(0));
-    let d = holo_runtime::compile(&g, options).unwrap_err();
-    let found: Vec<_> = d
-        .with_code(holo_runtime::codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED)
-        .collect();
-    assert_eq!(found.len(), 1, "{d}");
-    assert!(
-        found[0].message.contains("writes host memory only"),
-        "{}",
-        found[0].message
-    );
+    for (kind, refused) in [
+        ("pinned", None),
+        (
+            "managed",
+            Some(holo_runtime::codes::TOPIC_MEMORY_NOT_SHAREABLE),
+        ),
+    ] {
+        let mut graph = holo_runtime::Graph::new();
+        let params = holo_runtime::ParamSet::defaults().unwrap();
+        let frames = if kind == "pinned" {
+            graph
+                .add_operator(
+                    "sink",
+                    PinnedSink {
+                        frames: holo_runtime::Input::default(),
+                    },
+                    params,
+                )
+                .unwrap()
+                .frames
+        } else {
+            graph
+                .add_operator(
+                    "sink",
+                    ManagedSink {
+                        frames: holo_runtime::Input::default(),
+                    },
+                    params,
+                )
+                .unwrap()
+                .frames
+        };
+        graph.import_topic(
+            frames,
+            "cmds",
+            TopicOptions::DEFAULT.with_max_bytes(8).across_processes(),
+        );
+        let mut options = holo_runtime::CompileOptions::default();
+        options
+            .deployment
+            .bind_imported_topic_device("cmds", holo_runtime::device::DeviceId::cuda(0));
+        match (holo_runtime::compile(&graph, options), refused) {
+            (Ok(plan), None) => {
+                let t = &plan.topics()[0];
+                assert!(t.across_processes);
+                assert_eq!(
+                    t.contract.memory_kind,
+                    Some(holo_runtime::MemoryKind::PinnedHost)
+                );
+            }
+            (Err(d), Some(code)) => {
+                let found: Vec<_> = d.with_code(code).collect();
+                assert_eq!(found.len(), 1, "{d}");
+                assert!(
+                    found[0]
+                        .message
+                        .contains("imported across processes in cuda_managed memory"),
+                    "{}",
+                    found[0].message
+                );
+            }
+            (r, _) => panic!("{kind}: {:?}", r.map(|_| ())),
+        }
+    }
+}
+
+/// Receives managed frames (an importer).
+#[holo_runtime::operator]
+struct ManagedSink {
+    #[input(memory = cuda_managed, dtype = u8, rank = 1)]
+    frames: holo_runtime::Input<holo_runtime::Tensor>,
+}
+
+impl holo_runtime::Operator for ManagedSink {
+    fn compute(
+        &mut self,
+        _ctx: &mut holo_runtime::ExecutionContext<'_>,
+    ) -> holo_runtime::Result<()> {
+        Ok(())
+    }
 }
 
 /// Receives pinned frames (an importer).

@@ -11,7 +11,12 @@
 //! a subscriber killed while its stream still reads a slot gives the slot back only once
 //! its process exited; an exporter killed after sending a descriptor whose fence never
 //! comes does not wedge the subscriber's stream (its watchdog abandons the fence, the
-//! frame counts as abandoned, `receive` says `PeerLost`). In CI (the software device):
+//! frame counts as abandoned, `receive` says `PeerLost`). The other direction: a
+//! `ProcessPublisher` in another process writes slots of a session's imported device or
+//! pinned pool on its own stream (behind a spin kernel) or on the host, and every frame
+//! reaches the importing operator in order with its own bytes; a publisher killed while
+//! its stream has not yet written a fence does not wedge the session (the seat abandons
+//! the fence and counts the frame, the session stops and joins). In CI (the software device):
 //! a session exporting device memory across processes fails to start with `NotSupported`,
 //! having served nothing.
 
@@ -22,11 +27,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use holo_runtime::MemoryKind;
 use holo_runtime::device::{CudaDevice, DeviceBackend};
 use holo_runtime::ipc::{EndpointCatalog, ProcessSubscriber, ProcessSubscriberOptions};
 use holo_runtime::{ErrorCode, RunSession, SessionOptions, TopicOptions};
 use holo_tests::ipc_frames::{
-    IpcDeviceFrames, IpcPinnedFrames, exporting_device_graph, exporting_pinned_graph,
+    IpcDeviceFrames, IpcPinnedFrames, SinkStats, exporting_device_graph, exporting_pinned_graph,
+    importing_device_graph,
 };
 use ipc_peer::{Peer, WAIT, catalog_path, eventually, namespace, serve_in};
 
@@ -266,7 +273,7 @@ fn a_backend_that_cannot_share_device_memory_refuses_the_session_and_serves_noth
         graph,
         &plan,
         SessionOptions::default()
-            .on_device(device)
+            .on_device(Arc::clone(&device))
             .with_ipc_namespace(namespace(test)),
     )
     .map(|_| ())
@@ -282,24 +289,69 @@ fn a_backend_that_cannot_share_device_memory_refuses_the_session_and_serves_noth
         .map(|_| ())
         .unwrap_err();
     assert_eq!(e.code(), ErrorCode::NotFound, "{e}");
+    // An import in device or pinned memory: the same refusal, and no publisher attaches.
+    for kind in [MemoryKind::CudaDevice, MemoryKind::PinnedHost] {
+        let (graph, plan, _) =
+            importing_device_graph("cam", kind, 256, TopicOptions::DEFAULT).expect("it compiles");
+        let e = RunSession::start(
+            graph,
+            &plan,
+            SessionOptions::default()
+                .on_device(Arc::clone(&device))
+                .with_ipc_namespace(namespace(test)),
+        )
+        .map(|_| ())
+        .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::NotSupported, "{kind}: {e}");
+        assert!(e.message().contains("cannot share"), "{kind}: {e}");
+        let catalog = plan.endpoint_catalog(&namespace(test));
+        let e = holo_runtime::ipc::ProcessPublisher::attach(
+            &catalog,
+            "cam",
+            holo_runtime::ipc::ProcessPublisherOptions::DEFAULT,
+        )
+        .map(|_| ())
+        .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::NotFound, "{kind}: {e}");
+    }
 }
 
-/// Open descriptors and holo's shared mappings of this process.
-fn resources() -> (usize, usize) {
+/// Open descriptors and holo's shared mappings of this process, and the iceoryx2 nodes of
+/// the machine (the tests run one at a time on the GPU machine: `--test-threads=1`).
+fn resources() -> (usize, usize, usize) {
     let fds = std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count);
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let nodes = std::fs::read_dir("/tmp/iceoryx2/nodes").map_or(0, Iterator::count);
     (
         fds,
         maps.lines().filter(|l| l.contains("memfd:holo")).count(),
+        nodes,
     )
+}
+
+/// What a round made and did not undo: (made, undone) pairs of device allocations,
+/// streams, events, imports of another process's allocation and host registrations.
+fn unbalanced(c: holo_runtime::device::CounterSnapshot) -> Vec<(&'static str, u64, u64)> {
+    [
+        ("allocations", c.alloc, c.free),
+        ("streams", c.stream_create, c.stream_destroy),
+        ("events", c.event_create, c.event_destroy),
+        ("imports", c.ipc_import, c.ipc_release),
+        ("host registrations", c.host_register, c.host_unregister),
+    ]
+    .into_iter()
+    .filter(|(_, made, undone)| made != undone)
+    .collect()
 }
 
 #[test]
 fn join_and_detach_of_a_device_topic_leave_nothing_behind() {
     let Some(device) = cuda() else { return };
-    // Two rounds of an exporting session and a subscriber, both in this process; after
-    // the second the descriptors, memfd mappings and device allocations and streams are
-    // the ones before it (the first warms up what a process keeps once).
+    // Two rounds, both directions in this process: an exporting session and a
+    // subscriber, an importing session and a publisher. After each the device
+    // allocations, streams, events, imports and host registrations made were undone; after
+    // the second the descriptors, memfd mappings and iceoryx2 nodes are the ones before it
+    // (the first warms up what a process keeps once).
     for round in 0..2 {
         let before = resources();
         let counters = device.counters().snapshot();
@@ -324,26 +376,42 @@ fn join_and_detach_of_a_device_topic_leave_nothing_behind() {
         drop(sub);
         session.stop();
         session.join().expect("the session ends cleanly");
+        // The other direction: 200 frames published on the publisher's stream.
+        let test = format!("device_leaks_import_{round}");
+        let (session, stats, _) = device_importer(&test, &device, MemoryKind::CudaDevice, 4096);
+        let publisher = holo_runtime::ipc::ProcessPublisher::attach_with_device(
+            &session.endpoint_catalog(),
+            "cam",
+            holo_runtime::ipc::ProcessPublisherOptions::DEFAULT,
+            Arc::clone(&device),
+        )
+        .expect("the publisher attaches in the importer's own process");
+        let stream = publisher.stream().unwrap();
+        for k in 0..200 {
+            let loan = publisher.loan(WAIT).unwrap().expect("a grant");
+            let ptr = loan.device_ptr().unwrap();
+            let fill = holo_tests::ipc_frames::device_fill(k);
+            // SAFETY: the granted slot, written on the publisher's stream before its fence.
+            unsafe { device.memset_async(ptr, fill, 4096, stream).unwrap() };
+            loan.publish(&[4096], holo_runtime::DType::U8, k).unwrap();
+        }
+        eventually("every published frame is received", || {
+            stats.received.load(Ordering::Relaxed) == 200
+        });
+        assert_eq!(*stats.wrong.lock().unwrap(), None);
+        drop(publisher);
+        session.stop();
+        session.join().expect("the session ends cleanly");
         let after = resources();
-        let c = device.counters().snapshot();
-        let made = (
-            c.alloc - counters.alloc,
-            c.free - counters.free,
-            c.stream_create - counters.stream_create,
-            c.stream_destroy - counters.stream_destroy,
-        );
-        assert_eq!(
-            made.0, made.1,
-            "round {round}: device allocations not freed: {made:?}"
-        );
-        assert_eq!(
-            made.2, made.3,
-            "round {round}: streams not destroyed: {made:?}"
+        let left = unbalanced(device.counters().snapshot() - counters);
+        assert!(
+            left.is_empty(),
+            "round {round}: (what, made, undone): {left:?}"
         );
         if round == 1 {
             assert_eq!(
                 after, before,
-                "(descriptors, memfd:holo mappings) before the round and after"
+                "(descriptors, memfd:holo mappings, iceoryx2 nodes) before the round and after"
             );
         }
     }
@@ -382,4 +450,126 @@ fn pinned_frames_cross_processes_fenced_by_their_writer() {
         session.join().expect("the session ends cleanly");
         println!("ipc pinned: {n} frames of 4096 B written on the {writer}, every byte checked");
     }
+}
+
+/// A session on `device` importing "cam" across processes in `kind` memory (frames of
+/// `max_bytes` at most) into a device-frame sink, its catalog written; the session, the
+/// sink's stats and the topic pool's slot count.
+fn device_importer(
+    test: &str,
+    device: &Arc<dyn DeviceBackend>,
+    kind: MemoryKind,
+    max_bytes: u64,
+) -> (RunSession, Arc<SinkStats>, u32) {
+    let (graph, plan, stats) = importing_device_graph(
+        "cam",
+        kind,
+        max_bytes,
+        TopicOptions::DEFAULT.with_loans_per_publisher(2),
+    )
+    .expect("the graph compiles");
+    let options = SessionOptions::default().on_device(Arc::clone(device));
+    let (session, slots) = serve_in(test, graph, &plan, options, "topic:cam");
+    (session, stats, slots)
+}
+
+#[test]
+fn device_and_pinned_publishers_in_another_process_reach_the_session_behind_their_fences() {
+    let Some(device) = cuda() else { return };
+    let n = frames();
+    let cases = [
+        (MemoryKind::CudaDevice, 256, "stream"),
+        (MemoryKind::CudaDevice, 64 << 10, "stream"),
+        (MemoryKind::CudaDevice, 4 << 20, "stream"),
+        (MemoryKind::PinnedHost, 4096, "stream"),
+        (MemoryKind::PinnedHost, 4096, "host"),
+    ];
+    for (kind, bytes, writer) in cases {
+        let test = format!("publish_device_{}_{bytes}_{writer}", kind.wire_name());
+        let (session, stats, slots) = device_importer(&test, &device, kind, bytes);
+        let catalog = catalog_path(&test);
+        let start = Instant::now();
+        let mut peer = Peer::spawn(&[
+            "publish-device",
+            catalog.to_str().unwrap(),
+            "cam",
+            &n.to_string(),
+            &bytes.to_string(),
+            "20",
+            writer,
+        ]);
+        peer.expect("attached");
+        assert_eq!(peer.expect("ok"), n.to_string());
+        peer.wait_success();
+        eventually("every frame is received", || {
+            stats.received.load(Ordering::Relaxed) == n || stats.wrong.lock().unwrap().is_some()
+        });
+        let elapsed = start.elapsed();
+        assert_eq!(
+            *stats.wrong.lock().unwrap(),
+            None,
+            "{kind} {bytes} B written on the {writer}: every frame's bytes are its own"
+        );
+        assert_eq!(stats.received.load(Ordering::Relaxed), n);
+        assert_eq!(session.ipc_abandoned_frames("cam"), Some(0));
+        eventually("every slot is back", || {
+            session.pool_free_slots("topic:cam").unwrap() == slots
+        });
+        session.stop();
+        session.join().expect("the session ends cleanly");
+        #[allow(clippy::cast_precision_loss, reason = "a rate for a log line")]
+        let rate = n as f64 / elapsed.as_secs_f64();
+        println!(
+            "ipc device publisher: {n} frames of {bytes} B in {kind} memory written on the {writer} in {elapsed:.2?} ({rate:.0} frames/s), every byte checked, 0 abandoned"
+        );
+    }
+}
+
+#[test]
+fn a_publisher_killed_before_its_fence_never_wedges_the_importing_session() {
+    let Some(device) = cuda() else { return };
+    let test = "publish_device_killed";
+    let (session, stats, slots) = device_importer(test, &device, MemoryKind::CudaDevice, 4096);
+    let catalog = catalog_path(test);
+    // The publisher's stream spins 3 s before the fill and the fence: the commit reaches
+    // the session long before its fence would.
+    let mut peer = Peer::spawn(&[
+        "publish-device",
+        catalog.to_str().unwrap(),
+        "cam",
+        "1",
+        "4096",
+        "3000000",
+        "stream",
+        "die",
+    ]);
+    peer.expect("attached");
+    peer.expect("published");
+    // The session's stream waits for the fence meanwhile: nothing was received.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(session.ipc_abandoned_frames("cam"), Some(0));
+    let killed = Instant::now();
+    peer.kill();
+    eventually("the dead publisher's fence is abandoned", || {
+        session.ipc_abandoned_frames("cam") == Some(1)
+    });
+    eventually("the frame's slot comes back", || {
+        session.pool_free_slots("topic:cam").unwrap() == slots
+    });
+    let since_kill = killed.elapsed();
+    println!(
+        "ipc device killed publisher: its fence abandoned and its slot back {since_kill:.2?} after SIGKILL"
+    );
+    assert!(
+        since_kill < Duration::from_secs(5),
+        "the session waited {since_kill:?} after SIGKILL for a dead publisher's fence"
+    );
+    // The sink's stream ran on past the abandoned fence: the frame reached it (its bytes
+    // were never written by the dead publisher, so its check may fail — what
+    // `ipc_abandoned_frames` warns of).
+    eventually("the frame reaches the sink", || {
+        stats.received.load(Ordering::Relaxed) == 1 || stats.wrong.lock().unwrap().is_some()
+    });
+    session.stop();
+    session.join().expect("the session ends cleanly");
 }

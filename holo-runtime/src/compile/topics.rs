@@ -586,26 +586,18 @@ pub(crate) fn check_across_processes(work: &mut Work<'_>, records: &[TopicRecord
                 .hint(hint)
         };
         let kind = r.contract.memory_kind;
-        if r.direction == TopicDirection::Import && kind != Some(MemoryKind::Host) {
-            work.diagnostics.push(diag(
-                codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
-                format!(
-                    "topic {:?} is imported across processes in {} memory; a publisher in another process writes host memory only",
-                    r.name,
-                    kind.map_or("undeclared", MemoryKind::wire_name)
-                ),
-                "declare `memory = host` on the importing input, or import the topic in this process",
-            ));
-            continue;
-        }
+        let (verb, side) = match r.direction {
+            TopicDirection::Export => ("exported", "output"),
+            TopicDirection::Import => ("imported", "input"),
+        };
         if kind == Some(MemoryKind::CudaManaged) {
             work.diagnostics.push(diag(
                 codes::TOPIC_MEMORY_NOT_SHAREABLE,
                 format!(
-                    "topic {:?} is exported across processes in cuda_managed memory, which does not cross processes",
+                    "topic {:?} is {verb} across processes in cuda_managed memory, which does not cross processes",
                     r.name
                 ),
-                "declare `memory = cuda_device` (or `memory = host`) on the output",
+                &format!("declare `memory = cuda_device` (or `memory = host`) on the {side}"),
             ));
         } else if !matches!(
             kind,
@@ -614,11 +606,11 @@ pub(crate) fn check_across_processes(work: &mut Work<'_>, records: &[TopicRecord
             work.diagnostics.push(diag(
                 codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
                 format!(
-                    "topic {:?} is exported across processes in {} memory; this build serves host, pinned and cuda_device memory across processes",
+                    "topic {:?} is {verb} across processes in {} memory; this build serves host, pinned and cuda_device memory across processes",
                     r.name,
                     kind.map_or("undeclared", MemoryKind::wire_name)
                 ),
-                "declare `memory = host`, `pinned` or `cuda_device` on the output (docs/IPC.md, \"What crosses\")",
+                &format!("declare `memory = host`, `pinned` or `cuda_device` on the {side} (docs/IPC.md, \"What crosses\")"),
             ));
         } else if r.pool.is_none() {
             work.diagnostics.push(diag(

@@ -95,6 +95,14 @@ counters! {
     copy,
     /// `enqueue_delay` calls.
     delay,
+    /// `DeviceIpc::import_fd` calls (another process's allocation mapped here).
+    ipc_import,
+    /// `DeviceIpc::release_import` calls.
+    ipc_release,
+    /// `DeviceIpc::register_host` and `register_host_read_only` calls.
+    host_register,
+    /// `DeviceIpc::unregister_host` calls.
+    host_unregister,
 }
 
 #[cfg(test)]

@@ -205,6 +205,7 @@ impl CudaDevice {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(ptr.expose_provenance() as u64);
+        self.counters.host_register.bump();
         Ok(DevicePtr::from_raw(device))
     }
 
@@ -356,6 +357,7 @@ impl DeviceIpc for CudaDevice {
             }
         };
         self.remember(base, Vmm { handle, size });
+        self.counters.ipc_import.bump();
         Ok(DevicePtr::from_raw(base))
     }
 
@@ -370,7 +372,9 @@ impl DeviceIpc for CudaDevice {
             })?;
         self.make_current()?;
         // SAFETY: the caller's contract: nothing uses the mapping any more.
-        check("cuMemUnmap", unsafe { vmm_free(ptr.raw(), vmm) })
+        check("cuMemUnmap", unsafe { vmm_free(ptr.raw(), vmm) })?;
+        self.counters.ipc_release.bump();
+        Ok(())
     }
 
     unsafe fn register_host(&self, ptr: *mut u8, len: usize) -> Result<DevicePtr> {
@@ -398,7 +402,9 @@ impl DeviceIpc for CudaDevice {
         // SAFETY: the caller's contract.
         check("cuMemHostUnregister", unsafe {
             sys::cuMemHostUnregister(ptr.cast())
-        })
+        })?;
+        self.counters.host_unregister.bump();
+        Ok(())
     }
 
     unsafe fn write_value(&self, stream: StreamHandle, addr: DevicePtr, value: u64) -> Result<()> {

@@ -68,19 +68,19 @@ struct Served {
 
 /// What a topic served in device memory adds: the pool's exported memory, and the control
 /// segment registered with the device, whose fence words the writers' streams write.
-struct ServedDevice {
-    backend: Arc<dyn DeviceBackend>,
-    uuid: [u8; 16],
+pub(crate) struct ServedDevice {
+    pub(crate) backend: Arc<dyn DeviceBackend>,
+    pub(crate) uuid: [u8; 16],
     /// A `cuda_device` pool: the descriptor of its memory (passed to every subscriber) and
     /// its bytes. `None` for a pinned pool, whose memory is the payload memfd.
-    memory: Option<(OwnedFd, usize)>,
+    pub(crate) memory: Option<(OwnedFd, usize)>,
     /// The device address of the control segment's first word.
     control: DevicePtr,
     /// The control segment's host address, registered.
     registered: *mut u8,
     /// Per slot: the last fence value whose write was enqueued (one write per use however
     /// many seats send it).
-    fenced: Box<[AtomicU64]>,
+    pub(crate) fenced: Box<[AtomicU64]>,
 }
 
 // SAFETY: `registered` is only passed back to the driver at drop; the rest is Send + Sync.
@@ -89,7 +89,7 @@ unsafe impl Send for ServedDevice {}
 unsafe impl Sync for ServedDevice {}
 
 impl ServedDevice {
-    fn new(pool: &Pool, control: &Segment) -> Result<Option<ServedDevice>> {
+    pub(crate) fn new(pool: &Pool, control: &Segment) -> Result<Option<ServedDevice>> {
         let Some(d) = pool.device() else {
             return Ok(None);
         };
@@ -122,7 +122,7 @@ impl ServedDevice {
     }
 
     /// The device address of control word `index`.
-    fn word(&self, index: usize) -> DevicePtr {
+    pub(crate) fn word(&self, index: usize) -> DevicePtr {
         DevicePtr::from_raw(self.control.raw() + 8 * index as u64)
     }
 }
@@ -511,17 +511,7 @@ fn handshake(served: &Arc<Served>, conn: OwnedFd) -> Result<Option<SeatWorker>> 
     w.per_slot_bytes = served.pool.per_slot_bytes() as u64;
     w.control_len = served.control.len() as u64;
     w.memory_kind = wire::kind_index(served.pool.kind);
-    if let Some(d) = &served.device {
-        w.device_uuid = d.uuid;
-    }
-    let payload = if let Some((fd, bytes)) = served.device.as_ref().and_then(|d| d.memory.as_ref())
-    {
-        w.payload_len = *bytes as u64;
-        fd.as_fd()
-    } else {
-        w.payload_len = served.payload.len() as u64;
-        served.payload.fd()
-    };
+    let payload = welcome_payload(&mut w, served.device.as_ref(), &served.payload);
     wire::send(conn.as_fd(), &w, &[payload, served.control.fd()])?;
     Ok(Some(SeatWorker {
         id: WORKERS.fetch_add(1, Ordering::Relaxed),
@@ -530,6 +520,25 @@ fn handshake(served: &Arc<Served>, conn: OwnedFd) -> Result<Option<SeatWorker>> 
         conn,
         pidfd,
     }))
+}
+
+/// What a welcome passes as the payload — a `cuda_device` pool's exported memory, else the
+/// payload memfd — with its length and the device's UUID written into `w`.
+pub(crate) fn welcome_payload<'a>(
+    w: &mut Welcome,
+    device: Option<&'a ServedDevice>,
+    payload: &'a Segment,
+) -> std::os::fd::BorrowedFd<'a> {
+    if let Some(d) = device {
+        w.device_uuid = d.uuid;
+    }
+    if let Some((fd, bytes)) = device.and_then(|d| d.memory.as_ref()) {
+        w.payload_len = *bytes as u64;
+        fd.as_fd()
+    } else {
+        w.payload_len = payload.len() as u64;
+        payload.fd()
+    }
 }
 
 /// One attached subscriber's seat.

@@ -242,7 +242,7 @@ impl ProcessSubscriber {
                 let pinned = Segment::import(payload_fd, sized(welcome.payload_len), false)?;
                 let mapped = MirrorDevice::map(device, &welcome, Mapped::Pinned(&pinned), &control)
                     .map_err(|e| e.at(at.clone()))?;
-                Payload::Pinned(pinned, mapped)
+                Payload::Pinned(mapped, pinned)
             }
             Some(MemoryKind::CudaDevice) => Payload::Device(
                 MirrorDevice::map(device, &welcome, Mapped::Device(&payload_fd), &control)
@@ -638,27 +638,32 @@ enum Payload {
     /// CUDA device memory: the exporter's allocation, imported and mapped on this device.
     Device(MirrorDevice),
     /// Pinned host memory: the exporter's memfd, mapped read-only and registered (read-only)
-    /// with this device.
-    Pinned(Segment, MirrorDevice),
+    /// with this device (unregistered, with the mirror, before the segment unmaps).
+    Pinned(MirrorDevice, Segment),
 }
 
 /// What a device mirror maps of the payload.
 #[derive(Clone, Copy)]
-enum Mapped<'a> {
-    /// The exporter's virtual-memory allocation (its descriptor).
+pub(crate) enum Mapped<'a> {
+    /// The server's virtual-memory allocation (its descriptor).
     Device(&'a OwnedFd),
-    /// The exporter's pinned memfd, mapped here already: registered read-only.
+    /// The server's pinned memfd, mapped here already: registered read-only (a
+    /// subscriber's).
     Pinned(&'a Segment),
+    /// The same, registered read-write (a publisher's, whose stream may write it).
+    PinnedWritable(&'a Segment),
 }
 
-/// A device or pinned pool's mapping here, the control segment's registration, and the
-/// subscriber's stream (which waits for the fences and writes the release words).
-struct MirrorDevice {
-    backend: Arc<dyn DeviceBackend>,
-    stream: StreamHandle,
+/// A device or pinned pool's mapping here, the control segment's registration, and this
+/// side's stream (a subscriber's waits for the fences and writes the release words; a
+/// publisher's writes the slots and their fences). Dropped, it synchronizes the stream,
+/// then unmaps and unregisters what it mapped and destroys the stream.
+pub(crate) struct MirrorDevice {
+    pub(crate) backend: Arc<dyn DeviceBackend>,
+    pub(crate) stream: StreamHandle,
     /// The device address of the payload: the imported allocation, or the registered
     /// pinned segment.
-    payload: DevicePtr,
+    pub(crate) payload: DevicePtr,
     /// Pinned: the segment's host address, registered (else the payload is an import).
     pinned: Option<*mut u8>,
     /// The device address of the control segment's first word.
@@ -669,9 +674,9 @@ struct MirrorDevice {
 
 impl MirrorDevice {
     /// Maps the exporter's allocation (`fd`) and registers `control` on `device`, or on the
-    /// CUDA device the welcome names; makes the subscriber's stream. Undoes what it did on
+    /// CUDA device the welcome names; makes this side's stream. Undoes what it did on
     /// failure.
-    fn map(
+    pub(crate) fn map(
         device: Option<Arc<dyn DeviceBackend>>,
         welcome: &Welcome,
         what: Mapped<'_>,
@@ -702,6 +707,11 @@ impl MirrorDevice {
             // SAFETY: the segment is kept by the mirror, which unregisters it first.
             Mapped::Pinned(s) => (
                 unsafe { ipc.register_host_read_only(s.as_ptr(), s.len())? },
+                Some(s.as_ptr()),
+            ),
+            // SAFETY: as above.
+            Mapped::PinnedWritable(s) => (
+                unsafe { ipc.register_host(s.as_ptr(), s.len())? },
                 Some(s.as_ptr()),
             ),
         };
@@ -744,17 +754,44 @@ impl MirrorDevice {
         })
     }
 
-    fn ipc(&self) -> Result<&dyn crate::device::DeviceIpc> {
+    pub(crate) fn ipc(&self) -> Result<&dyn crate::device::DeviceIpc> {
         self.backend
             .ipc()
             .ok_or_else(|| Error::new(ErrorCode::Internal, "a device mirror lost its ipc"))
     }
 
     /// The device address of control word `index`.
-    fn word(&self, index: usize) -> DevicePtr {
+    pub(crate) fn word(&self, index: usize) -> DevicePtr {
         DevicePtr::from_raw(self.control.raw() + 8 * index as u64)
     }
 }
+
+impl Drop for MirrorDevice {
+    /// The stream's pending work runs first (waits, release or fence writes, a
+    /// publisher's writes into the slots), then the mapping, the registrations and the
+    /// stream go.
+    fn drop(&mut self) {
+        let _ = self.backend.synchronize_stream(self.stream);
+        if let Ok(ipc) = self.ipc() {
+            // SAFETY: the stream ran everything that used the mapping and the words; the
+            // segments are unmapped only after this (their owners drop after it).
+            unsafe {
+                let _ = ipc.unregister_host(self.registered);
+                let _ = match self.pinned {
+                    Some(p) => ipc.unregister_host(p),
+                    None => ipc.release_import(self.payload),
+                };
+            }
+        }
+        let _ = self.backend.destroy_stream(self.stream);
+    }
+}
+
+// SAFETY: the raw pointers are host addresses only passed back to the driver (at drop); the
+// rest is Send + Sync.
+unsafe impl Send for MirrorDevice {}
+// SAFETY: as above.
+unsafe impl Sync for MirrorDevice {}
 
 /// The importer's mappings of one exporter, and one release ticket per slot: a received
 /// tensor's owner is its slot's ticket (no allocation per frame), which writes the use
@@ -816,7 +853,7 @@ impl Mirror {
 
     fn device(&self) -> Option<&MirrorDevice> {
         match &self.payload {
-            Payload::Device(d) | Payload::Pinned(_, d) => Some(d),
+            Payload::Device(d) | Payload::Pinned(d, _) => Some(d),
             Payload::Host(_) => None,
         }
     }
@@ -833,14 +870,14 @@ impl Mirror {
     fn payload_addr(&self) -> u64 {
         match &self.payload {
             Payload::Device(d) => d.payload.raw(),
-            Payload::Host(s) | Payload::Pinned(s, _) => s.as_ptr() as u64,
+            Payload::Host(s) | Payload::Pinned(_, s) => s.as_ptr() as u64,
         }
     }
 
     fn payload_len(&self) -> u64 {
         match &self.payload {
             Payload::Device(_) => u64::MAX,
-            Payload::Host(s) | Payload::Pinned(s, _) => s.len() as u64,
+            Payload::Host(s) | Payload::Pinned(_, s) => s.len() as u64,
         }
     }
 
@@ -920,26 +957,13 @@ unsafe fn release_ticket(context: *mut std::ffi::c_void) {
 }
 
 impl Drop for Mirror {
-    /// Device memory: the stream's pending waits and release writes run first (a dead
-    /// exporter's fences are abandoned so that none waits forever), then the mapping, the
-    /// registration and the stream go.
+    /// Device memory: a dead exporter's fences are abandoned so that no wait of the
+    /// stream lasts forever; the device mirror (dropped first of the fields) then runs the
+    /// stream's pending waits and release writes and unmaps.
     fn drop(&mut self) {
-        let (Payload::Device(d) | Payload::Pinned(_, d)) = &self.payload else {
-            return;
-        };
-        self.abandon_if_exporter_died();
-        let _ = d.backend.synchronize_stream(d.stream);
-        if let Ok(ipc) = d.ipc() {
-            // SAFETY: the stream ran everything that used the mapping and the words.
-            unsafe {
-                let _ = ipc.unregister_host(d.registered);
-                let _ = match d.pinned {
-                    Some(p) => ipc.unregister_host(p),
-                    None => ipc.release_import(d.payload),
-                };
-            }
+        if self.device().is_some() {
+            self.abandon_if_exporter_died();
         }
-        let _ = d.backend.destroy_stream(d.stream);
     }
 }
 

@@ -56,6 +56,15 @@ impl Server {
         }
     }
 
+    /// An imported topic's name and its frames whose publisher died before its stream
+    /// wrote their fence; `None` for an export.
+    pub(crate) fn abandoned_frames(&self) -> Option<(&str, u64)> {
+        match self {
+            Server::Export(_) => None,
+            Server::Import(s) => Some((s.topic(), s.abandoned_frames())),
+        }
+    }
+
     /// Stops serving and joins every thread.
     pub(crate) fn stop(&mut self) {
         match self {

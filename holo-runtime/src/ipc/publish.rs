@@ -7,15 +7,28 @@
 //! local publisher's — and is **granted** slots: the seat loans `loans_per_publisher`
 //! slots of the pool and sends each as an iceoryx2 descriptor. The publisher writes a
 //! granted slot and sends it back as a **commit** descriptor (shape, dtype, frame id); the
-//! seat gives its loan that shape, commits it (the bytes are complete: the host wrote
-//! them) and publishes it into the queue — or keeps it, in order, while a `Block` queue is
-//! full — and grants another slot. A publisher that dies or detaches gives back every slot
-//! it was granted and did not commit; what it committed is still published.
+//! seat gives its loan that shape, commits it and publishes it into the queue — or keeps
+//! it, in order, while a `Block` queue is full — and grants another slot. A publisher that
+//! dies or detaches gives back every slot it was granted and did not commit; what it
+//! committed is still published.
+//!
+//! Host memory: the publisher's bytes are complete when it commits. Pinned and CUDA device
+//! memory (the pool is a registered memfd or an exported virtual-memory allocation, mapped
+//! once by the publisher, which opens the session's GPU by UUID and makes its own stream):
+//! each grant carries the fence value of its use, and the slot's fence word is reset to 0.
+//! A publisher that wrote on the host stores the value itself before it commits; one that
+//! wrote on its stream enqueues `cuStreamWriteValue64_v2` of the value there. The seat's
+//! stream waits for it (`cuStreamWaitValue64_v2`) and records the slot's readiness after
+//! the wait, so no host thread waits on either side. A publisher that dies before its
+//! stream wrote a fence has that fence **abandoned**: the seat writes
+//! [`ABANDONED`](wire::fence::ABANDONED) into the word (no stream waits forever) and counts
+//! the frame (`RunSession::ipc_abandoned_frames`).
 
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -25,20 +38,22 @@ use iceoryx2::prelude::*;
 
 use super::catalog::{CatalogTopic, EndpointCatalog, record_wire};
 use super::export::{
-    HANDSHAKE_TIMEOUT, LIVENESS_PERIOD, Node, Notifier, Publisher, READY_TIMEOUT, Serving,
-    bind_socket, control_segment, greet, iox_error, name_hash, node, refuse, seat_services,
-    service_prefix, spawn_listener,
+    HANDSHAKE_TIMEOUT, LIVENESS_PERIOD, Node, Notifier, Publisher, READY_TIMEOUT, ServedDevice,
+    Serving, bind_socket, control_segment, greet, iox_error, name_hash, node, refuse,
+    seat_services, service_prefix, spawn_listener, welcome_payload,
 };
+use super::import::{Mapped, MirrorDevice};
 use super::segment::Segment;
 use super::wire::{
-    self, ACTIVE, BYE, ControlLayout, MAGIC, READY, SlotDescriptor, Welcome, WireContract,
+    self, ACTIVE, BYE, ControlLayout, MAGIC, READY, SlotDescriptor, Welcome, WireContract, fence,
 };
 use crate::channel::pool::{Pool, checked_byte_size};
+use crate::device::{DeviceBackend, DevicePtr, StreamHandle};
 use crate::plan::TopicRecord;
 use crate::spec::{DType, MAX_TENSOR_RANK};
-use crate::tensor::TensorOutputLoan;
+use crate::tensor::{CommittedTensor, TensorOutputLoan};
 use crate::topic::{ChannelPublisher, PublisherOptions, TopicRegistry};
-use crate::{EmitOptions, Error, ErrorCode, Result, Tensor};
+use crate::{EmitOptions, Error, ErrorCode, MemoryKind, Result, Tensor};
 
 type Service = ipc_threadsafe::Service;
 
@@ -60,6 +75,9 @@ struct Taken {
     service: String,
     contract: WireContract,
     pool: Arc<Pool>,
+    /// A pinned or device pool's memory, fences and stream (dropped before the control
+    /// segment it registered).
+    device: Option<ImportDevice>,
     payload: Arc<Segment>,
     control: Arc<Segment>,
     incarnation: u64,
@@ -67,7 +85,26 @@ struct Taken {
     publishers: u32,
     loans: usize,
     next_seat: AtomicU32,
+    /// Frames whose publisher died before its stream wrote their fence.
+    abandoned: AtomicU64,
     serving: Serving,
+}
+
+/// What a topic imported in pinned or CUDA device memory adds: the pool's exported memory
+/// and the control segment registered with the device (`ServedDevice`), and the stream
+/// that waits for each publisher's fence before the slot's readiness is recorded on it.
+struct ImportDevice {
+    served: ServedDevice,
+    stream: StreamHandle,
+}
+
+impl Drop for ImportDevice {
+    /// After the seats ended (each settled its fences): the stream's waits ran, then it
+    /// goes.
+    fn drop(&mut self) {
+        let _ = self.served.backend.synchronize_stream(self.stream);
+        let _ = self.served.backend.destroy_stream(self.stream);
+    }
 }
 
 /// One topic a session imports from other processes; [`stop`](Self::stop) ends every
@@ -89,15 +126,34 @@ impl ImportServer {
         namespace: &str,
     ) -> Result<ImportServer> {
         let at = || format!("topic {:?}", record.name);
-        let payload = pool.shared_segment().cloned().ok_or_else(|| {
-            Error::new(
-                ErrorCode::Internal,
-                "a topic imported across processes has a pool outside shared memory",
-            )
-            .at(at())
-        })?;
-        let layout = ControlLayout { slots: 0, seats: 0 };
+        // A host or pinned pool's payload is a memfd; a device pool's is its exported
+        // allocation, and the payload segment an empty stand-in.
+        let payload = match pool.shared_segment() {
+            Some(s) => Arc::clone(s),
+            None if pool.device().is_some() => {
+                Arc::new(Segment::create(&format!("holo:{}:device", record.name), 1)?)
+            }
+            None => {
+                return Err(Error::new(
+                    ErrorCode::Internal,
+                    "a topic imported across processes has a pool outside shared memory",
+                )
+                .at(at()));
+            }
+        };
+        // One fence word per slot, no release words (the session's own consumers release).
+        let layout = ControlLayout {
+            slots: pool.slot_count as usize,
+            seats: 0,
+        };
         let (control, incarnation) = control_segment(&record.name, &layout)?;
+        let device = match ServedDevice::new(pool, &control).map_err(|e| e.at(at()))? {
+            Some(served) => {
+                let stream = served.backend.create_stream().map_err(|e| e.at(at()))?;
+                Some(ImportDevice { served, stream })
+            }
+            None => None,
+        };
         let socket = bind_socket(namespace, &record.name)?;
         Ok(ImportServer {
             taken: Arc::new(Taken {
@@ -107,12 +163,14 @@ impl ImportServer {
                 contract: record_wire(record)?,
                 pool: Arc::clone(pool),
                 pool_id: name_hash(&pool.name),
+                device,
                 payload,
                 control,
                 incarnation,
                 publishers: record.publishers,
                 loans: record.loans_per_publisher.max(1) as usize,
                 next_seat: AtomicU32::new(0),
+                abandoned: AtomicU64::new(0),
                 serving: Serving::default(),
             }),
             listener: Some(socket),
@@ -137,10 +195,22 @@ impl ImportServer {
         Ok(())
     }
 
-    /// Stops serving: every seat says `BYE`, gives back its granted slots and ends.
+    /// Stops serving: every seat says `BYE`, gives back its granted slots, settles the
+    /// fences of what it committed and ends.
     pub(crate) fn stop(&mut self) {
         self.taken.serving.stop(self.thread.take());
         self.listener = None;
+    }
+
+    /// Frames whose publisher died before its stream wrote their fence (their bytes may
+    /// be incomplete).
+    pub(crate) fn abandoned_frames(&self) -> u64 {
+        self.taken.abandoned.load(Ordering::Relaxed)
+    }
+
+    /// The topic's name.
+    pub(crate) fn topic(&self) -> &str {
+        &self.taken.topic
     }
 }
 
@@ -176,15 +246,20 @@ fn handshake(taken: &Arc<Taken>, conn: OwnedFd) -> Result<Option<PublisherSeat>>
     w.slot_count = taken.pool.slot_count;
     w.seats = taken.publishers;
     w.per_slot_bytes = taken.pool.per_slot_bytes() as u64;
-    w.payload_len = taken.payload.len() as u64;
     w.control_len = taken.control.len() as u64;
     w.memory_kind = wire::kind_index(taken.pool.kind);
-    wire::send(conn.as_fd(), &w, &[taken.payload.fd(), taken.control.fd()])?;
+    let payload = welcome_payload(
+        &mut w,
+        taken.device.as_ref().map(|d| &d.served),
+        &taken.payload,
+    );
+    wire::send(conn.as_fd(), &w, &[payload, taken.control.fd()])?;
     Ok(Some(PublisherSeat {
         seat,
         publisher,
         conn,
         pidfd,
+        unobserved: Vec::with_capacity(taken.pool.slot_count as usize),
     }))
 }
 
@@ -194,7 +269,13 @@ struct PublisherSeat {
     publisher: ChannelPublisher<Tensor>,
     conn: OwnedFd,
     pidfd: OwnedFd,
+    /// Stream-fenced commits whose fence word did not yet show their value: slot, value.
+    unobserved: Vec<(u32, u64)>,
 }
+
+/// How long a stopping session waits for a live publisher's pending fences before it
+/// abandons them (its streams are synchronized next, and must not wait forever).
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 type DescSubscriber = Subscriber<Service, SlotDescriptor, ()>;
 
@@ -204,6 +285,7 @@ impl PublisherSeat {
         if stopped {
             let _ = wire::send(self.conn.as_fd(), &BYE, &[]);
         }
+        self.settle(taken);
         // The seat is free for another publisher at once (its ports went with `serve`).
         drop(self);
         if let Ok(n) = node() {
@@ -211,7 +293,9 @@ impl PublisherSeat {
         }
     }
 
-    /// The grant of `loan` to the publisher.
+    /// The grant of `loan` to the publisher. Pinned or device memory: the use's fence
+    /// value, and the slot's fence word reset to 0 (nothing waits on it: the slot's last
+    /// use retired, its wait included, before the slot came back to the pool).
     fn grant(taken: &Taken, loan: &TensorOutputLoan) -> SlotDescriptor {
         let r = loan.slot_ref();
         let mut d: SlotDescriptor = wire::zeroed();
@@ -222,7 +306,112 @@ impl PublisherSeat {
         d.offset = u64::from(r.slot) * taken.pool.per_slot_bytes() as u64;
         d.byte_size = taken.pool.per_slot_bytes() as u64;
         d.memory_kind = wire::kind_index(taken.pool.kind);
+        if let Some(dev) = &taken.device {
+            let last = &dev.served.fenced[r.slot as usize];
+            let value = wire::next_fence_value(last.load(Ordering::Relaxed), r.generation);
+            last.store(value, Ordering::Relaxed);
+            if let Some(w) = taken.control.word(ControlLayout::fence(r.slot as usize)) {
+                w.store(0, Ordering::Release);
+            }
+            d.fence_value = value;
+            d.device_uuid = dev.served.uuid;
+        }
         d
+    }
+
+    /// Commits a loan the publisher committed as `d`: host memory as written; pinned
+    /// memory written on the host when the fence word shows the use; memory written on
+    /// the publisher's stream after the seat's stream waits for the fence. Refused (the
+    /// slot goes back) when the descriptor's fence is not the grant's.
+    fn accept(
+        &mut self,
+        taken: &Taken,
+        d: &SlotDescriptor,
+        loan: TensorOutputLoan,
+    ) -> Result<CommittedTensor> {
+        let Some(dev) = &taken.device else {
+            return loan.write_host_and_commit(|_| {});
+        };
+        let slot = d.slot as usize;
+        let value = dev.served.fenced[slot].load(Ordering::Relaxed);
+        let word = taken.control.word(ControlLayout::fence(slot));
+        if d.fence_value != value || word.is_none() {
+            return Err(Error::new(
+                ErrorCode::ProtocolError,
+                "a commit whose fence value is not its grant's",
+            ));
+        }
+        match d.fence {
+            fence::HOST if taken.pool.kind.is_host_accessible() => {
+                // The publisher's CPU wrote the value before it sent the commit.
+                if word.is_some_and(|w| w.load(Ordering::Acquire) == value) {
+                    loan.write_host_and_commit(|_| {})
+                } else {
+                    Err(Error::new(
+                        ErrorCode::ProtocolError,
+                        "a host-written commit whose fence word does not show its use",
+                    ))
+                }
+            }
+            fence::STREAM => {
+                let ipc = dev.served.backend.ipc().ok_or_else(|| {
+                    Error::new(ErrorCode::Internal, "an import's device lost its ipc")
+                })?;
+                // SAFETY: the fence word is in the control segment, registered until the
+                // server drops, after the seats settled and the stream synchronized.
+                unsafe {
+                    ipc.wait_value_geq(
+                        dev.stream,
+                        dev.served.word(ControlLayout::fence(slot)),
+                        value,
+                    )?;
+                }
+                self.unobserved.push((d.slot, value));
+                loan.commit_after(dev.stream)
+            }
+            _ => Err(Error::new(
+                ErrorCode::ProtocolError,
+                "a commit of device memory fenced on the host",
+            )),
+        }
+    }
+
+    /// Forgets the stream fences whose words show their values.
+    fn observe(&mut self, taken: &Taken) {
+        self.unobserved.retain(|&(slot, value)| {
+            taken
+                .control
+                .word(ControlLayout::fence(slot as usize))
+                .is_some_and(|w| w.load(Ordering::Acquire) < value)
+        });
+    }
+
+    /// The seat's end: waits (polling) for the fences still pending — until the
+    /// publisher's process exits, or past [`SETTLE_TIMEOUT`] when the session stops — then
+    /// abandons what is left, so that the seat's stream waits for nothing that will not
+    /// come.
+    fn settle(&mut self, taken: &Taken) {
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        loop {
+            self.observe(taken);
+            if self.unobserved.is_empty() {
+                return;
+            }
+            let exited = wire::readable(self.pidfd.as_fd());
+            if exited || Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for &(slot, value) in &self.unobserved {
+            if let Some(w) = taken.control.word(ControlLayout::fence(slot as usize)) {
+                let before = w.fetch_max(wire::fence::ABANDONED, Ordering::AcqRel);
+                if before < value {
+                    taken.abandoned.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        self.unobserved.clear();
     }
 
     /// Serves the publisher until the session stops (`Ok(true)`) or the publisher's
@@ -299,11 +488,16 @@ impl PublisherSeat {
                     // Refused as a loan of that shape would be: the slot goes back.
                     continue;
                 }
-                let Ok(t) = loan.write_host_and_commit(|_| {}) else {
+                let Ok(t) = self.accept(taken, &d, loan) else {
                     continue;
                 };
-                pending.push_back((t.into_tensor(), EmitOptions::default().with_frame(d.frame)));
+                let mut options = EmitOptions::default().with_frame(d.frame);
+                if let Some(at) = instant_of(d.capture_ns) {
+                    options = options.with_capture_time(at);
+                }
+                pending.push_back((t.into_tensor(), options));
             }
+            self.observe(taken);
             // In order: what a full `Block` queue refuses waits for room.
             while let Some((t, options)) = pending.pop_front() {
                 // Refused for good (the session stops, the contract): dropped.
@@ -335,6 +529,17 @@ impl PublisherSeat {
             }
         }
     }
+}
+
+/// The `Instant` of a `CLOCK_MONOTONIC` reading in nanoseconds (the clock `Instant` reads
+/// on Linux, one for every process of the machine); `None` for 0 (no capture time) or one
+/// in the future.
+fn instant_of(monotonic_ns: u64) -> Option<Instant> {
+    if monotonic_ns == 0 {
+        return None;
+    }
+    let (now, ns) = (Instant::now(), wire::monotonic_ns());
+    now.checked_sub(Duration::from_nanos(ns.checked_sub(monotonic_ns)?))
 }
 
 /// Options of a [`ProcessPublisher`].
@@ -376,22 +581,38 @@ impl ProcessPublisherOptions {
 /// The session grants it slots of the topic's shared pool; [`loan`](Self::loan) takes
 /// one, the caller writes it in place (no copy), and [`RemoteLoan::publish`] hands it to
 /// the session, which queues it for the importing input (a full `Block` queue holds it
-/// back, in order, and grants no new slot meanwhile). Host memory only.
+/// back, in order, and grants no new slot meanwhile). Several loans may be held at once
+/// (up to the topic's `loans_per_publisher`).
+///
+/// In host memory the caller writes [`RemoteLoan::bytes_mut`]. In pinned or CUDA device
+/// memory the publisher opens the session's GPU (by its UUID) and makes its own
+/// [`stream`](Self::stream): write [`RemoteLoan::device_ptr`] with work enqueued on that
+/// stream, then publish — the stream writes the slot's fence after the work, and the
+/// session's stream waits for it; no host thread waits. Pinned memory may also be written
+/// on the host ([`RemoteLoan::bytes_mut`], then
+/// [`publish_written_on_host`](RemoteLoan::publish_written_on_host)).
 ///
 /// `loan` returns `Cancelled` once the session stopped serving the topic and `PeerLost`
-/// once its process died — never blocks past its timeout.
+/// once its process died — never blocks past its timeout. Dropped, the publisher first
+/// lets its stream finish (every fence it enqueued is written), then detaches.
 pub struct ProcessPublisher {
     topic: CatalogTopic,
     seat: u32,
     incarnation: u64,
     welcome: Welcome,
-    payload: Segment,
+    kind: MemoryKind,
+    /// Pinned or device memory: the pool's mapping here, the control segment's
+    /// registration and the publisher's stream — dropped (synchronized) first.
+    device: Option<MirrorDevice>,
+    /// Host or pinned memory: the pool's memfd, mapped read-write.
+    payload: Option<Segment>,
+    control: Segment,
     conn: OwnedFd,
     session: OwnedFd,
     session_pid: i32,
-    link: Option<ErrorCode>,
+    link: Cell<Option<ErrorCode>>,
     /// Grants received and not yet loaned.
-    grants: Vec<SlotDescriptor>,
+    grants: RefCell<Vec<SlotDescriptor>>,
     // Ports before their node (drop order).
     granted: DescSubscriber,
     grant_listener: Listener<Service>,
@@ -405,6 +626,7 @@ impl std::fmt::Debug for ProcessPublisher {
         f.debug_struct("ProcessPublisher")
             .field("topic", &self.topic.name)
             .field("seat", &self.seat)
+            .field("memory_kind", &self.kind)
             .field("session_pid", &self.session_pid)
             .finish_non_exhaustive()
     }
@@ -418,7 +640,7 @@ fn exhausted(what: &str, e: impl std::fmt::Debug) -> Error {
 /// [`publish`](Self::publish) it. Dropped unpublished, the slot stays the publisher's for
 /// its next loan.
 pub struct RemoteLoan<'a> {
-    publisher: &'a mut ProcessPublisher,
+    publisher: &'a ProcessPublisher,
     grant: Option<SlotDescriptor>,
 }
 
@@ -431,17 +653,39 @@ impl std::fmt::Debug for RemoteLoan<'_> {
 }
 
 impl ProcessPublisher {
-    /// Attaches to `topic` of `catalog`'s importing session. Refused, with nothing
-    /// attached: `NotFound` for a topic the catalog lacks or a session that does not
-    /// serve it (after `wait_for_session`); `InvalidArgument` for a topic the session
-    /// exports (attach a `ProcessSubscriber`) or one not in host memory; `ProtocolError`
-    /// when the running session's contract is not the catalog's; `ResourceExhausted` when
-    /// every declared publisher is attached; `PeerLost` when the session dies
-    /// mid-handshake.
+    /// Attaches to `topic` of `catalog`'s importing session; pinned or device memory on
+    /// the session's GPU, found by its UUID ([`attach_with_device`](Self::attach_with_device)
+    /// names one). Refused, with nothing attached: `NotFound` for a topic the catalog
+    /// lacks or a session that does not serve it (after `wait_for_session`);
+    /// `InvalidArgument` for a topic the session exports (attach a `ProcessSubscriber`);
+    /// `ProtocolError` when the running session's contract is not the catalog's;
+    /// `ResourceExhausted` when every declared publisher is attached; `PeerLost` when the
+    /// session dies mid-handshake; `NotSupported` where this machine cannot map the
+    /// session's device memory.
     pub fn attach(
         catalog: &EndpointCatalog,
         topic: &str,
         options: ProcessPublisherOptions,
+    ) -> Result<ProcessPublisher> {
+        Self::attach_inner(catalog, topic, options, None)
+    }
+
+    /// [`attach`](Self::attach) on `device`, which must be the session's GPU
+    /// (`InvalidArgument` otherwise); ignored for a topic in host memory.
+    pub fn attach_with_device(
+        catalog: &EndpointCatalog,
+        topic: &str,
+        options: ProcessPublisherOptions,
+        device: Arc<dyn DeviceBackend>,
+    ) -> Result<ProcessPublisher> {
+        Self::attach_inner(catalog, topic, options, Some(device))
+    }
+
+    fn attach_inner(
+        catalog: &EndpointCatalog,
+        topic: &str,
+        options: ProcessPublisherOptions,
+        device: Option<Arc<dyn DeviceBackend>>,
     ) -> Result<ProcessPublisher> {
         let entry = catalog.topic(topic)?.clone();
         let at = format!("topic {topic:?}");
@@ -469,10 +713,15 @@ impl ProcessPublisher {
             "start the session first, or attach with `wait_for_session`",
         )?;
         let sized = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-        if welcome
-            .per_slot_bytes
-            .checked_mul(u64::from(welcome.slot_count))
-            .is_none_or(|b| b > welcome.payload_len)
+        let layout = ControlLayout {
+            slots: welcome.slot_count as usize,
+            seats: 0,
+        };
+        if sized(welcome.control_len) < layout.bytes()
+            || welcome
+                .per_slot_bytes
+                .checked_mul(u64::from(welcome.slot_count))
+                .is_none_or(|b| b > welcome.payload_len)
         {
             return Err(Error::new(
                 ErrorCode::ProtocolError,
@@ -480,8 +729,19 @@ impl ProcessPublisher {
             )
             .at(at));
         }
-        let payload = Segment::import(payload_fd, sized(welcome.payload_len), true)?;
-        let control = Segment::import(control_fd, sized(welcome.control_len), false)?;
+        let kind = wire::KINDS.get(usize::from(welcome.memory_kind)).copied();
+        let Some(kind) = kind.filter(|k| k.wire_name() == entry.memory_kind) else {
+            return Err(Error::new(
+                ErrorCode::ProtocolError,
+                format!(
+                    "the session imports the topic in {} memory; the catalog says {}",
+                    kind.map_or("unknown", MemoryKind::wire_name),
+                    entry.memory_kind
+                ),
+            )
+            .at(at));
+        };
+        let control = Segment::import(control_fd, sized(welcome.control_len), true)?;
         let header = |i| control.word(i).map_or(0, |w| w.load(Ordering::Acquire));
         if header(0) != MAGIC || header(1) != welcome.incarnation {
             return Err(Error::new(
@@ -490,7 +750,37 @@ impl ProcessPublisher {
             )
             .at(at));
         }
-        drop(control);
+        let (device, payload) = match kind {
+            MemoryKind::Host => (
+                None,
+                Some(Segment::import(
+                    payload_fd,
+                    sized(welcome.payload_len),
+                    true,
+                )?),
+            ),
+            MemoryKind::PinnedHost => {
+                let pinned = Segment::import(payload_fd, sized(welcome.payload_len), true)?;
+                let mapped =
+                    MirrorDevice::map(device, &welcome, Mapped::PinnedWritable(&pinned), &control)
+                        .map_err(|e| e.at(at.clone()))?;
+                (Some(mapped), Some(pinned))
+            }
+            MemoryKind::CudaDevice => (
+                Some(
+                    MirrorDevice::map(device, &welcome, Mapped::Device(&payload_fd), &control)
+                        .map_err(|e| e.at(at.clone()))?,
+                ),
+                None,
+            ),
+            _ => {
+                return Err(Error::new(
+                    ErrorCode::ProtocolError,
+                    "the session imports a memory kind that does not cross processes",
+                )
+                .at(at));
+            }
+        };
         let node = node()?;
         let prefix = service_prefix(&catalog.namespace, topic, welcome.incarnation);
         let (grant_name, commit_name) = seat_names(&prefix, welcome.seat)?;
@@ -528,12 +818,15 @@ impl ProcessPublisher {
             seat: welcome.seat,
             incarnation: welcome.incarnation,
             welcome,
+            kind,
+            device,
             payload,
+            control,
             conn,
             session,
             session_pid,
-            link: None,
-            grants: Vec::with_capacity(loans),
+            link: Cell::new(None),
+            grants: RefCell::new(Vec::with_capacity(loans)),
             granted,
             grant_listener,
             committer,
@@ -545,7 +838,7 @@ impl ProcessPublisher {
     /// A granted slot to write, waiting up to `timeout` for one (`None`: none in time —
     /// every granted slot is loaned or waits in a full queue). `Cancelled` once the
     /// session stopped serving the topic, `PeerLost` once its process died.
-    pub fn loan(&mut self, timeout: Duration) -> Result<Option<RemoteLoan<'_>>> {
+    pub fn loan(&self, timeout: Duration) -> Result<Option<RemoteLoan<'_>>> {
         let deadline = Instant::now().checked_add(timeout);
         loop {
             while let Some(d) = self
@@ -556,14 +849,14 @@ impl ProcessPublisher {
                 let g = *d.payload();
                 drop(d);
                 if self.valid_grant(&g) {
-                    self.grants.push(g);
+                    self.grants.borrow_mut().push(g);
                 }
             }
             self.check_link();
-            if let Some(code) = self.link {
+            if let Some(code) = self.link.get() {
                 return Err(self.ended(code));
             }
-            if let Some(g) = self.grants.pop() {
+            if let Some(g) = self.grants.borrow_mut().pop() {
                 return Ok(Some(RemoteLoan {
                     publisher: self,
                     grant: Some(g),
@@ -586,33 +879,52 @@ impl ProcessPublisher {
         &self.topic
     }
 
+    /// The memory the topic's slots are in.
+    pub fn memory_kind(&self) -> MemoryKind {
+        self.kind
+    }
+
     /// The importing session's process id.
     pub fn session_pid(&self) -> i32 {
         self.session_pid
     }
 
-    /// A grant of this session's pool, for a slot inside it.
+    /// Pinned or device memory: the device the pool is mapped on (the session's GPU).
+    pub fn device(&self) -> Option<&Arc<dyn DeviceBackend>> {
+        self.device.as_ref().map(|d| &d.backend)
+    }
+
+    /// Pinned or device memory: the publisher's stream. Enqueue a loan's writes here
+    /// before [`RemoteLoan::publish`]; its fence is written after them.
+    pub fn stream(&self) -> Option<StreamHandle> {
+        self.device.as_ref().map(|d| d.stream)
+    }
+
+    /// A grant of this session's pool, for a slot inside it, in its memory.
     fn valid_grant(&self, g: &SlotDescriptor) -> bool {
         g.incarnation == self.incarnation
             && g.pool == self.welcome.pool
             && g.slot < self.welcome.slot_count
             && g.byte_size == self.welcome.per_slot_bytes
             && g.offset == u64::from(g.slot) * self.welcome.per_slot_bytes
+            && g.memory_kind == self.welcome.memory_kind
+            && (self.device.is_none() || g.fence_value != 0)
     }
 
-    fn check_link(&mut self) {
-        if self.link.is_some() {
+    fn check_link(&self) {
+        if self.link.get().is_some() {
             return;
         }
         if wire::readable(self.conn.as_fd()) {
             let mut b = [0u8; 1];
-            self.link =
+            self.link.set(
                 match rustix::net::recv(&self.conn, &mut b, rustix::net::RecvFlags::DONTWAIT) {
                     Ok((1, _)) if b[0] == BYE => Some(ErrorCode::Cancelled),
                     _ => Some(ErrorCode::PeerLost),
-                };
+                },
+            );
         } else if wire::readable(self.session.as_fd()) {
-            self.link = Some(ErrorCode::PeerLost);
+            self.link.set(Some(ErrorCode::PeerLost));
         }
     }
 
@@ -626,26 +938,113 @@ impl ProcessPublisher {
     }
 }
 
+impl Drop for ProcessPublisher {
+    /// The stream's pending writes and fences run before the publisher detaches (the
+    /// session waits for each fence it was sent).
+    fn drop(&mut self) {
+        if let Some(d) = &self.device {
+            let _ = d.backend.synchronize_stream(d.stream);
+        }
+    }
+}
+
+/// How a commit's bytes were written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// On the host (host memory, or pinned memory through `bytes_mut`).
+    Host,
+    /// On the publisher's stream.
+    Stream,
+}
+
 impl RemoteLoan<'_> {
-    /// The slot's bytes (the pool's per-slot bytes), to write in place.
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        let Some(g) = self.grant else {
-            return &mut [];
+    /// Host or pinned memory: the slot's bytes (the pool's per-slot bytes), to write in
+    /// place on the host. `NotSupported` for CUDA device memory (write
+    /// [`device_ptr`](Self::device_ptr) on the publisher's stream).
+    pub fn bytes_mut(&mut self) -> Result<&mut [u8]> {
+        let (Some(g), Some(payload)) = (self.grant, self.publisher.payload.as_ref()) else {
+            return Err(Error::new(
+                ErrorCode::NotSupported,
+                "the topic is in CUDA device memory: write `device_ptr()` on the publisher's stream",
+            )
+            .at(format!("topic {:?}", self.publisher.topic.name)));
         };
         let len = usize::try_from(g.byte_size).unwrap_or(0);
         let offset = usize::try_from(g.offset).unwrap_or(0);
         // SAFETY: the grant was checked to lie inside the pool (`valid_grant`), whose
         // segment is mapped read-write; the session granted the slot to this publisher
         // alone and reads it only after the commit, which consumes this loan.
-        unsafe { std::slice::from_raw_parts_mut(self.publisher.payload.as_ptr().add(offset), len) }
+        Ok(unsafe { std::slice::from_raw_parts_mut(payload.as_ptr().add(offset), len) })
+    }
+
+    /// Pinned or device memory: the slot's device address (its per-slot bytes), to write
+    /// with work on the publisher's [`stream`](ProcessPublisher::stream). `None` for host
+    /// memory.
+    pub fn device_ptr(&self) -> Option<DevicePtr> {
+        let (g, d) = (self.grant?, self.publisher.device.as_ref()?);
+        Some(DevicePtr::from_raw(d.payload.raw() + g.offset))
+    }
+
+    /// The slot's bytes (the pool's per-slot bytes).
+    pub fn capacity(&self) -> usize {
+        self.grant
+            .map_or(0, |g| usize::try_from(g.byte_size).unwrap_or(0))
     }
 
     /// Hands the slot, written as `shape` of `dtype`, to the session with frame id
-    /// `frame`: `InvalidArgument` (nothing sent, the slot stays this publisher's) for a
-    /// shape whose bytes exceed the slot; the session refuses one the topic's contract
-    /// does not admit (the slot goes back to its pool). `Cancelled` / `PeerLost` once the
-    /// session is gone.
-    pub fn publish(mut self, shape: &[u64], dtype: DType, frame: u64) -> Result<()> {
+    /// `frame`: host memory written on the host; pinned and device memory written on the
+    /// publisher's stream (the stream writes the fence after the work enqueued before).
+    /// `InvalidArgument` (nothing sent, the slot stays this publisher's) for a shape whose
+    /// bytes exceed the slot; the session refuses one the topic's contract does not admit
+    /// (the slot goes back to its pool). `Cancelled` / `PeerLost` once the session is gone.
+    pub fn publish(self, shape: &[u64], dtype: DType, frame: u64) -> Result<()> {
+        let written = if self.publisher.device.is_some() {
+            Written::Stream
+        } else {
+            Written::Host
+        };
+        self.send(shape, dtype, frame, 0, written)
+    }
+
+    /// [`publish`](Self::publish) with the capture time `capture_ns` (`CLOCK_MONOTONIC`
+    /// nanoseconds; the session's latency figures count from it).
+    pub fn publish_captured(
+        self,
+        shape: &[u64],
+        dtype: DType,
+        frame: u64,
+        capture_ns: u64,
+    ) -> Result<()> {
+        let written = if self.publisher.device.is_some() {
+            Written::Stream
+        } else {
+            Written::Host
+        };
+        self.send(shape, dtype, frame, capture_ns, written)
+    }
+
+    /// Pinned memory written on the host ([`bytes_mut`](Self::bytes_mut)): the bytes are
+    /// complete now, so the CPU writes the fence and the session waits for nothing.
+    /// `NotSupported` for device memory; host memory is [`publish`](Self::publish).
+    pub fn publish_written_on_host(self, shape: &[u64], dtype: DType, frame: u64) -> Result<()> {
+        if self.publisher.payload.is_none() {
+            return Err(Error::new(
+                ErrorCode::NotSupported,
+                "the topic is in CUDA device memory, which the host does not write",
+            )
+            .at(format!("topic {:?}", self.publisher.topic.name)));
+        }
+        self.send(shape, dtype, frame, 0, Written::Host)
+    }
+
+    fn send(
+        mut self,
+        shape: &[u64],
+        dtype: DType,
+        frame: u64,
+        capture_ns: u64,
+        written: Written,
+    ) -> Result<()> {
         let Some(mut d) = self.grant else {
             return Err(Error::new(ErrorCode::Internal, "a loan without its grant"));
         };
@@ -656,16 +1055,35 @@ impl RemoteLoan<'_> {
                 d.byte_size
             )));
         }
-        let p = &mut *self.publisher;
+        let p = self.publisher;
         p.check_link();
-        if let Some(code) = p.link {
+        if let Some(code) = p.link.get() {
             return Err(p.ended(code));
         }
+        // The fence: the stream writes it after the work before it; the CPU writes it now.
+        let word = ControlLayout::fence(d.slot as usize);
+        d.fence = match (written, &p.device) {
+            (Written::Stream, Some(dev)) => {
+                let ipc = dev.ipc()?;
+                // SAFETY: the fence word is in the control segment, registered until the
+                // device mirror drops, which synchronizes the stream first.
+                unsafe { ipc.write_value(dev.stream, dev.word(word), d.fence_value)? };
+                fence::STREAM
+            }
+            (Written::Host, Some(_)) => {
+                if let Some(w) = p.control.word(word) {
+                    w.store(d.fence_value, Ordering::Release);
+                }
+                fence::HOST
+            }
+            (_, None) => fence::HOST,
+        };
         d.shape = [0; MAX_TENSOR_RANK as usize];
         d.shape[..shape.len()].copy_from_slice(shape);
         d.rank = u8::try_from(shape.len()).unwrap_or(u8::MAX);
         d.dtype = wire::dtype_index(dtype);
         d.frame = frame;
+        d.capture_ns = capture_ns;
         d.publish_ns = wire::monotonic_ns();
         p.committer
             .send_copy(d)
@@ -680,7 +1098,7 @@ impl Drop for RemoteLoan<'_> {
     /// Unpublished: the slot stays the publisher's, for its next loan.
     fn drop(&mut self) {
         if let Some(g) = self.grant.take() {
-            self.publisher.grants.push(g);
+            self.publisher.grants.borrow_mut().push(g);
         }
     }
 }

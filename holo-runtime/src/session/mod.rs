@@ -569,6 +569,19 @@ impl RunSession {
         self.plan.endpoint_catalog(&self.ipc_namespace)
     }
 
+    /// Frames of `topic`, imported across processes, whose publisher's process died
+    /// before its stream wrote their fence: the seat abandoned the fence (the session's
+    /// stream waits for nothing that will not come) and their bytes may be incomplete.
+    /// `None` when the session does not import `topic` across processes (docs/IPC.md,
+    /// "Publishers in other processes").
+    pub fn ipc_abandoned_frames(&self, topic: &str) -> Option<u64> {
+        self.ipc
+            .iter()
+            .filter_map(crate::ipc::Server::abandoned_frames)
+            .find(|(t, _)| *t == topic)
+            .map(|(_, n)| n)
+    }
+
     /// The session's topics, for the clients that attach to them.
     pub(crate) fn topic_registry(&self) -> &Arc<crate::topic::TopicRegistry> {
         &self.topics

@@ -123,6 +123,16 @@ impl TensorOutputLoan {
         unsafe { self.pool.shape_loan(self.slot, shape, dtype) }
     }
 
+    /// Commits a slot written by another process whose writes `stream` waits for (a
+    /// publisher's fence, enqueued already): the readiness is recorded on `stream`, the
+    /// writer of the slot's use.
+    pub(crate) fn commit_after(self, stream: StreamHandle) -> Result<CommittedTensor> {
+        let domain = OrderingDomain::partition(stream);
+        self.pool.set_writer(self.slot, domain);
+        self.pool.commit(self.slot, domain, false)?;
+        Ok(CommittedTensor(self.into_tensor()))
+    }
+
     /// The loaned slot and its generation.
     pub(crate) fn slot_ref(&self) -> crate::channel::SlotRef {
         self.pool.slot_ref(self.slot)

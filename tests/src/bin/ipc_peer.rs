@@ -33,6 +33,13 @@
 //!   of `fill_frame` (numbered 0, 1, …) in place, prints `ok <frames>`. With `hold`: loans
 //!   one slot, writes it, prints `holding`, and waits to be killed without publishing.
 //!
+//! - `ipc_peer publish-device <catalog> <topic> <frames> <bytes> <delay_us> <host|stream>
+//!   [die]`: as `publish`, into a topic the session imports in pinned or CUDA device
+//!   memory: frame k is `device_fill(k)` in each of its `<bytes>` bytes, written on the
+//!   publisher's stream after `<delay_us>` of a spin kernel (`stream`), or on the host
+//!   (`host`, pinned only). With `die`: after the first publish prints `published` and
+//!   waits to be killed (its stream still spins: the fence is not written yet).
+//!
 //! Every failure prints `error <code> <message>` and exits 1.
 
 use std::io::Write;
@@ -46,8 +53,8 @@ use holo_runtime::ipc::{
 };
 use holo_runtime::{Error, RunSession, SessionOptions, TopicOptions};
 use holo_tests::ipc_frames::{
-    IpcDeviceFrames, check_device_frame, check_frame, exporting_device_graph, exporting_graph,
-    fill_frame,
+    IpcDeviceFrames, check_device_frame, check_frame, device_fill, exporting_device_graph,
+    exporting_graph, fill_frame,
 };
 
 fn say(line: &str) {
@@ -264,7 +271,7 @@ fn subscribe_pinned(catalog: &str, topic: &str, frames: u64, writer: &str) -> Re
 
 fn publish(catalog: &str, topic: &str, frames: u64, hold: bool) -> Result<(), Error> {
     let catalog = EndpointCatalog::read(catalog)?;
-    let mut publisher = ProcessPublisher::attach(
+    let publisher = ProcessPublisher::attach(
         &catalog,
         topic,
         ProcessPublisherOptions::DEFAULT.with_wait_for_session(Duration::from_secs(10)),
@@ -277,7 +284,7 @@ fn publish(catalog: &str, topic: &str, frames: u64, hold: bool) -> Result<(), Er
                 "no slot granted in 10 s",
             ));
         };
-        fill_frame(k, &mut loan.bytes_mut()[..4096]);
+        fill_frame(k, &mut loan.bytes_mut()?[..4096]);
         if hold {
             say("holding");
             let _held = loan;
@@ -286,6 +293,60 @@ fn publish(catalog: &str, topic: &str, frames: u64, hold: bool) -> Result<(), Er
             }
         }
         loan.publish(&[4096], holo_runtime::DType::U8, k)?;
+    }
+    say(&format!("ok {frames}"));
+    Ok(())
+}
+
+fn publish_device(
+    catalog: &str,
+    topic: &str,
+    frames: u64,
+    bytes: u64,
+    delay: Duration,
+    host_writer: bool,
+    die: bool,
+) -> Result<(), Error> {
+    let catalog = EndpointCatalog::read(catalog)?;
+    let publisher = ProcessPublisher::attach(
+        &catalog,
+        topic,
+        ProcessPublisherOptions::DEFAULT.with_wait_for_session(Duration::from_secs(10)),
+    )?;
+    let (Some(device), Some(stream)) = (publisher.device().cloned(), publisher.stream()) else {
+        return Err(Error::invalid_argument("the topic is not in device memory"));
+    };
+    device.bind_to_thread()?;
+    let n = usize::try_from(bytes).map_err(|e| Error::invalid_argument(e.to_string()))?;
+    say("attached");
+    for k in 0..frames {
+        let Some(mut loan) = publisher.loan(Duration::from_secs(10))? else {
+            return Err(Error::new(
+                holo_runtime::ErrorCode::Cancelled,
+                "no slot granted in 10 s",
+            ));
+        };
+        if host_writer {
+            loan.bytes_mut()?[..n].fill(device_fill(k));
+            loan.publish_written_on_host(&[bytes], holo_runtime::DType::U8, k)?;
+        } else {
+            let ptr = loan
+                .device_ptr()
+                .ok_or_else(|| Error::invalid_argument("no device_ptr"))?;
+            if !delay.is_zero() {
+                holo_tests::spin::spin(stream.raw(), delay)?;
+            }
+            // SAFETY: the granted slot, `bytes` ≤ its capacity, written only on this stream
+            // until the session's stream waits for the fence `publish` enqueues after it.
+            unsafe { device.memset_async(ptr, device_fill(k), n, stream)? };
+            loan.publish(&[bytes], holo_runtime::DType::U8, k)?;
+        }
+        if die {
+            say("published");
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
     }
     say(&format!("ok {frames}"));
     Ok(())
@@ -355,6 +416,31 @@ fn main() {
         }
         ["subscribe-device", catalog, topic, frames, rest @ ..] => number(frames, "frames")
             .and_then(|n| subscribe_device(catalog, topic, n, rest.first().copied())),
+        [
+            "publish-device",
+            catalog,
+            topic,
+            frames,
+            bytes,
+            delay_us,
+            writer,
+            rest @ ..,
+        ] => match (
+            number(frames, "frames"),
+            number(bytes, "bytes"),
+            number(delay_us, "delay_us"),
+        ) {
+            (Ok(f), Ok(b), Ok(d)) => publish_device(
+                catalog,
+                topic,
+                f,
+                b,
+                Duration::from_micros(d),
+                *writer == "host",
+                rest.first() == Some(&"die"),
+            ),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e),
+        },
         [
             "export-device",
             catalog,
