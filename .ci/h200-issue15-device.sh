@@ -29,6 +29,7 @@ run_test ipc_device HOLO_REQUIRE_DEVICE=cuda
 grep -h "ipc device killed" "$out/ipc_device.log"
 if [ -z "$ONLY_DEVICE" ]; then
   run_test ipc
+  run_test ipc_publish
   for n in stream_contract topics handoff; do run_test $n HOLO_REQUIRE_DEVICE=cuda; done
 fi
 if [ -x /usr/local/cuda/bin/compute-sanitizer ] || command -v compute-sanitizer >/dev/null; then
