@@ -204,9 +204,19 @@ impl IpcDeviceFrames {
     }
 }
 
+/// The device of the cross-process device tests: CUDA device 0 where it opens, else the
+/// software device (whose `DeviceIpc` stands in for CUDA's: memfd "device memory",
+/// stream-ordered words in its worker threads).
+pub fn cuda_or_software() -> Arc<dyn DeviceBackend> {
+    match holo_runtime::device::CudaDevice::open(0) {
+        Ok(d) => d,
+        Err(_) => holo_runtime::device::SoftwareDevice::new(),
+    }
+}
+
 /// Enqueues `delay` of `stream` doing nothing: on CUDA a spin kernel (it dies with its
 /// process), elsewhere a host function.
-fn idle(b: &dyn DeviceBackend, s: StreamHandle, delay: std::time::Duration) -> Result<()> {
+pub fn idle(b: &dyn DeviceBackend, s: StreamHandle, delay: std::time::Duration) -> Result<()> {
     if delay.is_zero() {
         Ok(())
     } else if b.backend_kind() == holo_runtime::device::BackendKind::Cuda {

@@ -418,7 +418,7 @@ pub trait DeviceBackend: Send + Sync + 'static {
     fn counters(&self) -> &DeviceCounters;
 
     /// What the backend can do for topics across processes in device memory (docs/IPC.md):
-    /// `None` for a backend that cannot (the software device, OpenCL).
+    /// `None` for a backend that cannot (OpenCL; `SoftwareDevice::without_ipc`).
     fn ipc(&self) -> Option<&dyn DeviceIpc> {
         None
     }
@@ -541,9 +541,14 @@ pub fn open_backend_from_env() -> Result<Arc<dyn DeviceBackend>> {
 }
 
 /// The CUDA device whose UUID is `uuid` (what a topic served across processes in device
-/// memory names): `DeviceUnavailable` when no CUDA device of this machine has it, or CUDA
-/// is absent.
+/// memory names) — a new software device for the software device's UUID: `DeviceUnavailable`
+/// when no CUDA device of this machine has it, or CUDA is absent.
 pub(crate) fn open_cuda_by_uuid(uuid: [u8; 16]) -> Result<Arc<dyn DeviceBackend>> {
+    // The software device stands in for a GPU: every one of them is the same "device".
+    if uuid == software::SOFTWARE_UUID {
+        let d: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+        return Ok(d);
+    }
     #[cfg(feature = "cuda")]
     {
         let count = cuda::device_count()?;

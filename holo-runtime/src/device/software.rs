@@ -5,6 +5,8 @@
 //! the operation; memory is 256-byte-aligned host heap. A completion delay can slow every
 //! operation down on purpose, so a test that reuses a slot too early reads the wrong bytes.
 
+mod ipc;
+pub(crate) use ipc::SOFTWARE_UUID;
 mod stream;
 mod table;
 
@@ -45,6 +47,20 @@ impl SoftEvent {
 struct Allocation {
     kind: AllocKind,
     layout: Layout,
+    /// What the range is: host heap this device allocated (freed by `free`), or shared
+    /// memory of the device's `DeviceIpc` — an exportable allocation (freed by `free`), an
+    /// import of another process's (`release_import`), a registered host range
+    /// (`unregister_host`).
+    memory: Memory,
+}
+
+/// What an [`Allocation`] is.
+enum Memory {
+    Heap,
+    Exported(crate::ipc::Segment),
+    /// The mapping, kept (and unmapped) with the entry.
+    Imported(#[allow(dead_code, reason = "held for its drop: the unmap")] crate::ipc::Segment),
+    Registered,
 }
 
 /// A [`DeviceBackend`] whose streams are worker threads and whose memory is host heap.
@@ -66,6 +82,8 @@ pub struct SoftwareDevice {
     /// is a caller's, not the backend's ([`DeviceBackend::is_backend_stream`]).
     default_raw: AtomicU64,
     counters: DeviceCounters,
+    /// Whether it serves memory across processes ([`DeviceBackend::ipc`]).
+    shareable: bool,
 }
 
 impl SoftwareDevice {
@@ -74,10 +92,24 @@ impl SoftwareDevice {
         Self::with_completion_delay(Duration::ZERO)
     }
 
+    /// A software device that cannot share its memory with another process (its
+    /// [`ipc`](DeviceBackend::ipc) is `None`, as OpenCL's is): a topic across processes in
+    /// device or pinned memory is refused on it.
+    pub fn without_ipc() -> Arc<Self> {
+        let mut d = Self::build(Duration::ZERO);
+        d.shareable = false;
+        Arc::new(d)
+    }
+
     /// A software device whose stream workers wait `delay` before running each operation,
     /// so every completion arrives late.
     pub fn with_completion_delay(delay: Duration) -> Arc<Self> {
-        Arc::new(Self {
+        Arc::new(Self::build(delay))
+    }
+
+    fn build(delay: Duration) -> Self {
+        Self {
+            shareable: true,
             completion_delay: delay,
             streams: HandleTable::new(),
             events: HandleTable::new(),
@@ -86,7 +118,7 @@ impl SoftwareDevice {
             default_stream: Mutex::new(None),
             default_raw: AtomicU64::new(0),
             counters: DeviceCounters::default(),
-        })
+        }
     }
 
     /// The delay each operation waits before it runs.
@@ -312,7 +344,14 @@ impl DeviceBackend for SoftwareDevice {
         self.allocations
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(ptr.raw(), Allocation { kind, layout });
+            .insert(
+                ptr.raw(),
+                Allocation {
+                    kind,
+                    layout,
+                    memory: Memory::Heap,
+                },
+            );
         self.counters.alloc.bump();
         Ok(ptr)
     }
@@ -327,7 +366,10 @@ impl DeviceBackend for SoftwareDevice {
                 "{ptr:?} is not a live allocation of this software device"
             )));
         };
-        if allocation.kind != kind || allocation.layout.size() != bytes {
+        if allocation.kind != kind
+            || allocation.layout.size() != bytes
+            || !matches!(allocation.memory, Memory::Heap | Memory::Exported(_))
+        {
             return Err(Error::invalid_argument(format!(
                 "{ptr:?} is {} bytes of {:?} memory, not {bytes} bytes of {kind:?}",
                 allocation.layout.size(),
@@ -335,11 +377,19 @@ impl DeviceBackend for SoftwareDevice {
             )));
         }
         let layout = allocation.layout;
-        allocations.remove(&ptr.raw());
+        let removed = allocations.remove(&ptr.raw());
         drop(allocations);
-        // SAFETY: `ptr` came from `alloc::alloc(layout)` in `alloc` and was live in the
-        // table (so not freed yet); the caller guarantees no pending operation uses it.
-        unsafe { alloc::dealloc(ptr.as_host_ptr(), layout) };
+        if let Some(Allocation {
+            memory: Memory::Heap,
+            ..
+        }) = removed
+        {
+            // SAFETY: `ptr` came from `alloc::alloc(layout)` in `alloc` and was live in
+            // the table (so not freed yet); the caller guarantees no pending operation
+            // uses it.
+            unsafe { alloc::dealloc(ptr.as_host_ptr(), layout) };
+        }
+        // An exported allocation's segment unmapped with `removed`.
         self.counters.free.bump();
         Ok(())
     }
@@ -440,6 +490,10 @@ impl DeviceBackend for SoftwareDevice {
     fn counters(&self) -> &DeviceCounters {
         &self.counters
     }
+
+    fn ipc(&self) -> Option<&dyn super::DeviceIpc> {
+        self.shareable.then_some(self as &dyn super::DeviceIpc)
+    }
 }
 
 impl Drop for SoftwareDevice {
@@ -454,8 +508,12 @@ impl Drop for SoftwareDevice {
                 .unwrap_or_else(PoisonError::into_inner),
         );
         for (start, allocation) in allocations {
-            // SAFETY: every entry came from `alloc::alloc(layout)` and was not freed (free
-            // removes it); every stream has drained, so nothing uses it any more.
+            if !matches!(allocation.memory, Memory::Heap) {
+                // Shared memory: unmapped when the entry drops.
+                continue;
+            }
+            // SAFETY: every heap entry came from `alloc::alloc(layout)` and was not freed
+            // (free removes it); every stream has drained, so nothing uses it any more.
             unsafe {
                 alloc::dealloc(
                     std::ptr::with_exposed_provenance_mut(addr_usize(start)),

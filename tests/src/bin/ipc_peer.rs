@@ -14,8 +14,8 @@
 //!
 //! - `ipc_peer export-device <catalog> <namespace> <topic> <bytes> <delay_us> <frames>`:
 //!   as `export`, with device frames (`IpcDeviceFrames`: `<delay_us>` of the stream
-//!   idling before each fill) — `<frames>` of them, then it stops serving and prints
-//!   `done <emitted>`.
+//!   idling before each fill) — `<frames>` of them from the first subscriber's attach on,
+//!   then it stops serving and prints `done <emitted>`.
 //! - `ipc_peer subscribe-device <catalog> <topic> <frames> [hold]`: as `subscribe`, for
 //!   device frames: reads each frame back on the subscriber's stream (all of it up to
 //!   64 KiB; else 4 KiB at its start, middle and end) and checks every byte; prints
@@ -238,7 +238,7 @@ fn subscribe_device(
         if hold.is_some() {
             // The stream goes on reading the slot long after this process is killed.
             device.bind_to_thread()?;
-            holo_tests::spin::spin(stream.raw(), Duration::from_secs(20))?;
+            holo_tests::ipc_frames::idle(device.as_ref(), stream, Duration::from_secs(20))?;
             // SAFETY: as above; the process is killed before the copy runs.
             unsafe {
                 device.copy_to_host_async(buf.as_mut_ptr(), t.device_ptr(), 16, stream)?;
@@ -333,9 +333,7 @@ fn publish_device(
             let ptr = loan
                 .device_ptr()
                 .ok_or_else(|| Error::invalid_argument("no device_ptr"))?;
-            if !delay.is_zero() {
-                holo_tests::spin::spin(stream.raw(), delay)?;
-            }
+            holo_tests::ipc_frames::idle(device.as_ref(), stream, delay)?;
             // SAFETY: the granted slot, `bytes` ≤ its capacity, written only on this stream
             // until the session's stream waits for the fence `publish` enqueues after it.
             unsafe { device.memset_async(ptr, device_fill(k), n, stream)? };
@@ -360,8 +358,13 @@ fn export_device(
     delay_us: u64,
     frames: u64,
 ) -> Result<(), Error> {
-    let go = Arc::new(AtomicBool::new(true));
-    let (source, stats) = IpcDeviceFrames::new(frames, bytes, Duration::from_micros(delay_us), go);
+    let go = Arc::new(AtomicBool::new(false));
+    let (source, stats) = IpcDeviceFrames::new(
+        frames,
+        bytes,
+        Duration::from_micros(delay_us),
+        Arc::clone(&go),
+    );
     let (graph, plan) = exporting_device_graph(
         topic,
         source,
@@ -373,11 +376,19 @@ fn export_device(
         graph,
         &plan,
         SessionOptions::default()
-            .on_device(holo_runtime::device::open_backend_from_env()?)
+            .on_device(holo_tests::ipc_frames::cuda_or_software())
             .with_ipc_namespace(namespace),
     )?;
     session.endpoint_catalog().write(catalog)?;
     say("serving");
+    // Frames from the first subscriber's attach on (none go to nobody meanwhile).
+    while session
+        .topic_attachments(topic)
+        .is_some_and(|(n, _)| n == 0)
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    go.store(true, std::sync::atomic::Ordering::Release);
     while stats.emitted.load(std::sync::atomic::Ordering::Relaxed) < frames {
         std::thread::sleep(Duration::from_millis(5));
         if session.is_stopping() {

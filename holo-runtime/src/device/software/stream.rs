@@ -87,6 +87,18 @@ pub(super) enum Op {
         seq: u64,
     },
     Delay(Duration),
+    /// `cuStreamWriteValue64`: store `value` into the 8-byte word at `addr`, after every
+    /// operation before it (a release store).
+    WriteValue {
+        addr: u64,
+        value: u64,
+    },
+    /// `cuStreamWaitValue64` with `GEQ`: wait until the word at `addr` is at least `value`
+    /// in CUDA's wrap-aware comparison (`(int64)(*addr - value) >= 0`).
+    WaitValueGeq {
+        addr: u64,
+        value: u64,
+    },
 }
 
 struct Job {
@@ -280,6 +292,29 @@ fn run_worker(
             Op::Marker => {}
             Op::Wait { progress, seq } => progress.wait_until(seq),
             Op::Delay(duration) => thread::sleep(duration),
+            Op::WriteValue { addr, value } => {
+                // SAFETY: `write_value`'s contract: an 8-aligned word of registered memory
+                // that stays registered until this operation has run.
+                let word = unsafe { &*ptr::with_exposed_provenance::<AtomicU64>(addr_usize(addr)) };
+                word.store(value, Ordering::Release);
+            }
+            Op::WaitValueGeq { addr, value } => {
+                // SAFETY: as for `WriteValue` (`wait_value_geq`'s contract).
+                let word = unsafe { &*ptr::with_exposed_provenance::<AtomicU64>(addr_usize(addr)) };
+                let mut spins = 0u32;
+                #[allow(
+                    clippy::cast_possible_wrap,
+                    reason = "CUDA's GEQ compares the difference as a signed 64-bit value"
+                )]
+                while (word.load(Ordering::Acquire).wrapping_sub(value) as i64) < 0 {
+                    spins = spins.saturating_add(1);
+                    if spins < 1000 {
+                        std::hint::spin_loop();
+                    } else {
+                        thread::sleep(Duration::from_micros(20));
+                    }
+                }
+            }
         }
         progress.complete(seq);
     }
