@@ -18,24 +18,21 @@
     reason = "counting poison bytes in a failure message"
 )]
 
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use holo_runtime::__test_support::test_backends;
-use holo_runtime::device::{
-    AllocKind, DeviceBackend, DevicePtr, SoftwareDevice, StreamHandle, StreamOrQueue,
-};
+use holo_runtime::device::{DeviceBackend, DevicePtr, SoftwareDevice, StreamHandle, StreamOrQueue};
 use holo_runtime::dlpack::{
-    DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPACK_VERSION, DLTensor, Dlpack,
-    DlpackFlags, ExportRequest, dtype_to_dlpack,
+    DLDevice, DLDeviceType, Dlpack, DlpackFlags, ExportRequest, dtype_to_dlpack,
 };
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
     Input, MemoryKind, Operator, Output, ParamSet, Result, RunSession, SessionOptions, Tensor,
     TensorLoanRequest, TensorReadiness, compile, operator,
 };
+use holo_tests::foreign::{cuda_device, foreign_tensor};
 
 const POISON: u8 = 0xEE;
 const VALUE: u8 = 0x42;
@@ -59,77 +56,7 @@ fn backends() -> Vec<Arc<dyn DeviceBackend>> {
     v
 }
 
-// ---- a foreign library's tensor -------------------------------------------------------
-
-/// What "another library" exports: the managed struct first, then its shape and strides,
-/// then how to free the buffer.
-#[repr(C)]
-struct Foreign {
-    managed: DLManagedTensorVersioned,
-    shape: [i64; 8],
-    strides: [i64; 8],
-    free: Option<Box<dyn FnOnce() + Send>>,
-    deleted: Arc<AtomicUsize>,
-}
-
-unsafe extern "C" fn delete_foreign(m: *mut DLManagedTensorVersioned) {
-    // SAFETY: made by `foreign_tensor`; DLPack calls the deleter once.
-    let mut f = unsafe { Box::from_raw(m.cast::<Foreign>()) };
-    if let Some(free) = f.free.take() {
-        free();
-    }
-    f.deleted.fetch_add(1, Ordering::SeqCst);
-}
-
-/// A compact foreign tensor over `data` on `device`; `free` runs in its deleter.
-fn foreign_tensor(
-    data: *mut c_void,
-    shape: &[i64],
-    dtype: DLDataType,
-    device: DLDevice,
-    free: Option<Box<dyn FnOnce() + Send>>,
-) -> (Dlpack, Arc<AtomicUsize>) {
-    let deleted = Arc::new(AtomicUsize::new(0));
-    let mut f = Box::new(Foreign {
-        managed: DLManagedTensorVersioned {
-            version: DLPACK_VERSION,
-            manager_ctx: std::ptr::null_mut(),
-            deleter: Some(delete_foreign),
-            flags: DlpackFlags::empty(),
-            dl_tensor: DLTensor {
-                data,
-                device,
-                ndim: i32::try_from(shape.len()).unwrap(),
-                dtype,
-                shape: std::ptr::null_mut(),
-                strides: std::ptr::null_mut(),
-                byte_offset: 0,
-            },
-        },
-        shape: [0; 8],
-        strides: [0; 8],
-        free,
-        deleted: Arc::clone(&deleted),
-    });
-    f.shape[..shape.len()].copy_from_slice(shape);
-    let mut stride = 1;
-    for i in (0..shape.len()).rev() {
-        f.strides[i] = stride;
-        stride *= shape[i];
-    }
-    f.managed.dl_tensor.shape = f.shape.as_mut_ptr();
-    f.managed.dl_tensor.strides = f.strides.as_mut_ptr();
-    let raw = Box::into_raw(f).cast::<DLManagedTensorVersioned>();
-    // SAFETY: a valid, owned, versioned tensor whose deleter frees it once.
-    (unsafe { Dlpack::from_raw(raw) }.unwrap(), deleted)
-}
-
-fn cuda_device(id: i32) -> DLDevice {
-    DLDevice {
-        device_type: DLDeviceType::CUDA,
-        device_id: id,
-    }
-}
+// ---- a foreign library's tensor (holo_tests::foreign) ------------------------------------
 
 /// A device buffer of `len` bytes another library made on `device`: poisoned and complete,
 /// then — on `stream`, after `delay` — filled with `VALUE`. Freed by the tensor's deleter.
@@ -139,32 +66,7 @@ fn foreign_device_bytes(
     stream: StreamHandle,
     delay: Duration,
 ) -> (Dlpack, Arc<AtomicUsize>) {
-    let ptr = device.alloc(AllocKind::Device, len).unwrap();
-    // SAFETY: a live allocation of `len` bytes; the stream is synchronized before the
-    // delayed fill is enqueued, and the deleter frees it only after the tensor's last use.
-    unsafe {
-        device.memset_async(ptr, POISON, len, stream).unwrap();
-        device.synchronize_stream(stream).unwrap();
-        if !delay.is_zero() {
-            device.enqueue_delay(stream, delay).unwrap();
-        }
-        device.memset_async(ptr, VALUE, len, stream).unwrap();
-    }
-    let backend = Arc::clone(device);
-    let free = move || {
-        // Freed in stream order, as a library's allocator does: after its own stream's
-        // writes (holo ordered its consumers' reads before running the deleter).
-        let _ = backend.synchronize_stream(stream);
-        // SAFETY: the tensor is released, and every stream that used it has passed it.
-        unsafe { backend.free(AllocKind::Device, ptr, len).unwrap() };
-    };
-    foreign_tensor(
-        ptr.as_host_ptr().cast(),
-        &[i64::try_from(len).unwrap()],
-        dtype_to_dlpack(DType::U8),
-        cuda_device(i32::try_from(device.ordinal()).unwrap()),
-        Some(Box::new(free)),
-    )
+    holo_tests::foreign::foreign_device_bytes(device, len, stream, delay, POISON, VALUE)
 }
 
 fn wait_for(deleted: &AtomicUsize, n: usize) -> bool {

@@ -359,9 +359,12 @@ stable_codes! {
     /// A topic exported across processes in a memory kind that cannot cross: managed
     /// memory (the seed's "current limitations": it does not cross processes).
     TopicMemoryNotShareable = TOPIC_MEMORY_NOT_SHAREABLE,
-    /// A topic declared across processes that holo cannot serve so: an import, a message
-    /// topic, a pass-through output (its tensors live in other pools: serving them would
-    /// need a hidden copy), or a memory kind whose cross-process transport is not built
-    /// (pinned host, device memory; docs/IPC.md).
+    /// A topic declared across processes that holo cannot serve so: a message topic, or a
+    /// memory kind whose cross-process transport is not built (OpenCL memory;
+    /// docs/IPC.md).
     TopicAcrossProcessesUnsupported = TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
+    /// A topic exported across processes from a pass-through output has no bound
+    /// (`TopicOptions::max_bytes`), so its boundary pool — where each tensor is copied once
+    /// to cross — cannot be sized.
+    TopicBoundaryUnbounded = TOPIC_BOUNDARY_UNBOUNDED,
 }

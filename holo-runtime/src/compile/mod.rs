@@ -426,6 +426,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         let mut records =
             pools::allocations(&mut work, &resolved, &placed, &edges, &sized, &forwards);
         topics::import_pools(&mut work, &placed, &edges, &sized, &forwards, &mut records);
+        topics::boundary_pools(&mut work, &resolved, &placed, &mut records);
         records
     });
     let mut edges = edges;

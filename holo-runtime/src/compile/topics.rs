@@ -22,8 +22,8 @@ use crate::graph::{MAX_TOPIC_CLIENTS, PortDecl, TopicNode};
 use crate::plan::{
     EdgeRecord, HardFloorContributorRecord, PoolCapacityDependencyRecord,
     ProviderAllocationPlanRecord, SlotCountTerms, TensorAllocationPlanRecord,
-    TensorByteSpanDerivationRecord, TopicContractRecord, TopicDirection, TopicRecord,
-    TopicSlotTerm, import_pool_id,
+    TensorByteSpanDerivationRecord, TopicBoundary, TopicContractRecord, TopicDirection,
+    TopicRecord, TopicSlotTerm, boundary_pool_id, import_pool_id,
 };
 use crate::spec::{InputMode, MAX_TENSOR_RANK, MissingPolicy, PortDirection, TensorInputSpec};
 
@@ -572,10 +572,196 @@ pub(crate) fn import_pools(
     }
 }
 
+/// Sizes the **boundary pool** (`boundary:<name>`) of every valid tensor topic exported
+/// across processes from a pass-through output (one that allocates nothing: it forwards a
+/// received tensor or emits a foreign one, a DLPack import). Those tensors live in pools no
+/// other process maps, so each one emitted is copied once into a slot of the boundary
+/// pool, and that copy is what every subscriber in another process receives: the
+/// topic's **boundary** (`TopicRecord::boundary`), a host contract for `host` memory (one
+/// blocking device-to-host copy of a device tensor) or a device contract for `pinned` and
+/// `cuda_device` (one copy on the output's stream, fenced like any slot). The pool holds,
+/// per declared subscriber, its queue depth and holds, plus the copy in flight and one
+/// retirement entry; each slot is the topic's `max_bytes` (without it the pool cannot be
+/// sized: `check_across_processes` says so). Appends to `records`.
+pub(crate) fn boundary_pools(
+    work: &mut Work<'_>,
+    resolved: &Resolved,
+    placed: &Placed,
+    records: &mut PoolRecords,
+) {
+    let graph = work.graph;
+    for (i, t) in graph.topics.iter().enumerate() {
+        let plan = work.topics.plans[i];
+        if t.direction != TopicDirection::Export || !t.options.across_processes || !plan.valid {
+            continue;
+        }
+        let Some((o, p)) = port_of(work, t) else {
+            continue;
+        };
+        let own = format!("{}.{}", work.op_name(o), work.port_name(o, p));
+        if !work.port(o, p).tensor || records.0.iter().any(|a| a.pool == own) {
+            continue;
+        }
+        let Some(r) = resolved.get(work.port_index(o, p)) else {
+            continue;
+        };
+        let (Some(kind), Some(bytes)) = (
+            r.memory_kind.map(|k| placed.concrete_kind(o, p, k)),
+            t.options.max_bytes,
+        ) else {
+            continue;
+        };
+        if !matches!(
+            kind,
+            MemoryKind::Host | MemoryKind::PinnedHost | MemoryKind::CudaDevice
+        ) {
+            continue;
+        }
+        let pool = boundary_pool_id(&t.name);
+        let scenarios = ["data_present"];
+        let mut items: Vec<FloorItem> = Vec::new();
+        let (subscribed, subscribers) = subscriber_terms(work, [(o, p)], &scenarios, &mut items);
+        for s in scenarios {
+            items.push((
+                s.to_owned(),
+                "producer_loans".to_owned(),
+                "boundary_copy".to_owned(),
+                1,
+            ));
+            items.push((
+                s.to_owned(),
+                "retirement".to_owned(),
+                "retirement".to_owned(),
+                1,
+            ));
+        }
+        let terms = subscribers.map(|subscribers| SlotCountTerms {
+            queue_entries: 0,
+            consumer_holds: 0,
+            producer_loans: 1,
+            retirement: 1,
+            history: 0,
+            forwarded: 0,
+            forwarded_through: Vec::new(),
+            subscribers,
+            subscriber_terms: subscribed,
+        });
+        let composed = crate::plan::rates::compose(
+            items
+                .iter()
+                .map(|(s, g, _, n)| (s.as_str(), g.as_str(), *n)),
+        );
+        let slot_count = terms
+            .as_ref()
+            .and_then(SlotCountTerms::total)
+            .filter(|n| composed == Some(*n));
+        let aggregate = slot_count.and_then(|n| {
+            bytes
+                .checked_mul(u64::from(n))
+                .filter(|a| usize::try_from(*a).is_ok())
+        });
+        let (Some(terms), Some(slot_count), Some(aggregate)) = (terms, slot_count, aggregate)
+        else {
+            let (op_name, port_name) = (work.op_name(o).to_owned(), work.port_name(o, p));
+            work.diagnostics.push(
+                Diagnostic::error(
+                    codes::POOL_CAPACITY_OVERFLOW,
+                    format!(
+                        "the boundary pool of topic {:?} ({bytes} bytes a slot, per subscriber its depth and holds) overflows",
+                        t.name
+                    ),
+                )
+                .operator(&op_name)
+                .port(port_name)
+                .hint("lower the topic's depth, subscribers, holds or max_bytes"),
+            );
+            continue;
+        };
+        records.4.extend(
+            items
+                .into_iter()
+                .map(
+                    |(scenario, group, contributor, entries)| HardFloorContributorRecord {
+                        scope: "pool".to_owned(),
+                        edge: None,
+                        pool: Some(pool.clone()),
+                        scenario,
+                        group,
+                        contributor,
+                        entries,
+                    },
+                ),
+        );
+        let device = placed.output_device.get(&(o, p)).copied().or_else(|| {
+            kind.is_device()
+                .then_some(placed.device_of[o as usize])
+                .flatten()
+        });
+        records.0.push(TensorAllocationPlanRecord {
+            pool: pool.clone(),
+            operator: o,
+            port: work.port_name(o, p).to_owned(),
+            port_index: p,
+            memory_kind: kind,
+            memory_kind_source: format!(
+                "the boundary of topic {:?}: {}",
+                t.name, r.memory_kind_source
+            ),
+            device,
+            dtype: r.dtype,
+            rank: r.rank,
+            max_rank: r.max_rank,
+            per_slot_bytes: bytes,
+            slot_count,
+            slot_terms: terms.clone(),
+            aggregate_bytes: aggregate,
+            release_stream_capacity: if kind.is_device() || device.is_some() {
+                work.options.max_fanout_release_streams
+            } else {
+                0
+            },
+            topic: Some(t.name.clone()),
+        });
+        records.2.push(PoolCapacityDependencyRecord {
+            pool: pool.clone(),
+            per_slot_bytes: bytes,
+            edges: Vec::new(),
+            active_queue_entries: 0,
+            consumer_retention: 0,
+            producer_loans: 1,
+            retirement: 1,
+            forwarded_edges: Vec::new(),
+            forwarded_entries: 0,
+            subscriber_entries: terms.subscribers,
+            active_entries: slot_count,
+            active_logical_payload_bytes: aggregate,
+            admitted_queue_entries: Some(0),
+            admitted_entries: Some(slot_count),
+            admitted_logical_payload_bytes: Some(aggregate),
+        });
+        records.3.push(ProviderAllocationPlanRecord {
+            pool: pool.clone(),
+            provider: kind.wire_name().to_owned(),
+            logical_entries: slot_count,
+            logical_payload_bytes: aggregate,
+            physical_reserved_bytes: None,
+        });
+        records.1.push(TensorByteSpanDerivationRecord {
+            pool,
+            expression: format!("topic_max_bytes({bytes})"),
+            dependencies: Vec::new(),
+            per_slot_bytes: bytes,
+            slot_count: Some(slot_count),
+            aggregate_bytes: Some(aggregate),
+        });
+    }
+}
+
 /// Refuses what a topic declared across processes cannot carry, once its memory kind and
-/// pool are known: managed memory (`TOPIC_MEMORY_NOT_SHAREABLE`); a pass-through output or
-/// a kind whose transport is not built (`TOPIC_ACROSS_PROCESSES_UNSUPPORTED`). Nothing is
-/// ever copied to make a topic fit.
+/// pool are known: managed memory (`TOPIC_MEMORY_NOT_SHAREABLE`); a kind whose transport
+/// is not built (`TOPIC_ACROSS_PROCESSES_UNSUPPORTED`); a pass-through output with no
+/// bound for its boundary pool (`TOPIC_BOUNDARY_UNBOUNDED`). The one copy a topic ever
+/// costs, its boundary's, is in the plan.
 pub(crate) fn check_across_processes(work: &mut Work<'_>, records: &[TopicRecord]) {
     for r in records.iter().filter(|r| r.across_processes && r.tensor) {
         let (op_name, port) = (work.op_name(r.operator).to_owned(), r.port.clone());
@@ -614,12 +800,12 @@ pub(crate) fn check_across_processes(work: &mut Work<'_>, records: &[TopicRecord
             ));
         } else if r.pool.is_none() {
             work.diagnostics.push(diag(
-                codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
+                codes::TOPIC_BOUNDARY_UNBOUNDED,
                 format!(
-                    "topic {:?} is exported across processes from a pass-through output: its tensors live in other pools, which are not shared, and holo never copies to make them fit",
+                    "topic {:?} is exported across processes from a pass-through output with no bound: each of its tensors is copied once into a boundary pool to cross, and that pool cannot be sized",
                     r.name
                 ),
-                "export the output that allocates the tensors, or allocate a copy in an operator of your own",
+                "give the largest tensor the output emits: `TopicOptions::with_max_bytes(n)` (or export an output that allocates its tensors: its own pool crosses, no copy)",
             ));
         }
     }
@@ -644,9 +830,11 @@ pub(crate) fn records(
             TopicDirection::Export => {
                 let r = resolved.get(work.port_index(o, p));
                 let own = format!("{}.{}", work.op_name(o), work.port_name(o, p));
+                let boundary = boundary_pool_id(&t.name);
                 let pool = allocations
                     .iter()
-                    .find(|a| a.pool == own && a.topic.is_none());
+                    .find(|a| a.pool == own && a.topic.is_none())
+                    .or_else(|| allocations.iter().find(|a| a.pool == boundary));
                 let kind = r
                     .and_then(|r| r.memory_kind)
                     .map(|k| placed.concrete_kind(o, p, k));
@@ -690,6 +878,11 @@ pub(crate) fn records(
             TopicDirection::Import => placed.stream_of[o as usize],
             TopicDirection::Export => None,
         };
+        let boundary = pool
+            .as_deref()
+            .filter(|p| *p == boundary_pool_id(&t.name))
+            .and(contract.memory_kind)
+            .map(TopicBoundary::of);
         out.push(TopicRecord {
             id: u32::try_from(out.len()).unwrap_or(u32::MAX),
             name: t.name.clone(),
@@ -720,6 +913,7 @@ pub(crate) fn records(
                 TopicDirection::Export => 0,
                 TopicDirection::Import => t.options.loans_per_publisher.max(1),
             },
+            boundary,
         });
     }
     out

@@ -17,9 +17,9 @@ mod topics;
 
 pub use binding::{EdgeContractRecord, InputBindingRecord, PortRecord, TensorRequirementRecord};
 
-pub use topics::{TopicContractRecord, TopicDirection, TopicRecord, TopicSlotTerm};
+pub use topics::{TopicBoundary, TopicContractRecord, TopicDirection, TopicRecord, TopicSlotTerm};
 
-pub(crate) use topics::import_pool_id;
+pub(crate) use topics::{boundary_pool_id, import_pool_id};
 
 pub use inspect::{
     RATE_QUEUE_INSPECTION_SCHEMA, RateQueueInspectionFormat, render_rate_queue_inspection,

@@ -177,8 +177,15 @@ impl ExecutionPlan {
                 t.policy.name(),
                 if t.across_processes {
                     format!(
-                        "; across processes, {} held per subscriber",
-                        t.holds_per_subscriber
+                        "; across processes, {} held per subscriber{}",
+                        t.holds_per_subscriber,
+                        t.boundary
+                            .map(|b| format!(
+                                "; boundary {} (each tensor copied once into {})",
+                                b.name(),
+                                t.pool.as_deref().unwrap_or("its pool")
+                            ))
+                            .unwrap_or_default()
                     )
                 } else {
                     String::new()
@@ -353,7 +360,7 @@ impl ExecutionPlan {
             };
             let _ = writeln!(
                 out,
-                "  {node} [shape=note, label=\"topic {}\\n{}{} · {clients} {what}\\ndepth {} {}\"];",
+                "  {node} [shape=note, label=\"topic {}\\n{}{} · {clients} {what}\\ndepth {} {}{}\"];",
                 esc(&t.name),
                 t.direction,
                 if t.across_processes {
@@ -362,7 +369,10 @@ impl ExecutionPlan {
                     ""
                 },
                 t.depth,
-                t.policy.name()
+                t.policy.name(),
+                t.boundary
+                    .map(|b| format!("\\nboundary {}", b.name()))
+                    .unwrap_or_default()
             );
             let _ = match t.direction {
                 super::TopicDirection::Export => writeln!(

@@ -38,6 +38,39 @@ impl std::fmt::Display for TopicDirection {
     }
 }
 
+/// How a topic exported across processes from a pass-through output crosses: each tensor
+/// it emits is copied once into the topic's boundary pool (`boundary:<name>`), and every
+/// subscriber in another process receives that copy. Never chosen silently: the plan
+/// records it, `--print-plan` and `--plan-json` show it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TopicBoundary {
+    /// `host` memory: a host tensor is copied on the host; a device tensor (a foreign
+    /// DLPack import, say) is materialized with one blocking device-to-host copy.
+    HostContract,
+    /// `pinned` or `cuda_device` memory: one copy on the output's stream (after the
+    /// tensor's readiness), fenced like any slot written there; no host thread waits.
+    DeviceContract,
+}
+
+impl TopicBoundary {
+    /// The stable name used in plans: `host_contract` or `device_contract`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TopicBoundary::HostContract => "host_contract",
+            TopicBoundary::DeviceContract => "device_contract",
+        }
+    }
+
+    /// The boundary of a copy into `kind` memory.
+    pub(crate) fn of(kind: MemoryKind) -> TopicBoundary {
+        if kind == MemoryKind::Host {
+            TopicBoundary::HostContract
+        } else {
+            TopicBoundary::DeviceContract
+        }
+    }
+}
+
 /// What travels on a topic: the tensor contract a client attaches against. Every field
 /// that is `None` is not declared (a client that requires it is refused at attach).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,9 +140,9 @@ pub struct TopicRecord {
     /// The publishers that may be attached at once (an import; 0 for an export).
     pub publishers: u32,
     /// The pool the topic's tensors come from: an export's own output pool
-    /// (`<operator>.<port>`, `None` for a pass-through output, whose tensors' origin
-    /// pools count the subscribers through the forwarding walk), an import's own pool
-    /// (`topic:<name>`).
+    /// (`<operator>.<port>`; `None` for a pass-through output, whose tensors' origin
+    /// pools count the subscribers through the forwarding walk — across processes its
+    /// boundary pool `boundary:<name>`), an import's own pool (`topic:<name>`).
     pub pool: Option<String>,
     /// An import: the importing operator's planned stream, which a publisher registers as
     /// a release stream and which waits on the publisher's readiness in `receive` (the
@@ -126,11 +159,16 @@ pub struct TopicRecord {
     /// An import: the slots each publisher may have loaned at once (its pool counts them;
     /// a publisher in another process is granted this many). 0 for an export.
     pub loans_per_publisher: u32,
+    /// An export across processes from a pass-through output: how each tensor is copied
+    /// once into the topic's boundary pool ([`pool`](Self::pool) `boundary:<name>`) to
+    /// cross. `None` for a topic whose output's own pool crosses (no copy) and for one in
+    /// this process.
+    pub boundary: Option<TopicBoundary>,
 }
 
 impl Serialize for TopicRecord {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut r = s.serialize_struct("TopicRecord", 19)?;
+        let mut r = s.serialize_struct("TopicRecord", 20)?;
         r.serialize_field("id", &self.id)?;
         r.serialize_field("name", &self.name)?;
         r.serialize_field("direction", self.direction.name())?;
@@ -150,8 +188,15 @@ impl Serialize for TopicRecord {
         r.serialize_field("across_processes", &self.across_processes)?;
         r.serialize_field("holds_per_subscriber", &self.holds_per_subscriber)?;
         r.serialize_field("loans_per_publisher", &self.loans_per_publisher)?;
+        r.serialize_field("boundary", &self.boundary.map(TopicBoundary::name))?;
         r.end()
     }
+}
+
+/// The id of the boundary pool of a topic exported across processes from a pass-through
+/// output: `boundary:<name>`.
+pub(crate) fn boundary_pool_id(topic: &str) -> String {
+    format!("boundary:{topic}")
 }
 
 /// The id of an imported topic's pool: `topic:<name>`.

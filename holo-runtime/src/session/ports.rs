@@ -425,6 +425,11 @@ struct OutputBinding<T> {
     next_frame: u64,
     /// The subscriber seats of the topic this output exports (empty: none).
     seats: Box<[TopicSeat<T>]>,
+    /// The boundary pool of the topic this pass-through output exports across processes:
+    /// each tensor emitted is copied once into it, and the seats receive the copy.
+    boundary: Option<Arc<Pool>>,
+    /// The operator's planned stream (the boundary copy's).
+    stream: Option<StreamHandle>,
 }
 
 /// One subscriber seat of the topic an output exports: its queue, and whether a
@@ -445,6 +450,27 @@ fn full_seat<T>(seats: &[TopicSeat<T>]) -> Option<&EdgeQueue<T>> {
                 && s.queue.is_full()
         })
         .map(|s| &*s.queue)
+}
+
+/// `value`'s copy in a topic's boundary pool `pool` (`Tensor::copy_across_boundary` on
+/// `stream`), as a `T`; `None` for a value that is no tensor or is in the pool already.
+#[cold]
+#[inline(never)]
+fn cross_boundary<T: 'static>(
+    pool: &Arc<Pool>,
+    stream: Option<StreamHandle>,
+    value: &T,
+) -> Result<Option<T>> {
+    let Some(t) = (value as &dyn Any).downcast_ref::<Tensor>() else {
+        return Ok(None);
+    };
+    if t.pool_name() == Some(pool.name.as_str()) {
+        return Ok(None);
+    }
+    let mut copy = Some(t.copy_across_boundary(pool, stream)?);
+    Ok((&mut copy as &mut dyn Any)
+        .downcast_mut::<Option<T>>()
+        .and_then(Option::take))
 }
 
 /// Pushes a clone of `value` into every attached seat. A seat whose subscriber detached
@@ -641,6 +667,22 @@ impl<T: Clone + Send + 'static> Output<T> {
                 }
             }
         }
+        // A topic across processes from a pass-through output: the one copy into its
+        // boundary pool, which every subscriber in another process receives (before
+        // anything is published: a refused copy publishes nothing).
+        let crossing = match &b.boundary {
+            Some(pool)
+                if b.seats
+                    .iter()
+                    .any(|s| s.state.is_attached(std::sync::atomic::Ordering::Acquire)) =>
+            {
+                match cross_boundary(pool, b.stream, &value) {
+                    Ok(c) => c,
+                    Err(e) => return Err(Refused::new(value, e)),
+                }
+            }
+            _ => None,
+        };
         if !b.contracts.is_empty()
             && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
         {
@@ -674,7 +716,7 @@ impl<T: Clone + Send + 'static> Output<T> {
         };
         b.activation.note_emit();
         if !b.seats.is_empty() {
-            push_to_seats(&b.seats, &value, stamp);
+            push_to_seats(&b.seats, crossing.as_ref().unwrap_or(&value), stamp);
         }
         if let Some((last, rest)) = b.edges.split_last() {
             for e in rest {
@@ -749,6 +791,9 @@ pub struct PortBinder<'a> {
     pub(crate) stream: Option<StreamHandle>,
     /// Per port: the subscriber seats of the topic an output exports.
     pub(crate) seats: &'a [Vec<BoundSeat>],
+    /// Per port: the boundary pool of the topic a pass-through output exports across
+    /// processes.
+    pub(crate) boundaries: &'a [Option<Arc<Pool>>],
 }
 
 impl PortBinder<'_> {
@@ -853,6 +898,13 @@ impl PortBinder<'_> {
             });
         }
         let forwards = self.ports.get(i).is_some_and(|p| p.forwards.is_some());
+        let boundary = self.boundaries.get(i).cloned().flatten();
+        if let Some(p) = &boundary {
+            p.bind_loan_streams(crate::channel::pool::LoanStreams {
+                planned: self.stream,
+                fused: None,
+            });
+        }
         let seats = self
             .seats
             .get(i)
@@ -888,6 +940,8 @@ impl PortBinder<'_> {
             activation: Arc::clone(self.activation),
             next_frame: 0,
             seats,
+            boundary,
+            stream: self.stream,
         });
         Ok(())
     }

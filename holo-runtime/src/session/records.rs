@@ -207,6 +207,22 @@ pub(super) fn check(
     for a in plan.tensor_allocations() {
         let record = || format!("tensor allocation {:?}", a.pool);
         match &a.topic {
+            // A boundary pool names the exporting output and its export record.
+            Some(name)
+                if plan.topic(name).is_some_and(|t| {
+                    t.direction == TopicDirection::Export
+                        && t.boundary.is_some()
+                        && (t.operator, t.port_index) == (a.operator, a.port_index)
+                        && t.pool.as_deref() == Some(a.pool.as_str())
+                }) =>
+            {
+                if port(a.operator, a.port_index, PortDirection::Output).is_none() {
+                    return Err(inconsistent(
+                        &record(),
+                        &format!("operator {} has no output {}", a.operator, a.port_index),
+                    ));
+                }
+            }
             // An imported topic's pool names the importing input and its import record.
             Some(name) => {
                 let imported = plan.topic(name).is_some_and(|t| {

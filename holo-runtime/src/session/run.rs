@@ -902,6 +902,28 @@ pub(crate) fn start(
         let port_pools: Vec<Option<Arc<Pool>>> = (0..rec.ports.len())
             .map(|p| pool_of.get(&(i, p)).map(|&k| Arc::clone(&*pools[k])))
             .collect();
+        // A pass-through output exporting across processes copies into its topic's
+        // boundary pool.
+        let mut boundaries: Vec<Option<Arc<Pool>>> = vec![None; rec.ports.len()];
+        for t in plan
+            .topics()
+            .iter()
+            .filter(|t| t.boundary.is_some() && t.operator as usize == i)
+        {
+            let pool = t
+                .pool
+                .as_deref()
+                .and_then(|name| pools.iter().find(|p| p.name == name))
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorCode::Internal,
+                        format!("the plan gives topic {:?} a boundary and no pool", t.name),
+                    )
+                })?;
+            if let Some(b) = boundaries.get_mut(t.port_index as usize) {
+                *b = Some(Arc::clone(&**pool));
+            }
+        }
         let requirements = std::mem::take(&mut requirements_of[i]);
         let mut op =
             instance.ok_or_else(|| Error::new(ErrorCode::Internal, "operator instance missing"))?;
@@ -916,6 +938,7 @@ pub(crate) fn start(
             contracts: &contracts_of[i],
             stream: streams.of_operator(plan, i),
             seats: &seats_of[i],
+            boundaries: &boundaries,
         };
         op.bind(&mut binder).map_err(|e| locate(e, &rec.name))?;
         let connected_inputs = &erased_in[i];

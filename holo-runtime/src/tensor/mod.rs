@@ -582,6 +582,81 @@ impl Tensor {
         d.backend.synchronize_stream(stream)
     }
 
+    /// This tensor, copied once into a slot of `pool` — the boundary pool of a topic
+    /// exported across processes from a pass-through output (`TopicBoundary`) — with its
+    /// shape and dtype; `stream` is the emitting operator's planned stream.
+    ///
+    /// A host pool (host contract): a host tensor is copied on the host; a device tensor
+    /// with one blocking copy to the host on `stream`, after its readiness. A pinned or
+    /// device pool (device contract): a device tensor is copied on `stream` after its
+    /// readiness (`stream` is registered as its release stream, so its slot outlives the
+    /// copy) and the copy is committed there — no host wait; a host tensor's bytes are
+    /// copied to the device and `stream` synchronized (the host buffer may be reused once
+    /// this returns). Refused: a tensor too large for the slot, or the pool full
+    /// (`ResourceExhausted`); a device tensor of another device (`InvalidArgument`: no
+    /// cross-device copy); a foreign device tensor with no readiness contract
+    /// (`ProtocolError`); a device tensor and no stream (`NotSupported`).
+    pub(crate) fn copy_across_boundary(
+        &self,
+        pool: &Arc<Pool>,
+        stream: Option<StreamHandle>,
+    ) -> Result<Tensor> {
+        let n = self.byte_size();
+        let no_stream = || {
+            Error::new(
+                ErrorCode::NotSupported,
+                "a device tensor crosses a topic's boundary on its output's stream, and this operator has none",
+            )
+            .at(pool.location)
+        };
+        let loan = TensorOutputLoan::new(
+            pool,
+            TensorLoanRequest {
+                shape: self.shape(),
+                dtype: self.dtype(),
+            },
+        )?;
+        let device = pool.device().filter(|_| pool.kind != MemoryKind::Host);
+        let Some(device) = device else {
+            let mut guard = loan.write_host()?;
+            let dst = guard.as_mut_slice();
+            match (self.pool.device(), stream) {
+                (None, _) => dst.copy_from_slice(&self.data()?[..n]),
+                (Some(_), Some(s)) => self.copy_to_host(dst, s)?,
+                (Some(_), None) => return Err(no_stream()),
+            }
+            return Ok(guard.commit()?.into_tensor());
+        };
+        let stream = stream.ok_or_else(no_stream)?;
+        let backend = Arc::clone(&device.backend);
+        let guard = loan.write(stream)?;
+        match self.pool.device() {
+            Some(d) if !Arc::ptr_eq(&d.backend, &backend) => {
+                return Err(Error::invalid_argument(
+                    "the tensor lives on another device than the topic's boundary pool: holo never copies across devices",
+                )
+                .at(pool.location));
+            }
+            Some(_) => {
+                self.synchronize_for_consumer_stream(stream)?;
+                // SAFETY: the boundary slot is this loan's, written only on `stream` until
+                // its commit; the source slot stays allocated until `stream` ran the copy
+                // (registered as its release stream just above).
+                unsafe { backend.copy_async(guard.device_ptr(), self.device_ptr(), n, stream)? };
+            }
+            None => {
+                let src = self.data()?;
+                // SAFETY: as above for the destination; `src` is this handle's bytes, kept
+                // until the stream ran the copy (synchronized before this returns).
+                unsafe {
+                    backend.copy_from_host_async(guard.device_ptr(), src.as_ptr(), n, stream)?;
+                }
+                backend.synchronize_stream(stream)?;
+            }
+        }
+        Ok(guard.commit()?.into_tensor())
+    }
+
     /// A copy of the tensor's first `n` bytes (all, a prefix, one element) by `call`: a
     /// destination longer than the tensor is `InvalidArgument`.
     fn check_copy_len(&self, n: usize, call: &str) -> Result<()> {
