@@ -687,3 +687,68 @@ fn a_memory_kind_that_cannot_cross_is_refused_with_its_code() {
         assert_eq!(t.contract.memory_kind, Some(kind));
     }
 }
+
+/// One frame (`fill_frame(0)`), emitted in the source's one activation once `go` is set.
+#[holo_runtime::operator]
+struct OneFrame {
+    #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = 4096)]
+    out: holo_runtime::Output<holo_runtime::Tensor>,
+    go: Arc<AtomicBool>,
+}
+
+impl holo_runtime::Operator for OneFrame {
+    fn compute(
+        &mut self,
+        _ctx: &mut holo_runtime::ExecutionContext<'_>,
+    ) -> holo_runtime::Result<()> {
+        while !self.go.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let loan = self.out.allocate_tensor(holo_runtime::TensorLoanRequest {
+            shape: &[4096],
+            dtype: DType::U8,
+        })?;
+        let t = loan.write_host_and_commit(|b| holo_tests::ipc_frames::fill_frame(0, b))?;
+        self.out
+            .emit(t, holo_runtime::EmitOptions::default().with_frame(0))
+    }
+}
+
+#[test]
+fn wait_idle_counts_what_a_subscriber_in_another_process_still_holds() {
+    let test = "idle_remote_hold";
+    let go = Arc::new(AtomicBool::new(false));
+    let mut g = holo_runtime::Graph::new();
+    let s = g
+        .add_operator_with_defaults(
+            "camera",
+            OneFrame {
+                out: holo_runtime::Output::default(),
+                go: Arc::clone(&go),
+            },
+        )
+        .unwrap();
+    g.export_topic(s.out, "cam", TopicOptions::DEFAULT.across_processes());
+    let plan = holo_runtime::compile(&g, holo_runtime::CompileOptions::default()).unwrap();
+    let options = SessionOptions::default().with_max_source_activations(Some(1));
+    let (session, slots) = serve_in(test, g, &plan, options, "camera.out");
+    let catalog = catalog_path(test);
+    let mut peer = Peer::spawn(&["subscribe", catalog.to_str().unwrap(), "cam", "1", "hold"]);
+    assert_eq!(peer.expect("attached"), "0");
+    go.store(true, Ordering::Release);
+    peer.expect("holding");
+    // The source is done and no queue holds anything, but the subscriber holds the frame.
+    assert!(
+        !session.wait_idle(Duration::from_millis(200)),
+        "idle while a subscriber in another process holds a frame"
+    );
+    assert!(session.pool_free_slots("camera.out").unwrap() < slots);
+    peer.kill();
+    assert!(
+        session.wait_idle(WAIT),
+        "idle once the subscriber's process exited"
+    );
+    assert_eq!(session.pool_free_slots("camera.out").unwrap(), slots);
+    session.stop();
+    session.join().expect("the session ends cleanly");
+}

@@ -15,7 +15,7 @@
 //! what it still holds stays held until it releases it or its process exits.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -63,6 +63,8 @@ struct Served {
     holds: usize,
     /// A device pool's memory and fences (`None`: a host pool, its payload a memfd).
     device: Option<ServedDevice>,
+    /// Tensors sent to subscribers and not yet released (`RunSession::wait_idle`).
+    outstanding: AtomicUsize,
     serving: Serving,
 }
 
@@ -214,6 +216,7 @@ impl ExportServer {
                 seats: record.subscribers,
                 holds: record.holds_per_subscriber.max(1) as usize,
                 device,
+                outstanding: AtomicUsize::new(0),
                 serving: Serving::default(),
             }),
             listener: Some(socket),
@@ -239,6 +242,11 @@ impl ExportServer {
     pub(crate) fn stop(&mut self) {
         self.served.serving.stop(self.thread.take());
         self.listener = None;
+    }
+
+    /// Tensors sent to subscribers in other processes and not yet released by them.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.served.outstanding.load(Ordering::Acquire)
     }
 }
 
@@ -655,6 +663,15 @@ pub(crate) type Publisher =
     iceoryx2::port::publisher::Publisher<ipc_threadsafe::Service, SlotDescriptor, ()>;
 pub(crate) type Notifier = iceoryx2::port::notifier::Notifier<ipc_threadsafe::Service>;
 
+impl Drop for SeatSender {
+    /// What it still holds goes back to the pool, then is no longer outstanding.
+    fn drop(&mut self) {
+        let n = self.parked.len();
+        self.parked.clear();
+        self.served.outstanding.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
 impl SeatSender {
     /// Drops every parked tensor whose release word names its use.
     fn reap(&mut self) {
@@ -668,6 +685,7 @@ impl SeatSender {
                 .is_some_and(|w| w.load(Ordering::Acquire) == value);
             if released {
                 drop(self.parked.swap_remove(i));
+                self.served.outstanding.fetch_sub(1, Ordering::AcqRel);
             } else {
                 i += 1;
             }
@@ -687,6 +705,7 @@ impl SeatSender {
         let mut desc = describe(&self.served, &t, stamp);
         fence(&self.served, &mut desc)?;
         self.parked.push((desc.slot, desc.fence_value, t));
+        self.served.outstanding.fetch_add(1, Ordering::AcqRel);
         publisher
             .send_copy(desc)
             .map_err(|e| Error::new(ErrorCode::PeerLost, format!("iceoryx2 send: {e:?}")))?;

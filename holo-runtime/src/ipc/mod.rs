@@ -65,6 +65,15 @@ impl Server {
         }
     }
 
+    /// What it holds for other processes: tensors sent to subscribers and not yet released
+    /// (an export), frames committed by publishers and not yet queued (an import).
+    pub(crate) fn outstanding(&self) -> usize {
+        match self {
+            Server::Export(s) => s.outstanding(),
+            Server::Import(s) => s.outstanding(),
+        }
+    }
+
     /// Stops serving and joins every thread.
     pub(crate) fn stop(&mut self) {
         match self {

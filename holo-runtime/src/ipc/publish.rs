@@ -28,7 +28,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -87,6 +87,9 @@ struct Taken {
     next_seat: AtomicU32,
     /// Frames whose publisher died before its stream wrote their fence.
     abandoned: AtomicU64,
+    /// Frames committed by publishers and not yet in the importing input's queue (a full
+    /// `Block` queue holds them back; `RunSession::wait_idle`).
+    outstanding: AtomicUsize,
     serving: Serving,
 }
 
@@ -171,6 +174,7 @@ impl ImportServer {
                 loans: record.loans_per_publisher.max(1) as usize,
                 next_seat: AtomicU32::new(0),
                 abandoned: AtomicU64::new(0),
+                outstanding: AtomicUsize::new(0),
                 serving: Serving::default(),
             }),
             listener: Some(socket),
@@ -211,6 +215,12 @@ impl ImportServer {
     /// The topic's name.
     pub(crate) fn topic(&self) -> &str {
         &self.taken.topic
+    }
+
+    /// Frames committed by publishers in other processes and not yet queued for the
+    /// importing input.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.taken.outstanding.load(Ordering::Acquire)
     }
 }
 
@@ -455,6 +465,8 @@ impl PublisherSeat {
         let mut checked = Instant::now();
         loop {
             if taken.serving.stopping() {
+                // What waits for room is dropped with the seat.
+                taken.outstanding.fetch_sub(pending.len(), Ordering::AcqRel);
                 return Ok(true);
             }
             // Grants, up to the publisher's loans (none once it is gone).
@@ -496,6 +508,7 @@ impl PublisherSeat {
                     options = options.with_capture_time(at);
                 }
                 pending.push_back((t.into_tensor(), options));
+                taken.outstanding.fetch_add(1, Ordering::AcqRel);
             }
             self.observe(taken);
             // In order: what a full `Block` queue refuses waits for room.
@@ -507,6 +520,7 @@ impl PublisherSeat {
                     pending.push_front((r.value, options));
                     break;
                 }
+                taken.outstanding.fetch_sub(1, Ordering::AcqRel);
             }
             if checked.elapsed() >= LIVENESS_PERIOD {
                 checked = Instant::now();

@@ -326,7 +326,9 @@ impl RunSession {
     /// Returns whether the session became idle. Once it returns `true`, every frame the
     /// sources produced has been received (or dropped by a drop-oldest queue, counted in
     /// the report): a subscriber that stays attached without receiving keeps the session
-    /// from being idle.
+    /// from being idle — and so does a subscriber in another process until it released
+    /// every tensor it was sent, and a frame a publisher in another process committed
+    /// until it is queued for the importing input.
     pub fn wait_idle(&self, timeout: Duration) -> bool {
         let deadline = Instant::now().checked_add(timeout);
         loop {
@@ -361,6 +363,7 @@ impl RunSession {
         if self.edges.iter().any(|e| e.len() != 0)
             || self.topics.queued()
             || self.retirer.outstanding() != 0
+            || self.ipc.iter().any(|s| s.outstanding() != 0)
         {
             return false;
         }
