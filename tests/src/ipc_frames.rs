@@ -206,11 +206,21 @@ impl IpcDeviceFrames {
 
 /// The device of the cross-process device tests: CUDA device 0 where it opens, else the
 /// software device (whose `DeviceIpc` stands in for CUDA's: memfd "device memory",
-/// stream-ordered words in its worker threads).
+/// stream-ordered words in its worker threads) — unless `HOLO_REQUIRE_DEVICE=cuda`, where
+/// CUDA's absence panics (the test fails rather than pass on the stand-in).
+///
+/// # Panics
+/// As said, with `HOLO_REQUIRE_DEVICE=cuda` and no CUDA device 0.
 pub fn cuda_or_software() -> Arc<dyn DeviceBackend> {
     match holo_runtime::device::CudaDevice::open(0) {
         Ok(d) => d,
-        Err(_) => holo_runtime::device::SoftwareDevice::new(),
+        Err(e) => {
+            assert!(
+                std::env::var("HOLO_REQUIRE_DEVICE").as_deref() != Ok("cuda"),
+                "HOLO_REQUIRE_DEVICE=cuda but CUDA device 0 does not open: {e}"
+            );
+            holo_runtime::device::SoftwareDevice::new()
+        }
     }
 }
 

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use holo_runtime::MemoryKind;
-use holo_runtime::device::{CudaDevice, DeviceBackend};
+use holo_runtime::device::DeviceBackend;
 use holo_runtime::ipc::{EndpointCatalog, ProcessSubscriber, ProcessSubscriberOptions};
 use holo_runtime::{ErrorCode, RunSession, SessionOptions, TopicOptions};
 use holo_tests::ipc_frames::{
@@ -49,17 +49,7 @@ fn device() -> (Arc<dyn DeviceBackend>, std::sync::MutexGuard<'static, ()>) {
     let turn = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    match CudaDevice::open(0) {
-        Ok(d) => (d, turn),
-        Err(e) => {
-            assert!(
-                std::env::var("HOLO_REQUIRE_DEVICE").as_deref() != Ok("cuda"),
-                "HOLO_REQUIRE_DEVICE=cuda but CUDA device 0 does not open: {e}"
-            );
-            eprintln!("no CUDA device ({e}): on the software device");
-            (holo_runtime::device::SoftwareDevice::new(), turn)
-        }
-    }
+    (holo_tests::ipc_frames::cuda_or_software(), turn)
 }
 
 /// Frames per size of the checksum tests: `HOLO_IPC_DEVICE_FRAMES` (the 10⁶-frame run),
