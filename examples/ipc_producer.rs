@@ -3,13 +3,15 @@
 //!
 //! The camera fills a 4 KiB frame a millisecond and its output is exported as the topic
 //! `camera/frames` **across processes** (`TopicOptions::across_processes`), and the session
-//! serves the topic on a socket named by its namespace. Where a CUDA device opens (and
-//! `HOLO_DEVICE` does not say otherwise) the frames are **CUDA device memory**: the pool is
-//! a virtual-memory allocation the consumer maps once, the camera's stream fills frame k
-//! with `k % 251 + 1` and writes the slot's fence, and the consumer's stream waits for the
-//! fence before it reads — no host wait on either side. Elsewhere they are **host memory**
-//! (frame k: k in its first 8 bytes, then `k % 251`) in a shared-memory pool. Right after
-//! the session starts this example
+//! serves the topic on a socket named by its namespace. The frames are **device memory**
+//! on the session's device — a CUDA device where one opens (and `HOLO_DEVICE` does not say
+//! otherwise), else holo's software device, whose `DeviceIpc` stands in for CUDA's: the
+//! pool is a virtual-memory allocation (software: a memfd) the consumer maps once, the
+//! camera's stream fills frame k with `k % 251 + 1` and writes the slot's fence, and the
+//! consumer's stream waits for the fence before it reads — no host wait on either side. On
+//! a device that cannot share its memory (OpenCL) they are **host memory** (frame k: k in
+//! its first 8 bytes, then `k % 251`) in a shared-memory pool. Right after the session
+//! starts this example
 //!
 //! 1. writes the plan's endpoint catalog (`session.endpoint_catalog()`) to a file — the
 //!    one artifact the two processes share;
@@ -150,12 +152,14 @@ fn build(app: &mut App, consumer: &Consumer) -> Result<(Graph, CompileOptions)> 
     let mut graph = Graph::new();
     let mut options = CompileOptions::default();
     let frame_bytes = camera.values().frame_bytes;
-    // Device frames where the device the session will run on is a CUDA device.
-    let cuda = holo_runtime::device::open_backend_from_env()
-        .is_ok_and(|d| d.backend_kind() == holo_runtime::device::BackendKind::Cuda);
-    let frame = if cuda {
+    // Device frames where the device the session will run on can share its memory with
+    // another process: a CUDA device, or the software device standing in for one.
+    let device = holo_runtime::device::open_backend_from_env().ok();
+    let shareable = device.as_ref().filter(|d| d.ipc().is_some());
+    let frame = if let Some(d) = shareable {
         app.human_output().println(format_args!(
-            "frames: CUDA device memory, fenced on the camera's stream"
+            "frames: device memory on the {} device, fenced on the camera's stream",
+            d.backend_kind().name()
         ));
         let source = DeviceCamera {
             frame: Output::default(),
@@ -170,7 +174,7 @@ fn build(app: &mut App, consumer: &Consumer) -> Result<(Graph, CompileOptions)> 
         graph.add_operator("camera", source, camera)?.frame
     } else {
         app.human_output().println(format_args!(
-            "frames: host memory (no CUDA device here), in a shared-memory pool"
+            "frames: host memory (this device cannot share its memory), in a shared-memory pool"
         ));
         let source = Camera {
             frame: Output::default(),

@@ -105,7 +105,7 @@ pub fn consume(path: &Path) -> Result<()> {
         "consumer: {received} frames received from another process{}, every byte checked ({}); then {ended}",
         first.map_or(String::new(), |f| format!(" (from frame {f})")),
         if frames.device().is_some() {
-            "CUDA device memory, read on the consumer's stream behind each frame's fence"
+            "device memory, read on the consumer's stream behind each frame's fence"
         } else {
             "in the shared slot, no copy"
         },
