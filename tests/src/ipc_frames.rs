@@ -441,6 +441,18 @@ macro_rules! device_sink {
             stats: Arc<SinkStats>,
         }
 
+        impl $name {
+            /// A sink counting into `stats`.
+            pub fn new(stats: Arc<SinkStats>) -> Self {
+                Self {
+                    frames: holo_runtime::Input::default(),
+                    next: 0,
+                    buf: Vec::new(),
+                    stats,
+                }
+            }
+        }
+
         impl Operator for $name {
             fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
                 while let Some((t, info)) = self.frames.receive_with_info() {
@@ -493,26 +505,13 @@ pub fn importing_device_graph(
 ) -> Result<(Graph, ExecutionPlan, Arc<SinkStats>)> {
     let mut graph = Graph::new();
     let stats = Arc::new(SinkStats::default());
+    let params = ParamSet::defaults()?;
     let frames = if kind == holo_runtime::MemoryKind::PinnedHost {
-        let sink = IpcPinnedSink {
-            frames: holo_runtime::Input::default(),
-            next: 0,
-            buf: Vec::new(),
-            stats: Arc::clone(&stats),
-        };
-        graph
-            .add_operator("sink", sink, ParamSet::defaults()?)?
-            .frames
+        let sink = IpcPinnedSink::new(Arc::clone(&stats));
+        graph.add_operator("sink", sink, params)?.frames
     } else {
-        let sink = IpcDeviceSink {
-            frames: holo_runtime::Input::default(),
-            next: 0,
-            buf: Vec::new(),
-            stats: Arc::clone(&stats),
-        };
-        graph
-            .add_operator("sink", sink, ParamSet::defaults()?)?
-            .frames
+        let sink = IpcDeviceSink::new(Arc::clone(&stats));
+        graph.add_operator("sink", sink, params)?.frames
     };
     graph.import_topic(
         frames,

@@ -5,7 +5,7 @@
 use super::index::Adjacency;
 use super::{Diagnostic, Work, codes};
 use crate::graph::PortDecl;
-use crate::plan::{EdgeRecord, ForwardedSlotTerm};
+use crate::plan::{EdgeRecord, ForwardedSlotTerm, HardFloorContributorRecord};
 use crate::spec::{MissingPolicy, PortDirection};
 
 /// Which outputs forward each tensor input (`#[output(forwards = input)]`): row
@@ -140,6 +140,36 @@ fn walk(
 
 /// A pool's hard-floor contributor: `(scenario, group, contributor, entries)`.
 pub(super) type FloorItem = (String, String, String, u32);
+
+/// The slot count `items` compose to (per scenario the sum of each group's largest
+/// contributor, the largest scenario): `None` on overflow.
+pub(super) fn composed(items: &[FloorItem]) -> Option<u32> {
+    crate::plan::rates::compose(
+        items
+            .iter()
+            .map(|(s, g, _, n)| (s.as_str(), g.as_str(), *n)),
+    )
+}
+
+/// `items` as pool `pool`'s hard-floor contributor records.
+pub(super) fn floor_records(
+    pool: &str,
+    items: Vec<FloorItem>,
+) -> impl Iterator<Item = HardFloorContributorRecord> + '_ {
+    items
+        .into_iter()
+        .map(
+            move |(scenario, group, contributor, entries)| HardFloorContributorRecord {
+                scope: "pool".to_owned(),
+                edge: None,
+                pool: Some(pool.to_owned()),
+                scenario,
+                group,
+                contributor,
+                entries,
+            },
+        )
+}
 
 /// The terms of the flows `forwarded` (from [`forwarded_flows`]): per flow its final queue
 /// depth and its consumer's retention (`max(1, history)`, as for a direct consumer; a

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use holo_params::TypeDescriptor;
 
-use super::forwards::{forwarded_flows, forwarded_terms};
+use super::forwards::{composed, floor_records, forwarded_flows, forwarded_terms};
 use super::index::Adjacency;
 use super::placement::Placed;
 use super::{Diagnostic, DiagnosticCode, Work, codes};
@@ -699,26 +699,8 @@ pub(crate) fn allocations(
             subscribers,
             subscriber_terms: subscribed,
         };
-        let composed = crate::plan::rates::compose(
-            items
-                .iter()
-                .map(|(s, g, _, n)| (s.as_str(), g.as_str(), *n)),
-        );
-        floors.extend(
-            items
-                .into_iter()
-                .map(
-                    |(scenario, group, contributor, entries)| HardFloorContributorRecord {
-                        scope: "pool".to_owned(),
-                        edge: None,
-                        pool: Some(pool_id.clone()),
-                        scenario,
-                        group,
-                        contributor,
-                        entries,
-                    },
-                ),
-        );
+        let composed = composed(&items);
+        floors.extend(floor_records(&pool_id, items));
         let Some(slot_count) = terms.total().filter(|t| composed == Some(*t)) else {
             work.diagnostics.push(
                 Diagnostic::error(codes::POOL_CAPACITY_OVERFLOW, "the slot count overflows")

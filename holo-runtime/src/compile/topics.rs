@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use super::forwards::{FloorItem, forwarded_from_input, forwarded_terms};
+use super::forwards::{FloorItem, composed, floor_records, forwarded_from_input, forwarded_terms};
 use super::index::Adjacency;
 use super::placement::Placed;
 use super::pools::{PoolRecords, Resolved};
@@ -20,10 +20,9 @@ use super::{Diagnostic, Work, codes};
 use crate::MemoryKind;
 use crate::graph::{MAX_TOPIC_CLIENTS, PortDecl, TopicNode};
 use crate::plan::{
-    EdgeRecord, HardFloorContributorRecord, PoolCapacityDependencyRecord,
-    ProviderAllocationPlanRecord, SlotCountTerms, TensorAllocationPlanRecord,
-    TensorByteSpanDerivationRecord, TopicBoundary, TopicContractRecord, TopicDirection,
-    TopicRecord, TopicSlotTerm, boundary_pool_id, import_pool_id,
+    EdgeRecord, PoolCapacityDependencyRecord, ProviderAllocationPlanRecord, SlotCountTerms,
+    TensorAllocationPlanRecord, TensorByteSpanDerivationRecord, TopicBoundary, TopicContractRecord,
+    TopicDirection, TopicRecord, TopicSlotTerm, boundary_pool_id, import_pool_id,
 };
 use crate::spec::{InputMode, MAX_TENSOR_RANK, MissingPolicy, PortDirection, TensorInputSpec};
 
@@ -460,11 +459,7 @@ pub(crate) fn import_pools(
             subscribers,
             subscriber_terms: subscribed,
         };
-        let composed = crate::plan::rates::compose(
-            items
-                .iter()
-                .map(|(s, g, _, n)| (s.as_str(), g.as_str(), *n)),
-        );
+        let composed = composed(&items);
         let Some(slot_count) = terms.total().filter(|n| composed == Some(*n)) else {
             overflow(
                 work,
@@ -485,21 +480,7 @@ pub(crate) fn import_pools(
             );
             continue;
         };
-        records.4.extend(
-            items
-                .into_iter()
-                .map(
-                    |(scenario, group, contributor, entries)| HardFloorContributorRecord {
-                        scope: "pool".to_owned(),
-                        edge: None,
-                        pool: Some(pool.clone()),
-                        scenario,
-                        group,
-                        contributor,
-                        entries,
-                    },
-                ),
-        );
+        records.4.extend(floor_records(&pool, items));
         let device = placed.import_device[i];
         // A neutral `device` import is its bound device's API's kind.
         let kind = device.map_or(kind, |d| d.api.resolve(kind));
@@ -554,22 +535,35 @@ pub(crate) fn import_pools(
             admitted_logical_payload_bytes: admitted_entries
                 .and_then(|n| bytes.checked_mul(u64::from(n))),
         });
-        records.3.push(ProviderAllocationPlanRecord {
-            pool: pool.clone(),
-            provider: kind.wire_name().to_owned(),
-            logical_entries: slot_count,
-            logical_payload_bytes: aggregate,
-            physical_reserved_bytes: None,
-        });
-        records.1.push(TensorByteSpanDerivationRecord {
-            pool,
-            expression: format!("topic_max_bytes({bytes})"),
-            dependencies: Vec::new(),
-            per_slot_bytes: bytes,
-            slot_count: Some(slot_count),
-            aggregate_bytes: Some(aggregate),
-        });
+        topic_pool_tail(records, pool, kind, bytes, slot_count, aggregate);
     }
+}
+
+/// The provider and byte-span records of a topic's own pool (an import's, a boundary's):
+/// `slot_count` slots of the topic's `bytes`, `aggregate` in all.
+fn topic_pool_tail(
+    records: &mut PoolRecords,
+    pool: String,
+    kind: MemoryKind,
+    bytes: u64,
+    slot_count: u32,
+    aggregate: u64,
+) {
+    records.3.push(ProviderAllocationPlanRecord {
+        pool: pool.clone(),
+        provider: kind.wire_name().to_owned(),
+        logical_entries: slot_count,
+        logical_payload_bytes: aggregate,
+        physical_reserved_bytes: None,
+    });
+    records.1.push(TensorByteSpanDerivationRecord {
+        pool,
+        expression: format!("topic_max_bytes({bytes})"),
+        dependencies: Vec::new(),
+        per_slot_bytes: bytes,
+        slot_count: Some(slot_count),
+        aggregate_bytes: Some(aggregate),
+    });
 }
 
 /// Sizes the **boundary pool** (`boundary:<name>`) of every valid tensor topic exported
@@ -646,11 +640,7 @@ pub(crate) fn boundary_pools(
             subscribers,
             subscriber_terms: subscribed,
         });
-        let composed = crate::plan::rates::compose(
-            items
-                .iter()
-                .map(|(s, g, _, n)| (s.as_str(), g.as_str(), *n)),
-        );
+        let composed = composed(&items);
         let slot_count = terms
             .as_ref()
             .and_then(SlotCountTerms::total)
@@ -677,21 +667,7 @@ pub(crate) fn boundary_pools(
             );
             continue;
         };
-        records.4.extend(
-            items
-                .into_iter()
-                .map(
-                    |(scenario, group, contributor, entries)| HardFloorContributorRecord {
-                        scope: "pool".to_owned(),
-                        edge: None,
-                        pool: Some(pool.clone()),
-                        scenario,
-                        group,
-                        contributor,
-                        entries,
-                    },
-                ),
-        );
+        records.4.extend(floor_records(&pool, items));
         let device = placed.output_device.get(&(o, p)).copied().or_else(|| {
             kind.is_device()
                 .then_some(placed.device_of[o as usize])
@@ -739,21 +715,7 @@ pub(crate) fn boundary_pools(
             admitted_entries: Some(slot_count),
             admitted_logical_payload_bytes: Some(aggregate),
         });
-        records.3.push(ProviderAllocationPlanRecord {
-            pool: pool.clone(),
-            provider: kind.wire_name().to_owned(),
-            logical_entries: slot_count,
-            logical_payload_bytes: aggregate,
-            physical_reserved_bytes: None,
-        });
-        records.1.push(TensorByteSpanDerivationRecord {
-            pool,
-            expression: format!("topic_max_bytes({bytes})"),
-            dependencies: Vec::new(),
-            per_slot_bytes: bytes,
-            slot_count: Some(slot_count),
-            aggregate_bytes: Some(aggregate),
-        });
+        topic_pool_tail(records, pool, kind, bytes, slot_count, aggregate);
     }
 }
 

@@ -179,21 +179,7 @@ impl ExportServer {
         namespace: &str,
     ) -> Result<ExportServer> {
         let at = || format!("topic {:?}", record.name);
-        // A host or pinned pool's payload is a memfd; a device pool's is its exported
-        // allocation, and the payload segment is an empty stand-in.
-        let payload = match pool.shared_segment() {
-            Some(s) => Arc::clone(s),
-            None if pool.device().is_some() => {
-                Arc::new(Segment::create(&format!("holo:{}:device", record.name), 1)?)
-            }
-            None => {
-                return Err(Error::new(
-                    ErrorCode::Internal,
-                    "a topic served across processes has a pool outside shared memory",
-                )
-                .at(at()));
-            }
-        };
+        let payload = payload_segment(pool, &record.name)?;
         let layout = ControlLayout {
             slots: pool.slot_count as usize,
             seats: record.subscribers as usize,
@@ -264,6 +250,23 @@ fn listen(served: &Arc<Served>, socket: &OwnedFd) {
             seat.run(&s);
         }
     });
+}
+
+/// The payload segment a served topic's welcome passes: a host or pinned pool's memfd; for
+/// a device pool (whose payload is its exported allocation) an empty stand-in.
+pub(crate) fn payload_segment(pool: &Pool, topic: &str) -> Result<Arc<Segment>> {
+    match pool.shared_segment() {
+        Some(s) => Ok(Arc::clone(s)),
+        None if pool.device().is_some() => Ok(Arc::new(Segment::create(
+            &format!("holo:{topic}:device"),
+            1,
+        )?)),
+        None => Err(Error::new(
+            ErrorCode::Internal,
+            "a topic served across processes has a pool outside shared memory",
+        )
+        .at(format!("topic {topic:?}"))),
+    }
 }
 
 /// A served topic's control segment, laid out as `layout` in whole pages (it may be

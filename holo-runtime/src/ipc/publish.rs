@@ -39,8 +39,8 @@ use iceoryx2::prelude::*;
 use super::catalog::{CatalogTopic, EndpointCatalog, record_wire};
 use super::export::{
     HANDSHAKE_TIMEOUT, LIVENESS_PERIOD, Node, Notifier, Publisher, READY_TIMEOUT, ServedDevice,
-    Serving, bind_socket, control_segment, greet, iox_error, name_hash, node, refuse,
-    seat_services, service_prefix, spawn_listener, welcome_payload,
+    Serving, bind_socket, control_segment, greet, iox_error, name_hash, node, payload_segment,
+    refuse, seat_services, service_prefix, spawn_listener, welcome_payload,
 };
 use super::import::{Mapped, MirrorDevice};
 use super::segment::Segment;
@@ -129,21 +129,7 @@ impl ImportServer {
         namespace: &str,
     ) -> Result<ImportServer> {
         let at = || format!("topic {:?}", record.name);
-        // A host or pinned pool's payload is a memfd; a device pool's is its exported
-        // allocation, and the payload segment an empty stand-in.
-        let payload = match pool.shared_segment() {
-            Some(s) => Arc::clone(s),
-            None if pool.device().is_some() => {
-                Arc::new(Segment::create(&format!("holo:{}:device", record.name), 1)?)
-            }
-            None => {
-                return Err(Error::new(
-                    ErrorCode::Internal,
-                    "a topic imported across processes has a pool outside shared memory",
-                )
-                .at(at()));
-            }
-        };
+        let payload = payload_segment(pool, &record.name)?;
         // One fence word per slot, no release words (the session's own consumers release).
         let layout = ControlLayout {
             slots: pool.slot_count as usize,

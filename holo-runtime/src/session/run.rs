@@ -603,6 +603,20 @@ pub(crate) fn stop_operator(shared: &Shared, op: &mut OpRuntime) {
 /// The session's device runs the plan: every device the plan names is this one (same API
 /// — the software device stands in for CUDA — and ordinal), and every pool's memory kind
 /// lives on this API. Otherwise `DeviceUnavailable`, before anything is created.
+/// The pool of topic `t` (its record's `pool`: an export's own or boundary pool, an
+/// import's), among the session's `pools`.
+fn topic_pool<'p>(pools: &'p [PoolOwner], t: &crate::plan::TopicRecord) -> Result<&'p PoolOwner> {
+    t.pool
+        .as_deref()
+        .and_then(|name| pools.iter().find(|p| p.name == name))
+        .ok_or_else(|| {
+            Error::new(
+                ErrorCode::Internal,
+                format!("the plan gives topic {:?} no pool it materialized", t.name),
+            )
+        })
+}
+
 fn check_device(plan: &ExecutionPlan, d: &dyn crate::device::DeviceBackend) -> Result<()> {
     let mine = d.device_id();
     let described = || format!("{} {}", d.backend_kind().name(), d.ordinal());
@@ -910,16 +924,7 @@ pub(crate) fn start(
             .iter()
             .filter(|t| t.boundary.is_some() && t.operator as usize == i)
         {
-            let pool = t
-                .pool
-                .as_deref()
-                .and_then(|name| pools.iter().find(|p| p.name == name))
-                .ok_or_else(|| {
-                    Error::new(
-                        ErrorCode::Internal,
-                        format!("the plan gives topic {:?} a boundary and no pool", t.name),
-                    )
-                })?;
+            let pool = topic_pool(&pools, t)?;
             if let Some(b) = boundaries.get_mut(t.port_index as usize) {
                 *b = Some(Arc::clone(&**pool));
             }
@@ -1079,19 +1084,7 @@ pub(crate) fn start(
     // now on; a remote subscriber receives nothing before the operators run.
     let mut ipc = Vec::new();
     for t in plan.topics().iter().filter(|t| t.across_processes) {
-        let pool = t
-            .pool
-            .as_deref()
-            .and_then(|name| pools.iter().find(|p| p.name == name))
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorCode::Internal,
-                    format!(
-                        "the plan serves topic {:?} across processes and has no pool for it",
-                        t.name
-                    ),
-                )
-            })?;
+        let pool = topic_pool(&pools, t)?;
         let ns = &options.ipc_namespace;
         let mut server = match t.direction {
             crate::plan::TopicDirection::Export => {
