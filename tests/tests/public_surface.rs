@@ -24,6 +24,9 @@ fn sessions_plans_graphs_and_tensors_cross_threads() {
     send::<holo_runtime::ChannelPublisher>();
     send::<holo_runtime::PublisherLoan>();
     send::<holo_runtime::PublisherWriteGuard>();
+    // The clients in another process too.
+    send::<holo_runtime::ipc::ProcessSubscriber>();
+    send::<holo_runtime::ipc::ProcessPublisher>();
 }
 
 #[test]
