@@ -124,6 +124,12 @@ pub struct TopicOptions {
     /// output's pool per subscriber beside its queue. Across processes it is a window: the
     /// session sends a subscriber no more descriptors while it holds this many.
     pub holds_per_subscriber: u32,
+    /// An import fed by the topic of the same name **another process's session exports**
+    /// across processes (docs/IPC.md): this session attaches to it as a subscriber, through
+    /// that session's endpoint catalog (`CompileOptions::with_endpoint_catalog`), and the
+    /// importing input receives the other process's tensors in place — no copy, no pool of
+    /// its own. Default `false`.
+    pub from_other_process: bool,
 }
 
 /// The most subscribers (or publishers) one topic may declare: each is a preallocated
@@ -143,6 +149,7 @@ impl TopicOptions {
         loans_per_publisher: 1,
         across_processes: false,
         holds_per_subscriber: 1,
+        from_other_process: false,
     };
 
     /// These options with `n` subscribers (an export).
@@ -192,6 +199,14 @@ impl TopicOptions {
     #[must_use]
     pub const fn across_processes(mut self) -> Self {
         self.across_processes = true;
+        self
+    }
+
+    /// These options fed by another process's export (an import; see
+    /// [`from_other_process`](Self::from_other_process)).
+    #[must_use]
+    pub const fn from_other_process(mut self) -> Self {
+        self.from_other_process = true;
         self
     }
 

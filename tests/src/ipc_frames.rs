@@ -383,6 +383,17 @@ pub struct IpcSink {
     stats: Arc<SinkStats>,
 }
 
+impl IpcSink {
+    /// A sink counting into `stats`.
+    pub fn new(stats: Arc<SinkStats>) -> Self {
+        Self {
+            frames: holo_runtime::Input::default(),
+            next: 0,
+            stats,
+        }
+    }
+}
+
 impl Operator for IpcSink {
     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
         while let Some((t, info)) = self.frames.receive_with_info() {
@@ -411,11 +422,7 @@ pub fn importing_graph(
 ) -> Result<(Graph, ExecutionPlan, Arc<SinkStats>)> {
     let mut graph = Graph::new();
     let stats = Arc::new(SinkStats::default());
-    let sink = IpcSink {
-        frames: holo_runtime::Input::default(),
-        next: 0,
-        stats: Arc::clone(&stats),
-    };
+    let sink = IpcSink::new(Arc::clone(&stats));
     let s = graph.add_operator("sink", sink, ParamSet::defaults()?)?;
     graph.import_topic(
         s.frames,

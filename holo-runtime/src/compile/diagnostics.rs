@@ -367,4 +367,10 @@ stable_codes! {
     /// (`TopicOptions::max_bytes`), so its boundary pool — where each tensor is copied once
     /// to cross — cannot be sized.
     TopicBoundaryUnbounded = TOPIC_BOUNDARY_UNBOUNDED,
+    /// A topic imported from another process (`TopicOptions::from_other_process`) that no
+    /// endpoint catalog given to compile exports.
+    TopicRemoteUnknown = TOPIC_REMOTE_UNKNOWN,
+    /// A topic imported from another process whose catalog contract (memory kind, dtype,
+    /// rank) the importing input does not accept.
+    TopicRemoteContractMismatch = TOPIC_REMOTE_CONTRACT_MISMATCH,
 }

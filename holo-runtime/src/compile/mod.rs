@@ -202,6 +202,10 @@ pub struct CompileOptions {
     /// Release streams each CUDA pool slot may register (default 8; 1 to
     /// [`MAX_FANOUT_RELEASE_STREAMS`]).
     pub max_fanout_release_streams: u32,
+    /// The endpoint catalogs of the sessions in other processes whose exports this graph
+    /// imports (`TopicOptions::from_other_process`): compile checks each such import against
+    /// its catalog entry, and the plan keeps the entry to attach by.
+    pub endpoint_catalogs: Vec<crate::ipc::EndpointCatalog>,
 }
 
 impl Default for CompileOptions {
@@ -213,11 +217,20 @@ impl Default for CompileOptions {
             default_queue_depth: 1,
             automatic_queue_sizing: AutomaticQueueSizing::default(),
             max_fanout_release_streams: 8,
+            endpoint_catalogs: Vec::new(),
         }
     }
 }
 
 impl CompileOptions {
+    /// These options with `catalog`, the endpoint catalog of a session in another process
+    /// whose exports the graph imports (`TopicOptions::from_other_process`).
+    #[must_use]
+    pub fn with_endpoint_catalog(mut self, catalog: crate::ipc::EndpointCatalog) -> Self {
+        self.endpoint_catalogs.push(catalog);
+        self
+    }
+
     /// These options with `partitioning`.
     #[must_use]
     pub fn with_partitioning(mut self, partitioning: Partitioning) -> Self {

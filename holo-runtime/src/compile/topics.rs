@@ -16,13 +16,14 @@ use super::forwards::{FloorItem, composed, floor_records, forwarded_from_input, 
 use super::index::Adjacency;
 use super::placement::Placed;
 use super::pools::{PoolRecords, Resolved};
-use super::{Diagnostic, Work, codes};
+use super::{Diagnostic, DiagnosticCode, Work, codes};
 use crate::MemoryKind;
 use crate::graph::{MAX_TOPIC_CLIENTS, PortDecl, TopicNode};
 use crate::plan::{
-    EdgeRecord, PoolCapacityDependencyRecord, ProviderAllocationPlanRecord, SlotCountTerms,
-    TensorAllocationPlanRecord, TensorByteSpanDerivationRecord, TopicBoundary, TopicContractRecord,
-    TopicDirection, TopicRecord, TopicSlotTerm, boundary_pool_id, import_pool_id,
+    EdgeRecord, PoolCapacityDependencyRecord, ProviderAllocationPlanRecord, RemoteExportRecord,
+    SlotCountTerms, TensorAllocationPlanRecord, TensorByteSpanDerivationRecord, TopicBoundary,
+    TopicContractRecord, TopicDirection, TopicRecord, TopicSlotTerm, boundary_pool_id,
+    import_pool_id,
 };
 use crate::spec::{InputMode, MAX_TENSOR_RANK, MissingPolicy, PortDirection, TensorInputSpec};
 
@@ -203,7 +204,10 @@ pub(crate) fn check(work: &mut Work<'_>) {
                 "declare how many tensors a subscriber keeps at once with `TopicOptions::with_holds_per_subscriber`",
             ));
         }
-        if t.options.across_processes {
+        if t.options.from_other_process {
+            check_from_other_process(work, t, (o, p), &diag);
+        }
+        if t.options.across_processes || t.options.from_other_process {
             let refused = (!work.port(o, p).tensor).then_some(
                 "a message topic cannot cross processes: only tensors travel as descriptors of shared slots",
             );
@@ -255,6 +259,7 @@ pub(crate) fn check(work: &mut Work<'_>) {
             ));
         }
         if t.direction == TopicDirection::Import
+            && !t.options.from_other_process
             && let Some(req) = import_requirements(work, (o, p))
         {
             if req.memory_kind.is_none() {
@@ -291,6 +296,71 @@ pub(crate) fn check(work: &mut Work<'_>) {
         };
     }
     work.topics = topics;
+}
+
+/// The endpoint-catalog entry of the topic `name` another process's session exports, among
+/// `catalogs`, and the catalog's namespace.
+pub(crate) fn remote_export<'c>(
+    catalogs: &'c [crate::ipc::EndpointCatalog],
+    name: &str,
+) -> Option<(&'c str, &'c crate::ipc::CatalogTopic)> {
+    catalogs.iter().find_map(|c| {
+        c.topics
+            .iter()
+            .find(|t| t.name == name && t.direction == "export")
+            .map(|t| (c.namespace.as_str(), t))
+    })
+}
+
+/// Checks an import fed by another process's export (`TopicOptions::from_other_process`):
+/// an import, not also served to publishers (`TOPIC_ACROSS_PROCESSES_UNSUPPORTED`); a
+/// topic one of the compile options' endpoint catalogs exports (`TOPIC_REMOTE_UNKNOWN`);
+/// whose contract the importing input accepts (`TOPIC_REMOTE_CONTRACT_MISMATCH`).
+fn check_from_other_process(
+    work: &mut Work<'_>,
+    t: &TopicNode,
+    (o, p): (u32, u32),
+    diag: &dyn Fn(DiagnosticCode, String, &str) -> Diagnostic,
+) {
+    if t.direction == TopicDirection::Export || t.options.across_processes {
+        work.diagnostics.push(diag(
+            codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
+            format!(
+                "topic {:?}: `from_other_process` is an import fed by another process's export; it cannot be an export or also take publishers of its own (`across_processes`)",
+                t.name
+            ),
+            "import with `from_other_process()` alone, or export with `across_processes()`",
+        ));
+        return;
+    }
+    let Some((_, entry)) = remote_export(&work.options.endpoint_catalogs, &t.name) else {
+        let known: Vec<&str> = work
+            .options
+            .endpoint_catalogs
+            .iter()
+            .map(|c| c.namespace.as_str())
+            .collect();
+        work.diagnostics.push(diag(
+            codes::TOPIC_REMOTE_UNKNOWN,
+            format!(
+                "topic {:?} is imported from another process, and no endpoint catalog given to compile exports it (catalogs of namespaces {known:?})",
+                t.name
+            ),
+            "give the exporting session's catalog: `CompileOptions::with_endpoint_catalog(EndpointCatalog::read(path)?)`",
+        ));
+        return;
+    };
+    if let Err(e) = entry.check_expected(import_requirements(work, (o, p)).as_ref()) {
+        work.diagnostics.push(diag(
+            codes::TOPIC_REMOTE_CONTRACT_MISMATCH,
+            format!(
+                "topic {:?}: the importing input cannot take what the other process exports: {}",
+                t.name,
+                e.message()
+            ),
+            "declare the input as the exporter's catalog describes the topic (memory kind, dtype, rank)",
+        ));
+    }
 }
 
 /// The subscriber terms of the topics exported by `outputs` (a pool's own output and the
@@ -356,7 +426,7 @@ pub(crate) fn import_pools(
     let graph = work.graph;
     for (i, t) in graph.topics.iter().enumerate() {
         let plan = work.topics.plans[i];
-        if t.direction != TopicDirection::Import || !plan.valid {
+        if t.direction != TopicDirection::Import || !plan.valid || t.options.from_other_process {
             continue;
         }
         let Some((o, p)) = port_of(work, t) else {
@@ -821,15 +891,25 @@ pub(crate) fn records(
             TopicDirection::Import => {
                 let req = import_requirements(work, (o, p));
                 let device = placed.import_device[i];
+                let remote = t
+                    .options
+                    .from_other_process
+                    .then(|| remote_export(&work.options.endpoint_catalogs, &t.name))
+                    .flatten()
+                    .map(|(_, e)| e);
                 let contract = TopicContractRecord {
                     memory_kind: req
                         .and_then(|r| r.memory_kind)
+                        .or_else(|| remote.and_then(|e| e.memory_kind().ok()))
                         .map(|k| device.map_or(k, |d| d.api.resolve(k))),
                     device,
                     dtype: req.and_then(|r| r.dtype),
                     rank: req.and_then(|r| r.rank),
                     max_rank: req.map(|r| r.rank.unwrap_or(MAX_TENSOR_RANK)),
-                    max_bytes: req.and(t.options.max_bytes),
+                    max_bytes: match remote {
+                        Some(e) => e.max_bytes,
+                        None => req.and(t.options.max_bytes),
+                    },
                 };
                 let pool = import_pool_id(&t.name);
                 let pool = allocations.iter().any(|a| a.pool == pool).then_some(pool);
@@ -845,6 +925,13 @@ pub(crate) fn records(
             .filter(|p| *p == boundary_pool_id(&t.name))
             .and(contract.memory_kind)
             .map(TopicBoundary::of);
+        let from_export = (t.direction == TopicDirection::Import && t.options.from_other_process)
+            .then(|| remote_export(&work.options.endpoint_catalogs, &t.name))
+            .flatten()
+            .map(|(namespace, topic)| RemoteExportRecord {
+                namespace: namespace.to_owned(),
+                topic: topic.clone(),
+            });
         out.push(TopicRecord {
             id: u32::try_from(out.len()).unwrap_or(u32::MAX),
             name: t.name.clone(),
@@ -876,6 +963,7 @@ pub(crate) fn records(
                 TopicDirection::Import => t.options.loans_per_publisher.max(1),
             },
             boundary,
+            from_export,
         });
     }
     out

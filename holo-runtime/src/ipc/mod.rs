@@ -26,6 +26,7 @@
 //! memory the writer fences (the CPU, or its stream). A watchdog ends the fence waits of
 //! an exporter that died. The device's part is [`DeviceIpc`](crate::device::DeviceIpc).
 
+mod bridge;
 mod catalog;
 mod export;
 mod import;
@@ -33,6 +34,7 @@ mod publish;
 mod segment;
 mod wire;
 
+pub(crate) use bridge::ImportBridge;
 pub use catalog::{CATALOG_VERSION, CatalogTopic, EndpointCatalog};
 pub(crate) use export::ExportServer;
 pub use import::{ProcessSubscriber, ProcessSubscriberOptions, RemoteFrameInfo};
@@ -40,11 +42,16 @@ pub(crate) use publish::ImportServer;
 pub use publish::{ProcessPublisher, ProcessPublisherOptions, RemoteLoan};
 pub(crate) use segment::Segment;
 
+use crate::Error;
+
 /// A topic a session serves to other processes: to subscribers (an export) or from
 /// publishers (an import).
 pub(crate) enum Server {
     Export(ExportServer),
     Import(ImportServer),
+    /// Not a server: an import fed by another process's export, which this session
+    /// subscribes to.
+    Bridge(ImportBridge),
 }
 
 impl Server {
@@ -53,6 +60,7 @@ impl Server {
         match self {
             Server::Export(s) => s.spawn(),
             Server::Import(s) => s.spawn(),
+            Server::Bridge(_) => Ok(()),
         }
     }
 
@@ -60,7 +68,7 @@ impl Server {
     /// wrote their fence; `None` for an export.
     pub(crate) fn abandoned_frames(&self) -> Option<(&str, u64)> {
         match self {
-            Server::Export(_) => None,
+            Server::Export(_) | Server::Bridge(_) => None,
             Server::Import(s) => Some((s.topic(), s.abandoned_frames())),
         }
     }
@@ -71,6 +79,16 @@ impl Server {
         match self {
             Server::Export(s) => s.outstanding(),
             Server::Import(s) => s.outstanding(),
+            Server::Bridge(_) => 0,
+        }
+    }
+
+    /// An import fed by another process's export: the topic's name, and why its bridge
+    /// ended (`None` while it runs); `None` for a server.
+    pub(crate) fn import_end(&self) -> Option<(&str, Option<Error>)> {
+        match self {
+            Server::Bridge(b) => Some((b.topic(), b.ended())),
+            _ => None,
         }
     }
 
@@ -79,6 +97,7 @@ impl Server {
         match self {
             Server::Export(s) => s.stop(),
             Server::Import(s) => s.stop(),
+            Server::Bridge(s) => s.stop(),
         }
     }
 }

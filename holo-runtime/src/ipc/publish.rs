@@ -534,7 +534,7 @@ impl PublisherSeat {
 /// The `Instant` of a `CLOCK_MONOTONIC` reading in nanoseconds (the clock `Instant` reads
 /// on Linux, one for every process of the machine); `None` for 0 (no capture time) or one
 /// in the future.
-fn instant_of(monotonic_ns: u64) -> Option<Instant> {
+pub(crate) fn instant_of(monotonic_ns: u64) -> Option<Instant> {
     if monotonic_ns == 0 {
         return None;
     }

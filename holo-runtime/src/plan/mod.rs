@@ -17,7 +17,10 @@ mod topics;
 
 pub use binding::{EdgeContractRecord, InputBindingRecord, PortRecord, TensorRequirementRecord};
 
-pub use topics::{TopicBoundary, TopicContractRecord, TopicDirection, TopicRecord, TopicSlotTerm};
+pub use topics::{
+    RemoteExportRecord, TopicBoundary, TopicContractRecord, TopicDirection, TopicRecord,
+    TopicSlotTerm,
+};
 
 pub(crate) use topics::{boundary_pool_id, import_pool_id};
 

@@ -175,7 +175,12 @@ impl ExecutionPlan {
                 t.depth,
                 t.depth_source,
                 t.policy.name(),
-                if t.across_processes {
+                if let Some(r) = &t.from_export {
+                    format!(
+                        "; from another process (namespace {:?}, {} memory)",
+                        r.namespace, r.topic.memory_kind
+                    )
+                } else if t.across_processes {
                     format!(
                         "; across processes, {} held per subscriber{}",
                         t.holds_per_subscriber,
@@ -365,6 +370,8 @@ impl ExecutionPlan {
                 t.direction,
                 if t.across_processes {
                     " across processes"
+                } else if t.from_export.is_some() {
+                    " from another process"
                 } else {
                     ""
                 },

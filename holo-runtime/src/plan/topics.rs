@@ -164,11 +164,26 @@ pub struct TopicRecord {
     /// cross. `None` for a topic whose output's own pool crosses (no copy) and for one in
     /// this process.
     pub boundary: Option<TopicBoundary>,
+    /// An import fed by another process's export (`TopicOptions::from_other_process`): the
+    /// exporting session's namespace and the topic's catalog entry, which the session
+    /// attaches by. `None` otherwise.
+    pub from_export: Option<RemoteExportRecord>,
+}
+
+/// Where an import fed by another process's export comes from: what the exporting
+/// session's endpoint catalog says of the topic.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RemoteExportRecord {
+    /// The exporting session's namespace.
+    pub namespace: String,
+    /// The topic's entry in its catalog.
+    pub topic: crate::ipc::CatalogTopic,
 }
 
 impl Serialize for TopicRecord {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut r = s.serialize_struct("TopicRecord", 20)?;
+        let mut r = s.serialize_struct("TopicRecord", 21)?;
         r.serialize_field("id", &self.id)?;
         r.serialize_field("name", &self.name)?;
         r.serialize_field("direction", self.direction.name())?;
@@ -189,6 +204,7 @@ impl Serialize for TopicRecord {
         r.serialize_field("holds_per_subscriber", &self.holds_per_subscriber)?;
         r.serialize_field("loans_per_publisher", &self.loans_per_publisher)?;
         r.serialize_field("boundary", &self.boundary.map(TopicBoundary::name))?;
+        r.serialize_field("from_export", &self.from_export)?;
         r.end()
     }
 }

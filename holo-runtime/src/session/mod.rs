@@ -64,6 +64,10 @@ pub struct SessionOptions {
     /// process. Two sessions that export the same topic across processes need different
     /// namespaces. Default `"holo"`.
     pub ipc_namespace: String,
+    /// How long the start waits for the sessions in other processes whose exports this
+    /// session imports (`TopicOptions::from_other_process`) to serve them: `None` (the
+    /// default) fails the start at once with `NotFound` when one does not.
+    pub wait_for_exporters: Option<std::time::Duration>,
 }
 
 impl Default for SessionOptions {
@@ -73,6 +77,7 @@ impl Default for SessionOptions {
             device: None,
             idle_spin: Self::DEFAULT_IDLE_SPIN,
             ipc_namespace: "holo".to_owned(),
+            wait_for_exporters: None,
         }
     }
 }
@@ -83,6 +88,7 @@ impl std::fmt::Debug for SessionOptions {
             .field("max_source_activations", &self.max_source_activations)
             .field("idle_spin", &self.idle_spin)
             .field("ipc_namespace", &self.ipc_namespace)
+            .field("wait_for_exporters", &self.wait_for_exporters)
             .field(
                 "device",
                 &self
@@ -103,6 +109,14 @@ impl SessionOptions {
     #[must_use]
     pub fn with_ipc_namespace(mut self, namespace: impl Into<String>) -> Self {
         self.ipc_namespace = namespace.into();
+        self
+    }
+
+    /// These options waiting up to `wait` at start for the exporting sessions of the
+    /// imports fed by other processes (`wait_for_exporters`).
+    #[must_use]
+    pub fn with_wait_for_exporters(mut self, wait: std::time::Duration) -> Self {
+        self.wait_for_exporters = Some(wait);
         self
     }
 
@@ -583,6 +597,19 @@ impl RunSession {
             .filter_map(crate::ipc::Server::abandoned_frames)
             .find(|(t, _)| *t == topic)
             .map(|(_, n)| n)
+    }
+
+    /// Why the import `topic`, fed by another process's export
+    /// (`TopicOptions::from_other_process`), receives nothing more: `Cancelled` once the
+    /// exporting session stopped serving it, `PeerLost` once its process died; `None`
+    /// while it is fed, and for a topic that is no such import. The session goes on with
+    /// its other topics (docs/IPC.md, "Two sessions").
+    pub fn ipc_import_end(&self, topic: &str) -> Option<Error> {
+        self.ipc
+            .iter()
+            .filter_map(crate::ipc::Server::import_end)
+            .find(|(t, _)| *t == topic)
+            .and_then(|(_, e)| e)
     }
 
     /// The session's topics, for the clients that attach to them.

@@ -323,8 +323,11 @@ fn check_topics<'p>(
                 ),
             ));
         }
+        // An import fed by another process's export has no pool: its tensors are the
+        // exporter's.
         if t.direction == TopicDirection::Import
             && t.tensor
+            && t.from_export.is_none()
             && t.pool
                 .as_deref()
                 .is_none_or(|p| plan.tensor_allocation(p).is_none())

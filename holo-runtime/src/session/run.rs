@@ -1097,6 +1097,17 @@ pub(crate) fn start(
         server.spawn()?;
         ipc.push(server);
     }
+    // The imports fed by another process's export: each attaches to its exporting session
+    // now (a refusal fails the start, having attached nothing) and starts its bridge.
+    for t in plan.topics().iter().filter(|t| t.from_export.is_some()) {
+        let bridge = crate::ipc::ImportBridge::start(
+            &topics,
+            t,
+            device.as_ref(),
+            options.wait_for_exporters,
+        )?;
+        ipc.push(crate::ipc::Server::Bridge(bridge));
+    }
     // The first rate generation: the plan's compiled rates, or the caller's candidate.
     // A rejected first candidate leaves nothing published; the session still runs on the
     // plan's compiled nominal rates, and the rejection is kept as evidence.

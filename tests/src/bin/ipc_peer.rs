@@ -7,7 +7,7 @@
 //!   drops the subscriber (closing its socket) first.
 //! - `ipc_peer export <catalog> <namespace> <topic>`: starts a session exporting `<topic>`
 //!   across processes in `<namespace>`, writes its catalog to `<catalog>`, prints `serving`
-//!   and produces frames until killed.
+//!   and produces frames — from its first subscriber's attach on — until killed.
 //!
 //! - `ipc_peer leaks <namespace>`: an exporting session and a subscriber in this process,
 //!   twice; prints `ok` when the second round left no descriptor or `memfd:holo` mapping.
@@ -123,11 +123,11 @@ fn subscribe(catalog: &str, topic: &str, frames: u64, hold: Option<&str>) -> Res
 }
 
 fn export(catalog: &str, namespace: &str, topic: &str) -> Result<(), Error> {
-    let go = Arc::new(AtomicBool::new(true));
+    let go = Arc::new(AtomicBool::new(false));
     let (graph, plan, _stats) = exporting_graph(
         topic,
         u64::MAX,
-        go,
+        Arc::clone(&go),
         TopicOptions::DEFAULT
             .with_depth(2)
             .with_holds_per_subscriber(2),
@@ -139,6 +139,14 @@ fn export(catalog: &str, namespace: &str, topic: &str) -> Result<(), Error> {
     )?;
     session.endpoint_catalog().write(catalog)?;
     say("serving");
+    // Frames from the first subscriber's attach on (frame 0 is its first).
+    while session
+        .topic_attachments(topic)
+        .is_some_and(|(n, _)| n == 0)
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    go.store(true, std::sync::atomic::Ordering::Release);
     loop {
         std::thread::sleep(Duration::from_secs(1));
         if session.is_stopping() {
