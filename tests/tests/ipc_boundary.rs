@@ -10,7 +10,8 @@
 //! delay reach a subscriber process behind their readiness (a copy made before it would
 //! hold the poison) through a device contract, and are materialized on the host through a
 //! host contract; an uncontracted foreign device tensor is refused at the boundary
-//! (`ProtocolError`), nothing published. On CUDA device 0 where it opens, else the
+//! (`ProtocolError`), and so is a tensor past the boundary's bound (`InvalidArgument`),
+//! nothing published. On CUDA device 0 where it opens, else the
 //! software device (whose `DeviceIpc` stands in for CUDA's).
 
 #[path = "common/ipc_peer.rs"]
@@ -447,6 +448,41 @@ fn an_uncontracted_foreign_device_tensor_is_refused_at_the_boundary() {
     );
     assert_eq!(session.pool_free_slots("boundary:cam"), Some(slots));
     assert_eq!(stats.frames.load(Ordering::Relaxed), 0);
+    drop(sub);
+    session.stop();
+    session.join().expect("the session ends cleanly");
+}
+
+#[test]
+fn a_tensor_past_the_boundary_bound_is_refused_and_nothing_published() {
+    let test = "boundary_too_large";
+    let (source, go, stats) = host_source(1);
+    let bounded = TopicOptions::DEFAULT
+        .with_max_bytes(1024)
+        .across_processes();
+    let (graph, plan) = exported(source, |h| h.out, bounded, &[]);
+    let (session, slots) = serve_in(
+        test,
+        graph,
+        &plan.unwrap(),
+        SessionOptions::default(),
+        "boundary:cam",
+    );
+    let catalog = session.endpoint_catalog();
+    let mut sub = ProcessSubscriber::attach(&catalog, "cam", ProcessSubscriberOptions::DEFAULT)
+        .expect("a host subscriber attaches");
+    go.store(true, Ordering::Release);
+    eventually("the emit is refused", || {
+        stats.refused.lock().unwrap().is_some()
+    });
+    let (code, message) = stats.refused.lock().unwrap().clone().unwrap();
+    assert_eq!(code, ErrorCode::InvalidArgument, "{message}");
+    assert!(message.contains("per-slot bound"), "{message}");
+    assert_eq!(
+        sub.receive(Duration::from_millis(100)).unwrap().map(|_| ()),
+        None
+    );
+    assert_eq!(session.pool_free_slots("boundary:cam"), Some(slots));
     drop(sub);
     session.stop();
     session.join().expect("the session ends cleanly");

@@ -592,10 +592,11 @@ impl Tensor {
     /// readiness (`stream` is registered as its release stream, so its slot outlives the
     /// copy) and the copy is committed there — no host wait; a host tensor's bytes are
     /// copied to the device and `stream` synchronized (the host buffer may be reused once
-    /// this returns). Refused: a tensor too large for the slot, or the pool full
-    /// (`ResourceExhausted`); a device tensor of another device (`InvalidArgument`: no
-    /// cross-device copy); a foreign device tensor with no readiness contract
-    /// (`ProtocolError`); a device tensor and no stream (`NotSupported`).
+    /// this returns). Refused: a tensor too large for the slot, or of another dtype or
+    /// rank than the pool's (`InvalidArgument`); the pool full (`ResourceExhausted`); a
+    /// device tensor of another device (`InvalidArgument`: no cross-device copy); a
+    /// foreign device tensor with no readiness contract (`ProtocolError`); a device tensor
+    /// and no stream (`NotSupported`).
     pub(crate) fn copy_across_boundary(
         &self,
         pool: &Arc<Pool>,
