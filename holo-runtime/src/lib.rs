@@ -73,9 +73,9 @@ pub use graph::{ConnectionOptions, EdgeId, Graph, MAX_TOPIC_CLIENTS, QueuePolicy
 pub use operator::{InPort, Operator, OperatorId, OperatorPorts, OutPort};
 pub use session::{
     DeviceAccess, EmitOptions, ExecutionContext, FrameInfo, GenerationPortRate, Input,
-    LifecycleContext, Output, PoolReport, PortRateView, RateCandidate, RateGeneration,
-    RateGenerationCode, RateGenerationSnapshot, RatePort, Refused, RejectedRateGeneration,
-    RunReport, RunSession, SessionOptions, generation_codes,
+    IpcImportReport, LifecycleContext, Output, PoolReport, PortRateView, RateCandidate,
+    RateGeneration, RateGenerationCode, RateGenerationSnapshot, RatePort, Refused,
+    RejectedRateGeneration, RunReport, RunSession, SessionOptions, generation_codes,
 };
 pub use spec::bytespan::{
     ByteSpanExpr, ByteSpanProjector, input_max_byte_span, parameter_contiguous_byte_span,

@@ -583,5 +583,15 @@ fn a_publisher_killed_before_its_fence_never_wedges_the_importing_session() {
         stats.received.load(Ordering::Relaxed) == 1 || stats.wrong.lock().unwrap().is_some()
     });
     session.stop();
-    session.join().expect("the session ends cleanly");
+    let report = session.join().expect("the session ends cleanly");
+    let cam = &report.ipc_imports[0];
+    assert_eq!(
+        (
+            report.ipc_imports.len(),
+            cam.topic.as_str(),
+            cam.abandoned_frames
+        ),
+        (1, "cam", 1),
+        "the run report keeps the count"
+    );
 }

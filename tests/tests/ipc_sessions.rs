@@ -186,7 +186,13 @@ fn a_session_takes_another_sessions_host_frames_in_place_and_goes_on_when_it_die
     assert!(!session.is_stopping(), "the session goes on");
     assert_eq!(*stats.wrong.lock().unwrap(), None);
     session.stop();
-    session.join().expect("the session ends cleanly");
+    let report = session.join().expect("the session ends cleanly");
+    let cam = &report.ipc_imports[0];
+    assert_eq!(
+        (cam.topic.as_str(), cam.ended.as_ref().map(|e| e.0)),
+        ("cam", Some(ErrorCode::PeerLost)),
+        "the run report keeps why the import ended"
+    );
 }
 
 #[test]

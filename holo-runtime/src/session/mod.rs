@@ -201,6 +201,24 @@ pub struct RunReport {
     pub pools: Vec<PoolReport>,
     /// How long the partitions ran.
     pub elapsed: Duration,
+    /// Every topic this session imported across processes (from publishers in other
+    /// processes, or from another process's export), as it ended.
+    pub ipc_imports: Vec<IpcImportReport>,
+}
+
+/// How a topic imported across processes ended ([`RunReport::ipc_imports`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IpcImportReport {
+    /// The topic.
+    pub topic: String,
+    /// Frames whose publisher died before its stream wrote their fence
+    /// ([`RunSession::ipc_abandoned_frames`]); 0 for an import from another process's
+    /// export (its subscriber counts its own).
+    pub abandoned_frames: u64,
+    /// An import from another process's export: why it received nothing more before the
+    /// session stopped ([`RunSession::ipc_import_end`]): the code and message.
+    pub ended: Option<(ErrorCode, String)>,
 }
 
 /// A running plan.
@@ -492,6 +510,23 @@ impl RunSession {
         }
         // The servers' fence words are registered with the device until they drop: after
         // the streams that write them ran everything.
+        let ipc_imports = self
+            .ipc
+            .iter()
+            .filter_map(|s| {
+                let (topic, abandoned_frames) = s
+                    .abandoned_frames()
+                    .or_else(|| s.import_end().map(|(t, _)| (t, 0)))?;
+                Some(IpcImportReport {
+                    topic: topic.to_owned(),
+                    abandoned_frames,
+                    ended: s
+                        .import_end()
+                        .and_then(|(_, e)| e)
+                        .map(|e| (e.code(), e.message().to_owned())),
+                })
+            })
+            .collect();
         self.ipc.clear();
         self.retirer.shutdown();
         if self.retirer.outstanding() == 0
@@ -556,6 +591,7 @@ impl RunSession {
             latency_p99: latency.quantile(0.99),
             pools,
             elapsed,
+            ipc_imports,
         })
     }
 
