@@ -427,30 +427,21 @@ fn an_uncontracted_foreign_device_tensor_is_refused_at_the_boundary() {
     let test = "boundary_uncontracted";
     let (session, go, stats, slots) = device_session(test, &device, false, false, 1, 256);
     let catalog = session.endpoint_catalog();
-    let mut sub = ProcessSubscriber::attach_with_device(
+    let sub = ProcessSubscriber::attach_with_device(
         &catalog,
         "cam",
         ProcessSubscriberOptions::DEFAULT,
         Arc::clone(&device),
     )
     .expect("the subscriber attaches");
-    go.store(true, Ordering::Release);
-    eventually("the emit is refused", || {
-        stats.refused.lock().unwrap().is_some()
-    });
-    let (code, message) = stats.refused.lock().unwrap().clone().unwrap();
-    assert_eq!(code, ErrorCode::ProtocolError, "{message}");
-    assert!(message.contains("set_readiness_stream"), "{message}");
-    // Nothing was published, and the boundary slot went back.
-    assert_eq!(
-        sub.receive(Duration::from_millis(100)).unwrap().map(|_| ()),
-        None
+    refused_and_nothing_published(
+        session,
+        sub,
+        &go,
+        &stats,
+        slots,
+        (ErrorCode::ProtocolError, "set_readiness_stream"),
     );
-    assert_eq!(session.pool_free_slots("boundary:cam"), Some(slots));
-    assert_eq!(stats.frames.load(Ordering::Relaxed), 0);
-    drop(sub);
-    session.stop();
-    session.join().expect("the session ends cleanly");
 }
 
 #[test]
@@ -469,20 +460,42 @@ fn a_tensor_past_the_boundary_bound_is_refused_and_nothing_published() {
         "boundary:cam",
     );
     let catalog = session.endpoint_catalog();
-    let mut sub = ProcessSubscriber::attach(&catalog, "cam", ProcessSubscriberOptions::DEFAULT)
+    let sub = ProcessSubscriber::attach(&catalog, "cam", ProcessSubscriberOptions::DEFAULT)
         .expect("a host subscriber attaches");
+    refused_and_nothing_published(
+        session,
+        sub,
+        &go,
+        &stats,
+        slots,
+        (ErrorCode::InvalidArgument, "per-slot bound"),
+    );
+}
+
+/// Lets the source go and checks that its emit is refused with `code` (its message
+/// naming `needle`) and nothing published: the subscriber receives nothing, every
+/// boundary slot is back; then ends the session.
+fn refused_and_nothing_published(
+    session: holo_runtime::RunSession,
+    mut sub: ProcessSubscriber,
+    go: &AtomicBool,
+    stats: &Emitted,
+    slots: u32,
+    (code, needle): (ErrorCode, &str),
+) {
     go.store(true, Ordering::Release);
     eventually("the emit is refused", || {
         stats.refused.lock().unwrap().is_some()
     });
-    let (code, message) = stats.refused.lock().unwrap().clone().unwrap();
-    assert_eq!(code, ErrorCode::InvalidArgument, "{message}");
-    assert!(message.contains("per-slot bound"), "{message}");
+    let (got, message) = stats.refused.lock().unwrap().clone().unwrap();
+    assert_eq!(got, code, "{message}");
+    assert!(message.contains(needle), "{message}");
     assert_eq!(
         sub.receive(Duration::from_millis(100)).unwrap().map(|_| ()),
         None
     );
     assert_eq!(session.pool_free_slots("boundary:cam"), Some(slots));
+    assert_eq!(stats.frames.load(Ordering::Relaxed), 0);
     drop(sub);
     session.stop();
     session.join().expect("the session ends cleanly");

@@ -569,11 +569,7 @@ pub(crate) fn import_pools(
             slot_count,
             slot_terms: terms.clone(),
             aggregate_bytes: aggregate,
-            release_stream_capacity: if kind.is_device() || device.is_some() {
-                work.options.max_fanout_release_streams
-            } else {
-                0
-            },
+            release_stream_capacity: release_capacity(work, kind, device),
             topic: Some(t.name.clone()),
         });
         let retention = holds.saturating_add(history);
@@ -606,6 +602,20 @@ pub(crate) fn import_pools(
                 .and_then(|n| bytes.checked_mul(u64::from(n))),
         });
         topic_pool_tail(records, pool, kind, bytes, slot_count, aggregate);
+    }
+}
+
+/// The release streams each slot of a topic's own pool may register: the compile options'
+/// cap for device memory (or a pool on a device), none for host memory.
+fn release_capacity(
+    work: &Work<'_>,
+    kind: MemoryKind,
+    device: Option<crate::device::DeviceId>,
+) -> u32 {
+    if kind.is_device() || device.is_some() {
+        work.options.max_fanout_release_streams
+    } else {
+        0
     }
 }
 
@@ -761,11 +771,7 @@ pub(crate) fn boundary_pools(
             slot_count,
             slot_terms: terms.clone(),
             aggregate_bytes: aggregate,
-            release_stream_capacity: if kind.is_device() || device.is_some() {
-                work.options.max_fanout_release_streams
-            } else {
-                0
-            },
+            release_stream_capacity: release_capacity(work, kind, device),
             topic: Some(t.name.clone()),
         });
         records.2.push(PoolCapacityDependencyRecord {
