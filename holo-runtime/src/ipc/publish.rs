@@ -372,14 +372,29 @@ impl PublisherSeat {
         }
     }
 
+    /// Whether the fence of this seat's commit `(slot, value)` is still pending: its word
+    /// shows less than the value, and the slot was not granted again since (a grant stores
+    /// the next value, then resets the word to 0 — after the slot came back to the pool,
+    /// which its use's wait had to pass first). The word as read, when pending.
+    fn pending(taken: &Taken, slot: u32, value: u64) -> Option<u64> {
+        let word = taken
+            .control
+            .word(ControlLayout::fence(slot as usize))?
+            .load(Ordering::Acquire);
+        let current = taken
+            .device
+            .as_ref()?
+            .served
+            .fenced
+            .get(slot as usize)?
+            .load(Ordering::Relaxed);
+        (word < value && current == value).then_some(word)
+    }
+
     /// Forgets the stream fences whose words show their values.
     fn observe(&mut self, taken: &Taken) {
-        self.unobserved.retain(|&(slot, value)| {
-            taken
-                .control
-                .word(ControlLayout::fence(slot as usize))
-                .is_some_and(|w| w.load(Ordering::Acquire) < value)
-        });
+        self.unobserved
+            .retain(|&(slot, value)| Self::pending(taken, slot, value).is_some());
     }
 
     /// The seat's end: waits (polling) for the fences still pending — until the
@@ -400,11 +415,23 @@ impl PublisherSeat {
             std::thread::sleep(Duration::from_millis(1));
         }
         for &(slot, value) in &self.unobserved {
-            if let Some(w) = taken.control.word(ControlLayout::fence(slot as usize)) {
-                let before = w.fetch_max(wire::fence::ABANDONED, Ordering::AcqRel);
-                if before < value {
-                    taken.abandoned.fetch_add(1, Ordering::Relaxed);
-                }
+            // Only a fence still pending, from the word as read: a use the slot went on
+            // to (another seat's grant) is never touched.
+            let (Some(seen), Some(w)) = (
+                Self::pending(taken, slot, value),
+                taken.control.word(ControlLayout::fence(slot as usize)),
+            ) else {
+                continue;
+            };
+            if w.compare_exchange(
+                seen,
+                wire::fence::ABANDONED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+            {
+                taken.abandoned.fetch_add(1, Ordering::Relaxed);
             }
         }
         self.unobserved.clear();
