@@ -610,14 +610,19 @@ impl Pool {
         let Some(p) = Arc::get_mut(&mut pool) else {
             return;
         };
-        // The DLPack deleter, exactly once (the option is empty afterwards).
-        drop(p.foreign.take());
+        // The release (the DLPack deleter, a cross-process release ticket), exactly once
+        // (the option is empty afterwards) — run only once the pool is back in the
+        // reserve: a release that lets its producer hand over the next buffer at once (a
+        // release word an exporter polls) finds this pool there for it, and the next
+        // import allocates nothing.
+        let release = p.foreign.take();
         if let Backing::Host { ptr, len, .. } = &mut p.backing {
             *ptr = std::ptr::null_mut();
             *len = 0;
         }
         // A full reserve hands the pool back: it is freed.
         drop(recycled_foreign().push(pool));
+        drop(release);
     }
 
     /// Whether the pool wraps a foreign buffer (a DLPack import).
