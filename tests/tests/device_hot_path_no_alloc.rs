@@ -3,7 +3,6 @@
 //! release registration, retirement polling) and a fused chain, counted process-wide with a
 //! counting global allocator. One test function: the count is process-wide.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -16,32 +15,8 @@ use holo_runtime::{
     TensorLoanRequest, compile, operator,
 };
 
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-struct CountingAllocator;
-
-// SAFETY: every call forwards to `System`; the counter is a static atomic.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded from the caller.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded from the caller.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded from the caller.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
+static GLOBAL: holo_tests::counting::Counting = holo_tests::counting::Counting;
 
 #[operator]
 struct Fill {
@@ -150,12 +125,12 @@ fn allocations_per_2000_frames(device: &Arc<dyn DeviceBackend>, consumers: usize
         wait_until(c, 300);
     }
     let mut marks = Vec::with_capacity(counters.len());
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = holo_tests::counting::allocations();
     marks.extend(counters.iter().map(|c| c.load(Ordering::Acquire) + 2_000));
     for (c, m) in counters.iter().zip(&marks) {
         wait_until(c, *m);
     }
-    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    let after = holo_tests::counting::allocations();
     session.stop();
     session.join().unwrap();
     after - before
@@ -163,6 +138,7 @@ fn allocations_per_2000_frames(device: &Arc<dyn DeviceBackend>, consumers: usize
 
 #[test]
 fn steady_state_device_frames_allocate_nothing() {
+    holo_tests::counting::assert_counting();
     for device in test_backends() {
         let name = device.backend_kind().name();
         assert_eq!(

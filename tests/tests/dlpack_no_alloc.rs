@@ -7,10 +7,8 @@
 //! One test function per binary: the allocator counts process-wide, so nothing else may
 //! run while it measures.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use holo_runtime::device::{AllocKind, DeviceBackend, SoftwareDevice};
 use holo_runtime::dlpack::{
@@ -19,32 +17,8 @@ use holo_runtime::dlpack::{
 };
 use holo_runtime::{DType, Tensor};
 
-struct CountingAllocator;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every call forwards to `System`; the counter is a static atomic.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded from the caller.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded from the caller.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded from the caller.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
+static GLOBAL: holo_tests::counting::Counting = holo_tests::counting::Counting;
 
 const ROUND_TRIPS: u64 = 10_000;
 
@@ -61,11 +35,11 @@ fn allocations(t: &Tensor, backend: Option<&Arc<dyn DeviceBackend>>) -> u64 {
     for _ in 0..ROUND_TRIPS {
         round_trip(t, backend);
     }
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = holo_tests::counting::allocations();
     for _ in 0..ROUND_TRIPS {
         round_trip(t, backend);
     }
-    ALLOCATIONS.load(Ordering::Relaxed) - before
+    holo_tests::counting::allocations() - before
 }
 
 #[repr(C)]
@@ -82,6 +56,7 @@ unsafe extern "C" fn delete_foreign(m: *mut DLManagedTensorVersioned) {
 
 #[test]
 fn a_dlpack_round_trip_allocates_nothing_once_warm() {
+    holo_tests::counting::assert_counting();
     // Host memory: a pass-through tensor of the caller's bytes.
     let host = Tensor::from_host_vec(&[16, 16], DType::U8, vec![7; 256]).unwrap();
     assert_eq!(allocations(&host, None), 0, "host round trips allocated");

@@ -17,7 +17,6 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -176,32 +175,8 @@ impl Operator for ValueSink {
     }
 }
 
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-struct CountingAllocator;
-
-// SAFETY: every call forwards to `System`; the counter is a static atomic.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded from the caller.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded from the caller.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded from the caller.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
+static GLOBAL: holo_tests::counting::Counting = holo_tests::counting::Counting;
 
 fn wait_until(counter: &AtomicU64, at_least: u64) {
     let deadline = Instant::now() + Duration::from_mins(1);
@@ -223,18 +198,19 @@ fn allocations_per_5000_frames(graph: Graph, received: &[&AtomicU64]) -> u64 {
         wait_until(r, 500);
     }
     let mut marks: Vec<u64> = Vec::with_capacity(received.len());
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = holo_tests::counting::allocations();
     marks.extend(received.iter().map(|r| r.load(Ordering::Relaxed) + 5_000));
     for (r, m) in received.iter().zip(&marks) {
         wait_until(r, *m);
     }
-    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    let after = holo_tests::counting::allocations();
     session.join().unwrap();
     after - before
 }
 
 #[test]
 fn steady_state_frames_allocate_nothing() {
+    holo_tests::counting::assert_counting();
     // In-partition: src → fwd → sink is a linear chain, one partition, one thread.
     let mut g = Graph::new();
     let (src, _) = ByteSource::new(256, 5);

@@ -15,9 +15,8 @@
 #[path = "common/ipc_peer.rs"]
 mod ipc_peer;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use holo_runtime::device::DeviceId;
@@ -26,32 +25,8 @@ use holo_runtime::{CompileOptions, Graph, RunSession, SessionOptions, TopicOptio
 use holo_tests::ipc_frames::{IpcDeviceSink, IpcSink, SinkStats, cuda_or_software};
 use ipc_peer::{Peer, WAIT, catalog_path, namespace};
 
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-struct CountingAllocator;
-
-// SAFETY: every call forwards to `System`; the counter is a static atomic.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded from the caller.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded from the caller.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded from the caller.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: CountingAllocator = CountingAllocator;
+static GLOBAL: holo_tests::counting::Counting = holo_tests::counting::Counting;
 
 fn wait_until(stats: &SinkStats, at_least: u64) {
     let deadline = Instant::now() + WAIT;
@@ -71,9 +46,9 @@ fn wait_until(stats: &SinkStats, at_least: u64) {
 fn measured(session: &RunSession, stats: &SinkStats, frames: u64) -> u64 {
     wait_until(stats, 500);
     let start = stats.received.load(Ordering::Relaxed);
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = holo_tests::counting::allocations();
     wait_until(stats, start + frames);
-    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    let after = holo_tests::counting::allocations();
     assert!(session.ipc_import_end("cam").is_none());
     after - before
 }
@@ -107,6 +82,7 @@ fn start(
 
 #[test]
 fn importing_another_sessions_frames_allocates_nothing_per_frame() {
+    holo_tests::counting::assert_counting();
     let remote = TopicOptions::DEFAULT.with_depth(2).from_other_process();
     // Host memory.
     let (mut peer, catalog) = exporter("no_alloc_host", &["export", "cam"]);
