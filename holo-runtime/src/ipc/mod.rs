@@ -92,6 +92,21 @@ impl Server {
         }
     }
 
+    /// An import's state as the run report keeps it: a publishers' import's abandoned
+    /// frames, why an import from another process's export ended; `None` for an export.
+    pub(crate) fn import_report(&self) -> Option<crate::IpcImportReport> {
+        let (topic, abandoned_frames, ended) = match self {
+            Server::Export(_) => return None,
+            Server::Import(s) => (s.topic(), s.abandoned_frames(), None),
+            Server::Bridge(b) => (b.topic(), 0, b.ended()),
+        };
+        Some(crate::IpcImportReport {
+            topic: topic.to_owned(),
+            abandoned_frames,
+            ended: ended.map(|e| (e.code(), e.message().to_owned())),
+        })
+    }
+
     /// Stops serving and joins every thread.
     pub(crate) fn stop(&mut self) {
         match self {

@@ -513,19 +513,7 @@ impl RunSession {
         let ipc_imports = self
             .ipc
             .iter()
-            .filter_map(|s| {
-                let (topic, abandoned_frames) = s
-                    .abandoned_frames()
-                    .or_else(|| s.import_end().map(|(t, _)| (t, 0)))?;
-                Some(IpcImportReport {
-                    topic: topic.to_owned(),
-                    abandoned_frames,
-                    ended: s
-                        .import_end()
-                        .and_then(|(_, e)| e)
-                        .map(|e| (e.code(), e.message().to_owned())),
-                })
-            })
+            .filter_map(crate::ipc::Server::import_report)
             .collect();
         self.ipc.clear();
         self.retirer.shutdown();
