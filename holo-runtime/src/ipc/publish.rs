@@ -1025,12 +1025,8 @@ impl RemoteLoan<'_> {
     /// bytes exceed the slot; the session refuses one the topic's contract does not admit
     /// (the slot goes back to its pool). `Cancelled` / `PeerLost` once the session is gone.
     pub fn publish(self, shape: &[u64], dtype: DType, frame: u64) -> Result<()> {
-        let written = if self.publisher.device.is_some() {
-            Written::Stream
-        } else {
-            Written::Host
-        };
-        self.send(shape, dtype, frame, 0, written)
+        // Capture time 0: none (the session stamps the frame).
+        self.publish_captured(shape, dtype, frame, 0)
     }
 
     /// [`publish`](Self::publish) with the capture time `capture_ns` (`CLOCK_MONOTONIC`
