@@ -864,6 +864,10 @@ pub(crate) fn records(
             continue;
         };
         let tensor = work.port(o, p).tensor;
+        // An import fed by another process's export: its catalog entry, and namespace.
+        let remote = (t.direction == TopicDirection::Import && t.options.from_other_process)
+            .then(|| remote_export(&work.options.endpoint_catalogs, &t.name))
+            .flatten();
         let (contract, pool, subscribers, publishers) = match t.direction {
             TopicDirection::Export => {
                 let r = resolved.get(work.port_index(o, p));
@@ -897,12 +901,7 @@ pub(crate) fn records(
             TopicDirection::Import => {
                 let req = import_requirements(work, (o, p));
                 let device = placed.import_device[i];
-                let remote = t
-                    .options
-                    .from_other_process
-                    .then(|| remote_export(&work.options.endpoint_catalogs, &t.name))
-                    .flatten()
-                    .map(|(_, e)| e);
+                let remote = remote.map(|(_, e)| e);
                 let contract = TopicContractRecord {
                     memory_kind: req
                         .and_then(|r| r.memory_kind)
@@ -931,13 +930,10 @@ pub(crate) fn records(
             .filter(|p| *p == boundary_pool_id(&t.name))
             .and(contract.memory_kind)
             .map(TopicBoundary::of);
-        let from_export = (t.direction == TopicDirection::Import && t.options.from_other_process)
-            .then(|| remote_export(&work.options.endpoint_catalogs, &t.name))
-            .flatten()
-            .map(|(namespace, topic)| RemoteExportRecord {
-                namespace: namespace.to_owned(),
-                topic: topic.clone(),
-            });
+        let from_export = remote.map(|(namespace, topic)| RemoteExportRecord {
+            namespace: namespace.to_owned(),
+            topic: topic.clone(),
+        });
         out.push(TopicRecord {
             id: u32::try_from(out.len()).unwrap_or(u32::MAX),
             name: t.name.clone(),
