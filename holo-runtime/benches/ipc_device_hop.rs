@@ -67,6 +67,9 @@
 #[path = "common/counting.rs"]
 mod counting;
 #[cfg(feature = "cuda")]
+#[path = "common/raw_iox.rs"]
+mod raw_iox;
+#[cfg(feature = "cuda")]
 #[path = "common/timing.rs"]
 mod timing;
 
@@ -106,6 +109,7 @@ mod cuda {
     use rustix::mm::{MapFlags, ProtFlags};
 
     use super::counting::ALLOCATIONS;
+    use super::raw_iox::raw_services;
     use super::timing::{mono_ns, pace, percentiles};
 
     /// Bytes per frame (1 MiB; the source's `bounds`).
@@ -286,46 +290,6 @@ mod cuda {
         got.iter().all(|&b| b == want)
     }
 
-    fn node() -> iceoryx2::node::Node<ipc_threadsafe::Service> {
-        set_log_level_from_env_or(LogLevel::Error);
-        NodeBuilder::new()
-            .signal_handling_mode(SignalHandlingMode::Disabled)
-            .create::<ipc_threadsafe::Service>()
-            .expect("an iceoryx2 node")
-    }
-
-    type RawPubSub = iceoryx2::service::port_factory::publish_subscribe::PortFactory<
-        ipc_threadsafe::Service,
-        RawDesc,
-        (),
-    >;
-    type RawEvent = iceoryx2::service::port_factory::event::PortFactory<ipc_threadsafe::Service>;
-
-    /// The raw baseline's node and its publish-subscribe and event services named `service`.
-    fn raw_services(
-        service: &str,
-    ) -> (
-        iceoryx2::node::Node<ipc_threadsafe::Service>,
-        RawPubSub,
-        RawEvent,
-    ) {
-        let node = node();
-        let name: ServiceName = service.try_into().expect("a service name");
-        let svc = node
-            .service_builder(&name)
-            .publish_subscribe::<RawDesc>()
-            .subscriber_max_buffer_size(SLOTS)
-            .history_size(0)
-            .open_or_create()
-            .expect("the raw service");
-        let ev = node
-            .service_builder(&name)
-            .event()
-            .open_or_create()
-            .expect("the raw event");
-        (node, svc, ev)
-    }
-
     fn say_ready() {
         println!("ready");
         let _ = std::io::stdout().flush();
@@ -354,7 +318,7 @@ mod cuda {
         drop(control_fd);
         let stream = device.create_stream().expect("a stream");
         let (buf_ptr, buf) = pinned(device.as_ref());
-        let (_node, svc, ev) = raw_services(service);
+        let (_node, svc, ev) = raw_services::<RawDesc>(service, SLOTS);
         let sub = svc.subscriber_builder().create().expect("a subscriber");
         let listener = ev.listener_builder().create().expect("a listener");
         say_ready();
@@ -596,7 +560,7 @@ mod cuda {
             rustix::io::fcntl_setfd(fd, FdFlags::empty()).expect("an inheritable descriptor");
         }
         let service = format!("holo-bench/raw-device/{}/{pair}", std::process::id());
-        let (_node, svc, ev) = raw_services(&service);
+        let (_node, svc, ev) = raw_services::<RawDesc>(&service, SLOTS);
         let publisher = svc.publisher_builder().create().expect("a publisher");
         let notifier = ev.notifier_builder().create().expect("a notifier");
         let (child, out) = spawn(&[

@@ -41,9 +41,12 @@ use iceoryx2::prelude::*;
 
 #[path = "common/counting.rs"]
 mod counting;
+#[path = "common/raw_iox.rs"]
+mod raw_iox;
 #[path = "common/timing.rs"]
 mod timing;
 use counting::ALLOCATIONS;
+use raw_iox::raw_services;
 use timing::{mono_ns, pace, percentiles};
 
 const FRAME: u64 = 256;
@@ -60,50 +63,10 @@ struct RawDesc {
     rest: [u64; 19],
 }
 
-fn node() -> iceoryx2::node::Node<ipc_threadsafe::Service> {
-    set_log_level_from_env_or(LogLevel::Error);
-    NodeBuilder::new()
-        .signal_handling_mode(SignalHandlingMode::Disabled)
-        .create::<ipc_threadsafe::Service>()
-        .expect("an iceoryx2 node")
-}
-
-type RawPubSub = iceoryx2::service::port_factory::publish_subscribe::PortFactory<
-    ipc_threadsafe::Service,
-    RawDesc,
-    (),
->;
-type RawEvent = iceoryx2::service::port_factory::event::PortFactory<ipc_threadsafe::Service>;
-
-/// The raw baseline's node and its publish-subscribe and event services named `service`.
-fn raw_services(
-    service: &str,
-) -> (
-    iceoryx2::node::Node<ipc_threadsafe::Service>,
-    RawPubSub,
-    RawEvent,
-) {
-    let node = node();
-    let name: ServiceName = service.try_into().expect("a service name");
-    let svc = node
-        .service_builder(&name)
-        .publish_subscribe::<RawDesc>()
-        .subscriber_max_buffer_size(8)
-        .history_size(0)
-        .open_or_create()
-        .expect("the raw service");
-    let ev = node
-        .service_builder(&name)
-        .event()
-        .open_or_create()
-        .expect("the raw event");
-    (node, svc, ev)
-}
-
 // ---- the second process ---------------------------------------------------------------
 
 fn raw_child(service: &str) {
-    let (_node, svc, ev) = raw_services(service);
+    let (_node, svc, ev) = raw_services::<RawDesc>(service, 8);
     let sub = svc.subscriber_builder().create().expect("a subscriber");
     let listener = ev.listener_builder().create().expect("a listener");
     println!("ready");
@@ -213,7 +176,7 @@ fn result(
 
 fn raw_run(pair: usize) -> (u64, u64, f64, f64) {
     let service = format!("holo-bench/raw/{}/{pair}", std::process::id());
-    let (_node, svc, ev) = raw_services(&service);
+    let (_node, svc, ev) = raw_services::<RawDesc>(&service, 8);
     let publisher = svc.publisher_builder().create().expect("a publisher");
     let notifier = ev.notifier_builder().create().expect("a notifier");
     let (child, out) = spawn(&["--role", "raw", &service]);
