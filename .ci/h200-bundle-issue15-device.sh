@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/bench .gpu/examples
 source .ci/pick.sh
-tests="ipc ipc_device ipc_publish ipc_boundary ipc_sessions ipc_import_no_alloc stream_contract topics handoff"
+tests="ipc ipc_device ipc_publish ipc_boundary ipc_sessions ipc_import_no_alloc ipc_export_no_alloc stream_contract topics handoff"
 args=(); for t in $tests; do args+=(--test "$t"); done
 cargo test --release --no-run --message-format=json -p holo-tests "${args[@]}" 2>/dev/null \
   | pick test $tests | while read -r exe; do cp "$exe" .gpu/bin/; done

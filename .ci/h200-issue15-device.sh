@@ -30,6 +30,7 @@ grep -h "ipc device killed\|ipc device publisher" "$out/ipc_device.log"
 run_test ipc_boundary HOLO_REQUIRE_DEVICE=cuda
 run_test ipc_sessions HOLO_REQUIRE_DEVICE=cuda
 run_test ipc_import_no_alloc HOLO_REQUIRE_DEVICE=cuda
+run_test ipc_export_no_alloc HOLO_REQUIRE_DEVICE=cuda
 if [ -z "$ONLY_DEVICE" ]; then
   run_test ipc
   run_test ipc_publish

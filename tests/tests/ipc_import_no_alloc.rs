@@ -7,8 +7,8 @@
 //! CUDA device 0 where it opens, else the software device (the fence wait, the readiness,
 //! the read-back on the sink's stream, the release on the subscriber's stream).
 //!
-//! The exporting process allocates once per frame inside iceoryx2 0.10 (docs/IPC.md,
-//! "Not yet"); it is another process here, and not counted.
+//! The exporting process is another process here; its side is counted in
+//! `ipc_export_no_alloc.rs`.
 //!
 //! One test function per binary: the allocator counts process-wide.
 

@@ -563,7 +563,7 @@ struct SeatWorker {
     pidfd: OwnedFd,
 }
 
-pub(crate) type Node = iceoryx2::node::Node<ipc_threadsafe::Service>;
+pub(crate) type Node = iceoryx2::node::Node<super::service::Service>;
 
 /// The iceoryx2 node and service name of a seat (`<service>/<seat>`).
 pub(crate) fn seat_service(prefix: &str, seat: usize) -> Result<ServiceName> {
@@ -580,7 +580,7 @@ pub(crate) fn node() -> Result<Node> {
     super::quiet_logs();
     NodeBuilder::new()
         .signal_handling_mode(SignalHandlingMode::Disabled)
-        .create::<ipc_threadsafe::Service>()
+        .create::<super::service::Service>()
         .map_err(|e| {
             Error::new(
                 ErrorCode::ResourceExhausted,
@@ -603,12 +603,12 @@ pub(crate) fn service_prefix(namespace: &str, topic: &str, incarnation: u64) -> 
 }
 
 pub(crate) type SeatPubSub = iceoryx2::service::port_factory::publish_subscribe::PortFactory<
-    ipc_threadsafe::Service,
+    super::service::Service,
     SlotDescriptor,
     (),
 >;
 pub(crate) type SeatEvents =
-    iceoryx2::service::port_factory::event::PortFactory<ipc_threadsafe::Service>;
+    iceoryx2::service::port_factory::event::PortFactory<super::service::Service>;
 
 /// A seat's descriptor and wake-up services, opened or created with the settings both
 /// ends must agree on: one publisher, one subscriber, room for `holds` descriptors, no
@@ -663,8 +663,8 @@ struct SeatSender {
 }
 
 pub(crate) type Publisher =
-    iceoryx2::port::publisher::Publisher<ipc_threadsafe::Service, SlotDescriptor, ()>;
-pub(crate) type Notifier = iceoryx2::port::notifier::Notifier<ipc_threadsafe::Service>;
+    iceoryx2::port::publisher::Publisher<super::service::Service, SlotDescriptor, ()>;
+pub(crate) type Notifier = iceoryx2::port::notifier::Notifier<super::service::Service>;
 
 impl Drop for SeatSender {
     /// What it still holds goes back to the pool, then is no longer outstanding.

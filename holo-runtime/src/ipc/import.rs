@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use dlpark::AllocationDeleter;
 use iceoryx2::port::listener::Listener;
 use iceoryx2::port::subscriber::Subscriber;
-use iceoryx2::prelude::*;
 
 use super::catalog::{CatalogTopic, EndpointCatalog};
 use super::export::{node, seat_service, seat_services, service_prefix};
@@ -20,7 +19,7 @@ use crate::spec::{DType, MAX_TENSOR_RANK, TensorInputSpec};
 use crate::tensor::Tensor;
 use crate::{Error, ErrorCode, MemoryKind, Result};
 
-type Service = ipc_threadsafe::Service;
+type Service = super::service::Service;
 
 /// Options of a [`ProcessSubscriber`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -32,6 +32,7 @@ mod export;
 mod import;
 mod publish;
 mod segment;
+mod service;
 mod wire;
 
 pub(crate) use bridge::ImportBridge;

@@ -55,7 +55,7 @@ use crate::tensor::{CommittedTensor, TensorOutputLoan};
 use crate::topic::{ChannelPublisher, PublisherOptions, TopicRegistry};
 use crate::{EmitOptions, Error, ErrorCode, MemoryKind, Result, Tensor};
 
-type Service = ipc_threadsafe::Service;
+type Service = super::service::Service;
 
 /// The iceoryx2 service names of publisher seat `seat`: its grants (session → publisher)
 /// and its commits (publisher → session).
