@@ -532,3 +532,71 @@ pub fn importing_device_graph(
     let plan = compile(&graph, compile_options)?;
     Ok((graph, plan, stats))
 }
+
+/// Publishes frames `frames` of [`fill_frame`] (4 KiB, written on the host) through
+/// `publisher`, each into a slot the session granted (waiting up to 10 s for one).
+///
+/// # Errors
+/// `Cancelled` when no slot is granted in 10 s; the loan's and the publish's errors.
+pub fn publish_host_frames(
+    publisher: &holo_runtime::ipc::ProcessPublisher,
+    frames: std::ops::Range<u64>,
+) -> Result<()> {
+    for k in frames {
+        let Some(mut loan) = publisher.loan(std::time::Duration::from_secs(10))? else {
+            return Err(holo_runtime::Error::new(
+                ErrorCode::Cancelled,
+                "no slot granted in 10 s",
+            ));
+        };
+        #[allow(clippy::cast_possible_truncation, reason = "FRAME_BYTES is 4096")]
+        fill_frame(k, &mut loan.bytes_mut()?[..FRAME_BYTES as usize]);
+        loan.publish(&[FRAME_BYTES], DType::U8, k)?;
+    }
+    Ok(())
+}
+
+/// Publishes device frames `frames` of [`device_fill`], `bytes` each, through `publisher`
+/// (a topic in device or pinned memory): on the publisher's stream after `delay` of it
+/// idling, or on the host (`host_writer`, pinned memory).
+///
+/// # Errors
+/// As [`publish_host_frames`]; `InvalidArgument` when the topic is not in device memory.
+pub fn publish_device_frames(
+    publisher: &holo_runtime::ipc::ProcessPublisher,
+    frames: std::ops::Range<u64>,
+    bytes: u64,
+    delay: std::time::Duration,
+    host_writer: bool,
+) -> Result<()> {
+    let (Some(device), Some(stream)) = (publisher.device().cloned(), publisher.stream()) else {
+        return Err(holo_runtime::Error::invalid_argument(
+            "the topic is not in device memory",
+        ));
+    };
+    device.bind_to_thread()?;
+    let n =
+        usize::try_from(bytes).map_err(|e| holo_runtime::Error::invalid_argument(e.to_string()))?;
+    for k in frames {
+        let Some(mut loan) = publisher.loan(std::time::Duration::from_secs(10))? else {
+            return Err(holo_runtime::Error::new(
+                ErrorCode::Cancelled,
+                "no slot granted in 10 s",
+            ));
+        };
+        if host_writer {
+            loan.bytes_mut()?[..n].fill(device_fill(k));
+            loan.publish_written_on_host(&[bytes], DType::U8, k)?;
+        } else {
+            let ptr = loan
+                .device_ptr()
+                .ok_or_else(|| holo_runtime::Error::invalid_argument("no device_ptr"))?;
+            idle(device.as_ref(), stream, delay)?;
+            // SAFETY: the granted slot, `bytes` ≤ its capacity, written only on this stream
+            // until the session's stream waits for the fence `publish` enqueues after it.
+            unsafe { device.memset_async(ptr, device_fill(k), n, stream)? };
+            loan.publish(&[bytes], DType::U8, k)?;
+        }
+    }
+    Ok(())
+}

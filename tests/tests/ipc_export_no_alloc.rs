@@ -6,8 +6,10 @@
 //! `Arc` per loaned sample) and waking the subscriber, the retirement worker polling the
 //! release words — to a subscriber in another process (`ipc_peer`), in host memory, and
 //! in device memory on CUDA device 0 where it opens, else the software device (the fence
-//! written on the source's stream). The importing side is counted in
-//! `ipc_import_no_alloc.rs`.
+//! written on the source's stream). Then a publisher in this process (`ProcessPublisher`)
+//! writing granted slots of a session in another process and publishing them, host
+//! memory and device memory (the fence written on the publisher's stream). The importing
+//! side is counted in `ipc_import_no_alloc.rs`.
 //!
 //! One test function per binary: the allocator counts process-wide.
 
@@ -18,11 +20,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use holo_runtime::ipc::{EndpointCatalog, ProcessPublisher, ProcessPublisherOptions};
 use holo_runtime::{SessionOptions, TopicOptions};
 use holo_tests::ipc_frames::{
     IpcDeviceFrames, IpcStats, cuda_or_software, exporting_device_graph, exporting_graph,
+    publish_device_frames, publish_host_frames,
 };
-use ipc_peer::{Peer, WAIT, catalog_path, serve_in};
+use ipc_peer::{Peer, WAIT, catalog_path, namespace, serve_in};
 
 #[global_allocator]
 static GLOBAL: holo_tests::counting::Counting = holo_tests::counting::Counting;
@@ -64,8 +68,47 @@ fn measured(test: &str, go: &AtomicBool, stats: &IpcStats, mode: &str) -> u64 {
     after - before
 }
 
+/// Allocations in this process while it publishes `MEASURED` frames with `publish`, after
+/// `WARM_UP`, into a session in another process (`ipc_peer import`, `extra` its memory's
+/// arguments) that checks every frame.
+fn published(
+    test: &str,
+    extra: &[&str],
+    publish: impl Fn(&ProcessPublisher, std::ops::Range<u64>) -> holo_runtime::Result<()>,
+) -> u64 {
+    let catalog = catalog_path(test);
+    let ns = namespace(test);
+    let total = WARM_UP + MEASURED + 100;
+    let frames = total.to_string();
+    let mut args = vec![
+        "import",
+        catalog.to_str().unwrap(),
+        ns.as_str(),
+        "cam",
+        &frames,
+    ];
+    args.extend_from_slice(extra);
+    let mut peer = Peer::spawn(&args);
+    peer.expect("serving");
+    let catalog = EndpointCatalog::read(&catalog).expect("the peer's catalog");
+    let publisher = ProcessPublisher::attach(&catalog, "cam", ProcessPublisherOptions::DEFAULT)
+        .expect("the publisher attaches");
+    publish(&publisher, 0..WARM_UP).expect("the warm-up frames");
+    let before = holo_tests::counting::allocations();
+    publish(&publisher, WARM_UP..WARM_UP + MEASURED).expect("the measured frames");
+    let after = holo_tests::counting::allocations();
+    publish(&publisher, WARM_UP + MEASURED..total).expect("the last frames");
+    assert_eq!(
+        peer.expect("ok"),
+        frames,
+        "{test}: the session checked every frame"
+    );
+    peer.wait_success();
+    after - before
+}
+
 #[test]
-fn exporting_frames_to_another_process_allocates_nothing_per_frame() {
+fn exporting_and_publishing_frames_to_another_process_allocate_nothing_per_frame() {
     holo_tests::counting::assert_counting();
     // Host memory.
     let go = Arc::new(AtomicBool::new(false));
@@ -101,13 +144,21 @@ fn exporting_frames_to_another_process_allocates_nothing_per_frame() {
     let on_device = measured("export_no_alloc_device", &go, &stats, "subscribe-device");
     session.stop();
     session.join().expect("the session ends cleanly");
+    // Publishing into a session in another process: host memory, then 64 KiB device
+    // frames written on this process's stream after 20 µs of it idling.
+    let pub_host = published("publish_no_alloc_host", &[], |p, r| {
+        publish_host_frames(p, r)
+    });
+    let pub_device = published("publish_no_alloc_device", &["65536"], |p, r| {
+        publish_device_frames(p, r, 64 << 10, Duration::from_micros(20), false)
+    });
     println!(
-        "allocations over {MEASURED} exported frames: host {host}, device ({}) {on_device}",
+        "allocations over {MEASURED} frames: exported host {host}, device ({}) {on_device}; published host {pub_host}, device {pub_device}",
         device.backend_kind().name()
     );
     assert_eq!(
-        (host, on_device),
-        (0, 0),
-        "allocations over {MEASURED} exported frames (host, device)"
+        (host, on_device, pub_host, pub_device),
+        (0, 0, 0, 0),
+        "allocations over {MEASURED} frames (exported host, device; published host, device)"
     );
 }

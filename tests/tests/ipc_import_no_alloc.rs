@@ -5,7 +5,10 @@
 //! (`ProcessSubscriber`), publishing the tensor into the input, the sink reading every
 //! byte, the release word written when it drops — in host memory, and in device memory on
 //! CUDA device 0 where it opens, else the software device (the fence wait, the readiness,
-//! the read-back on the sink's stream, the release on the subscriber's stream).
+//! the read-back on the sink's stream, the release on the subscriber's stream). Then the
+//! other direction into a session: publishers in another process (`ProcessPublisher`)
+//! writing the session's imported pool — the seat granting slots and taking commits, in
+//! host memory and in device memory (the fence wait on the seat's stream).
 //!
 //! The exporting process is another process here; its side is counted in
 //! `ipc_export_no_alloc.rs`.
@@ -21,9 +24,13 @@ use std::time::{Duration, Instant};
 
 use holo_runtime::device::DeviceId;
 use holo_runtime::ipc::EndpointCatalog;
-use holo_runtime::{CompileOptions, Graph, RunSession, SessionOptions, TopicOptions, compile};
-use holo_tests::ipc_frames::{IpcDeviceSink, IpcSink, SinkStats, cuda_or_software};
-use ipc_peer::{Peer, WAIT, catalog_path, namespace};
+use holo_runtime::{
+    CompileOptions, Graph, MemoryKind, RunSession, SessionOptions, TopicOptions, compile,
+};
+use holo_tests::ipc_frames::{
+    IpcDeviceSink, IpcSink, SinkStats, cuda_or_software, importing_device_graph, importing_graph,
+};
+use ipc_peer::{Peer, WAIT, catalog_path, namespace, serve_in};
 
 #[global_allocator]
 static GLOBAL: holo_tests::counting::Counting = holo_tests::counting::Counting;
@@ -119,13 +126,50 @@ fn importing_another_sessions_frames_allocates_nothing_per_frame() {
     peer.kill();
     session.stop();
     session.join().unwrap();
+    // Publishers in another process: host memory, then 64 KiB device frames written on
+    // the publisher's stream after 20 µs.
+    let published = TopicOptions::DEFAULT.with_loans_per_publisher(2);
+    let (graph, plan, stats) = importing_graph("cam", published).unwrap();
+    let (session, _) = serve_in(
+        "no_alloc_pub_host",
+        graph,
+        &plan,
+        SessionOptions::default(),
+        "topic:cam",
+    );
+    let catalog = catalog_path("no_alloc_pub_host");
+    let mut peer = Peer::spawn(&["publish", catalog.to_str().unwrap(), "cam", "2600"]);
+    peer.expect("attached");
+    let pub_host = measured(&session, &stats, 2000);
+    assert_eq!(peer.expect("ok"), "2600");
+    session.stop();
+    session.join().unwrap();
+    let (graph, plan, stats) =
+        importing_device_graph("cam", MemoryKind::CudaDevice, 64 << 10, published).unwrap();
+    let options = SessionOptions::default().on_device(Arc::clone(&device));
+    let (session, _) = serve_in("no_alloc_pub_device", graph, &plan, options, "topic:cam");
+    let catalog = catalog_path("no_alloc_pub_device");
+    let mut peer = Peer::spawn(&[
+        "publish-device",
+        catalog.to_str().unwrap(),
+        "cam",
+        "2600",
+        "65536",
+        "20",
+        "stream",
+    ]);
+    peer.expect("attached");
+    let pub_device = measured(&session, &stats, 2000);
+    assert_eq!(peer.expect("ok"), "2600");
+    session.stop();
+    session.join().unwrap();
     println!(
-        "allocations over 2000 imported frames: host {host}, device ({}) {on_device}",
+        "allocations over 2000 imported frames: host {host}, device ({}) {on_device}; from publishers: host {pub_host}, device {pub_device}",
         device.backend_kind().name()
     );
     assert_eq!(
-        (host, on_device),
-        (0, 0),
-        "allocations over 2000 frames (host, device)"
+        (host, on_device, pub_host, pub_device),
+        (0, 0, 0, 0),
+        "allocations over 2000 frames (host, device; from publishers: host, device)"
     );
 }

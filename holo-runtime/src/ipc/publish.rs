@@ -473,7 +473,9 @@ impl PublisherSeat {
             .map_err(|e| iox_error("listener", &commit_name, e))?;
         wire::send(self.conn.as_fd(), &ACTIVE, &[])?;
         let mut loans: Vec<TensorOutputLoan> = Vec::with_capacity(taken.loans);
-        let mut pending: VecDeque<(Tensor, EmitOptions)> = VecDeque::new();
+        // At most every slot of the pool waits for room: sized once, never grown per frame.
+        let mut pending: VecDeque<(Tensor, EmitOptions)> =
+            VecDeque::with_capacity(taken.pool.slot_count as usize);
         let mut live = true;
         let mut checked = Instant::now();
         loop {

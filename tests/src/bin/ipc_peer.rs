@@ -9,6 +9,11 @@
 //!   across processes in `<namespace>`, writes its catalog to `<catalog>`, prints `serving`
 //!   and produces frames — from its first subscriber's attach on — until killed.
 //!
+//! - `ipc_peer import <catalog> <namespace> <topic> <frames> [<bytes>]`: starts a session
+//!   importing `<topic>` from publishers in other processes (in CUDA device memory of
+//!   frames up to `<bytes>` when given), writes its catalog, prints `serving`, and prints
+//!   `ok <frames>` once its sink checked that many frames.
+//!
 //! - `ipc_peer leaks <namespace>`: an exporting session and a subscriber in this process,
 //!   twice; prints `ok` when the second round left no descriptor or `memfd:holo` mapping.
 //!
@@ -53,8 +58,7 @@ use holo_runtime::ipc::{
 };
 use holo_runtime::{Error, RunSession, SessionOptions, TopicOptions};
 use holo_tests::ipc_frames::{
-    IpcDeviceFrames, check_device_frame, check_frame, device_fill, exporting_device_graph,
-    exporting_graph, fill_frame,
+    IpcDeviceFrames, check_device_frame, check_frame, exporting_device_graph, exporting_graph,
 };
 
 fn say(line: &str) {
@@ -120,6 +124,56 @@ fn subscribe(catalog: &str, topic: &str, frames: u64, hold: Option<&str>) -> Res
     }
     say(&format!("ok {frames}"));
     Ok(())
+}
+
+/// A session importing `topic` from publishers in other processes (2 loans each), in host
+/// memory or, with `bytes`, in CUDA device memory (CUDA device 0 where it opens, else the
+/// software device) of frames up to `bytes`; waits for `frames` frames, each checked.
+fn import(
+    catalog: &str,
+    namespace: &str,
+    topic: &str,
+    frames: u64,
+    bytes: Option<&str>,
+) -> Result<(), Error> {
+    let options = TopicOptions::DEFAULT.with_loans_per_publisher(2);
+    let mut session_options = SessionOptions::default().with_ipc_namespace(namespace);
+    let (graph, plan, stats) = match bytes {
+        None => holo_tests::ipc_frames::importing_graph(topic, options)?,
+        Some(b) => {
+            session_options = session_options.on_device(holo_tests::ipc_frames::cuda_or_software());
+            holo_tests::ipc_frames::importing_device_graph(
+                topic,
+                holo_runtime::MemoryKind::CudaDevice,
+                number(b, "bytes")?,
+                options,
+            )?
+        }
+    };
+    let session = RunSession::start(graph, &plan, session_options)?;
+    session.endpoint_catalog().write(catalog)?;
+    say("serving");
+    let deadline = std::time::Instant::now() + Duration::from_mins(1);
+    while stats.received.load(std::sync::atomic::Ordering::Relaxed) < frames {
+        if let Some(wrong) = stats
+            .wrong
+            .lock()
+            .map_err(|_| Error::invalid_argument("poisoned"))?
+            .clone()
+        {
+            return Err(Error::invalid_argument(wrong));
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(Error::new(
+                holo_runtime::ErrorCode::Cancelled,
+                "the frames stopped coming",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    say(&format!("ok {frames}"));
+    session.stop();
+    session.join().map(|_| ())
 }
 
 fn export(catalog: &str, namespace: &str, topic: &str) -> Result<(), Error> {
@@ -285,23 +339,20 @@ fn publish(catalog: &str, topic: &str, frames: u64, hold: bool) -> Result<(), Er
         ProcessPublisherOptions::DEFAULT.with_wait_for_session(Duration::from_secs(10)),
     )?;
     say("attached");
-    for k in 0..frames {
-        let Some(mut loan) = publisher.loan(Duration::from_secs(10))? else {
+    if hold {
+        let Some(loan) = publisher.loan(Duration::from_secs(10))? else {
             return Err(Error::new(
                 holo_runtime::ErrorCode::Cancelled,
                 "no slot granted in 10 s",
             ));
         };
-        fill_frame(k, &mut loan.bytes_mut()?[..4096]);
-        if hold {
-            say("holding");
-            let _held = loan;
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-            }
+        say("holding");
+        let _held = loan;
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
         }
-        loan.publish(&[4096], holo_runtime::DType::U8, k)?;
     }
+    holo_tests::ipc_frames::publish_host_frames(&publisher, 0..frames)?;
     say(&format!("ok {frames}"));
     Ok(())
 }
@@ -321,39 +372,18 @@ fn publish_device(
         topic,
         ProcessPublisherOptions::DEFAULT.with_wait_for_session(Duration::from_secs(10)),
     )?;
-    let (Some(device), Some(stream)) = (publisher.device().cloned(), publisher.stream()) else {
-        return Err(Error::invalid_argument("the topic is not in device memory"));
-    };
-    device.bind_to_thread()?;
-    let n = usize::try_from(bytes).map_err(|e| Error::invalid_argument(e.to_string()))?;
     say("attached");
-    for k in 0..frames {
-        let Some(mut loan) = publisher.loan(Duration::from_secs(10))? else {
-            return Err(Error::new(
-                holo_runtime::ErrorCode::Cancelled,
-                "no slot granted in 10 s",
-            ));
-        };
-        if host_writer {
-            loan.bytes_mut()?[..n].fill(device_fill(k));
-            loan.publish_written_on_host(&[bytes], holo_runtime::DType::U8, k)?;
-        } else {
-            let ptr = loan
-                .device_ptr()
-                .ok_or_else(|| Error::invalid_argument("no device_ptr"))?;
-            holo_tests::ipc_frames::idle(device.as_ref(), stream, delay)?;
-            // SAFETY: the granted slot, `bytes` ≤ its capacity, written only on this stream
-            // until the session's stream waits for the fence `publish` enqueues after it.
-            unsafe { device.memset_async(ptr, device_fill(k), n, stream)? };
-            loan.publish(&[bytes], holo_runtime::DType::U8, k)?;
-        }
-        if die {
-            say("published");
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-            }
+    let publish = |range| {
+        holo_tests::ipc_frames::publish_device_frames(&publisher, range, bytes, delay, host_writer)
+    };
+    if die {
+        publish(0..1)?;
+        say("published");
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
         }
     }
+    publish(0..frames)?;
     say(&format!("ok {frames}"));
     Ok(())
 }
@@ -427,6 +457,8 @@ fn main() {
             Err(e) => Err(Error::invalid_argument(format!("frames: {e}"))),
         },
         ["export", catalog, namespace, topic] => export(catalog, namespace, topic),
+        ["import", catalog, namespace, topic, frames, rest @ ..] => number(frames, "frames")
+            .and_then(|n| import(catalog, namespace, topic, n, rest.first().copied())),
         ["leaks", namespace] => leaks(namespace),
         ["publish", catalog, topic, frames, rest @ ..] => number(frames, "frames")
             .and_then(|n| publish(catalog, topic, n, rest.first() == Some(&"hold"))),
