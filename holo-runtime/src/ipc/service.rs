@@ -244,8 +244,10 @@ impl<T: Send + Debug + Abandonable> ArcSyncPolicy<T> for Recycled<T> {
 mod tests {
     use super::*;
 
+    /// Padded to a size no iceoryx2 state has, so that no other test's block shares its
+    /// layout's free list (the reuse check below reads that list's top).
     #[derive(Debug)]
-    struct Counted(std::sync::Arc<AtomicUsize>, u64);
+    struct Counted(std::sync::Arc<AtomicUsize>, u64, [u8; 1237]);
     impl Abandonable for Counted {
         unsafe fn abandon_in_place(_: NonNull<Self>) {}
     }
@@ -258,7 +260,7 @@ mod tests {
     #[test]
     fn the_value_drops_with_the_last_clone_and_its_block_is_reused() {
         let dropped = std::sync::Arc::new(AtomicUsize::new(0));
-        let a = Recycled::new(Counted(dropped.clone(), 7)).unwrap();
+        let a = Recycled::new(Counted(dropped.clone(), 7, [0; 1237])).unwrap();
         let first = a.block.as_ptr() as usize;
         let b = a.clone();
         assert_eq!(b.lock().1, 7);
@@ -275,13 +277,13 @@ mod tests {
         );
         drop(b);
         assert_eq!(dropped.load(Ordering::Relaxed), 1);
-        let c = Recycled::new(Counted(dropped.clone(), 8)).unwrap();
+        let c = Recycled::new(Counted(dropped.clone(), 8, [0; 1237])).unwrap();
         assert_eq!(
             c.block.as_ptr() as usize,
             first,
             "the freed block is taken again"
         );
-        assert_eq!(c.lock().1, 8);
+        assert_eq!((c.lock().1, c.lock().2.len()), (8, 1237));
         drop(c);
         assert_eq!(dropped.load(Ordering::Relaxed), 2);
     }
