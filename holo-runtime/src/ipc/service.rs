@@ -104,6 +104,16 @@ unsafe fn give_block(block: NonNull<u8>, layout: Layout) {
     unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
 }
 
+/// The free blocks of `layout` (the tests' check that a block goes back and is taken again).
+#[cfg(test)]
+fn free_blocks(layout: Layout) -> usize {
+    FREE.lock().map_or(0, |free| {
+        free.iter()
+            .find(|(l, _)| *l == layout)
+            .map_or(0, |(_, b)| b.len())
+    })
+}
+
 struct Block<T: Debug> {
     clones: AtomicUsize,
     mutex: MutexHandle<T>,
@@ -259,6 +269,7 @@ mod tests {
 
     #[test]
     fn the_value_drops_with_the_last_clone_and_its_block_is_reused() {
+        let layout = Layout::new::<Block<Counted>>();
         let dropped = std::sync::Arc::new(AtomicUsize::new(0));
         let a = Recycled::new(Counted(dropped.clone(), 7, [0; 1237])).unwrap();
         let first = a.block.as_ptr() as usize;
@@ -269,20 +280,28 @@ mod tests {
             let _outer = a.lock();
             assert_eq!(b.lock().1, 7);
         }
+        let free = free_blocks(layout);
         drop(a);
         assert_eq!(
             dropped.load(Ordering::Relaxed),
             0,
             "a clone still holds the value"
         );
+        assert_eq!(
+            free_blocks(layout),
+            free,
+            "the block goes back with the last clone"
+        );
         drop(b);
         assert_eq!(dropped.load(Ordering::Relaxed), 1);
-        let c = Recycled::new(Counted(dropped.clone(), 8, [0; 1237])).unwrap();
         assert_eq!(
-            c.block.as_ptr() as usize,
-            first,
-            "the freed block is taken again"
+            free_blocks(layout),
+            free + 1,
+            "the block is on its free list"
         );
+        let c = Recycled::new(Counted(dropped.clone(), 8, [0; 1237])).unwrap();
+        assert_eq!(free_blocks(layout), free, "the next value takes it");
+        assert_eq!(c.block.as_ptr() as usize, first);
         assert_eq!((c.lock().1, c.lock().2.len()), (8, 1237));
         drop(c);
         assert_eq!(dropped.load(Ordering::Relaxed), 2);
