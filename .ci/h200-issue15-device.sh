@@ -34,7 +34,6 @@ run_test ipc_export_no_alloc HOLO_REQUIRE_DEVICE=cuda
 if [ -z "$ONLY_DEVICE" ]; then
   run_test ipc
   run_test ipc_publish
-  for n in stream_contract topics handoff; do run_test $n HOLO_REQUIRE_DEVICE=cuda; done
 fi
 if [ -x /usr/local/cuda/bin/compute-sanitizer ] || command -v compute-sanitizer >/dev/null; then
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
