@@ -371,6 +371,9 @@ pub struct SinkStats {
     pub received: AtomicU64,
     /// The first frame that was wrong, and why.
     pub wrong: std::sync::Mutex<Option<String>>,
+    /// Frames whose writer died before their fence (`Tensor::fence_abandoned`): not
+    /// checked, their bytes are not the frame's.
+    pub abandoned: AtomicU64,
 }
 
 /// Receives host frames of [`fill_frame`] (k in the first 8 bytes) from an imported topic,
@@ -466,6 +469,12 @@ macro_rules! device_sink {
                     let n = t.byte_size();
                     self.buf.resize(n, 0);
                     t.copy_to_host(&mut self.buf[..n], ctx.cuda_stream()?)?;
+                    // The copy ran behind the fence's wait: an abandoned fence shows now.
+                    if t.fence_abandoned() {
+                        self.stats.abandoned.fetch_add(1, Ordering::Relaxed);
+                        self.next = info.frame + 1;
+                        continue;
+                    }
                     let wrong = if info.frame != self.next {
                         Some(format!(
                             "frame {} came where {} belongs",

@@ -218,6 +218,10 @@ fn a_killed_device_exporter_never_wedges_its_subscribers_stream() {
         .receive(WAIT)
         .expect("a descriptor")
         .expect("within the wait");
+    assert!(
+        !held.fence_abandoned(),
+        "the fence is pending, not abandoned, while the exporter lives"
+    );
     eprintln!("killed exporter: a descriptor received; killing the exporter");
     // The subscriber's stream now waits for a fence the exporter's stream writes in 3 s.
     let killed = Instant::now();
@@ -240,6 +244,10 @@ fn a_killed_device_exporter_never_wedges_its_subscribers_stream() {
         "the subscriber's stream waited {since_kill:?} after SIGKILL for a dead exporter's fence"
     );
     assert!(sub.abandoned_frames() >= 1, "the lost frame is counted");
+    assert!(
+        held.fence_abandoned(),
+        "the received tensor says its fence was abandoned"
+    );
     let err = loop {
         match sub.receive(WAIT) {
             Ok(Some(_)) => {}
@@ -576,12 +584,20 @@ fn a_publisher_killed_before_its_fence_never_wedges_the_importing_session() {
         since_kill < Duration::from_secs(5),
         "the session waited {since_kill:?} after SIGKILL for a dead publisher's fence"
     );
-    // The sink's stream ran on past the abandoned fence: the frame reached it (its bytes
-    // were never written by the dead publisher, so its check may fail — what
-    // `ipc_abandoned_frames` warns of).
-    eventually("the frame reaches the sink", || {
-        stats.received.load(Ordering::Relaxed) == 1 || stats.wrong.lock().unwrap().is_some()
+    // The sink's stream ran on past the abandoned fence: the frame reached it, and the
+    // tensor says its fence was abandoned (its bytes were never written by the dead
+    // publisher), so the sink did not take them for the frame's.
+    eventually("the frame reaches the sink, marked abandoned", || {
+        stats.abandoned.load(Ordering::Relaxed) == 1
     });
+    assert_eq!(
+        (
+            stats.received.load(Ordering::Relaxed),
+            stats.wrong.lock().unwrap().clone()
+        ),
+        (0, None),
+        "the abandoned frame is neither taken nor checked as the frame's"
+    );
     session.stop();
     let report = session.join().expect("the session ends cleanly");
     let cam = &report.ipc_imports[0];

@@ -306,7 +306,32 @@ pub(crate) struct Pool {
     /// A foreign buffer's release (the DLPack deleter of an import): run once, when the
     /// slot's last handle is released (see [`Pool::wrap_foreign`]).
     foreign: Option<AllocationDeleter>,
+    /// Slots another process writes behind a generation fence (docs/IPC.md): their fence
+    /// words, which tell a frame whose writer died before its fence
+    /// ([`Pool::fence_abandoned`]).
+    fence_words: OnceLock<FenceWords>,
 }
+
+/// The fence words of a pool's slots in another process's control segment: slot `s`'s word
+/// is `first + s`; a word holding `abandoned` is a fence the writer never wrote (its
+/// process died, and a watchdog or the serving seat ended the wait). While a handle of a
+/// slot is held, its word is not reset (that happens when the slot is granted or sent
+/// again), so a holder reads its own use's outcome.
+pub(crate) struct FenceWords {
+    /// A word shared with another process: std's atomic, never the loom shim's.
+    pub(crate) first: std::ptr::NonNull<std::sync::atomic::AtomicU64>,
+    pub(crate) abandoned: u64,
+    /// Keeps the words mapped for as long as the pool lives (`None`: the slot's foreign
+    /// owner does, until the slot's last handle is released).
+    #[allow(dead_code, reason = "held, never read: it keeps the words mapped")]
+    pub(crate) keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+// SAFETY: the pointer is to shared atomics, only ever read atomically, mapped while `keep`
+// (or the foreign owner of the slot being read) lives.
+unsafe impl Send for FenceWords {}
+// SAFETY: as above.
+unsafe impl Sync for FenceWords {}
 
 // SAFETY: the backing and each slot's metadata are written only by the holder of that
 // slot's loan, which took the index off the free list exclusively; readers access them only
@@ -486,6 +511,7 @@ impl Pool {
             closing: CachePadded::default(),
             counters: PoolCounters::default(),
             foreign: None,
+            fence_words: OnceLock::new(),
         }
         .into_owner())
     }
@@ -528,6 +554,7 @@ impl Pool {
             closing: CachePadded::default(),
             counters: PoolCounters::default(),
             foreign: None,
+            fence_words: OnceLock::new(),
         })
     }
 
@@ -560,6 +587,7 @@ impl Pool {
             p.slots[0] = Slot::new(1, foreign.meta);
             p.slots[0].generation.store(generation, Ordering::Relaxed);
             p.foreign = Some(foreign.owner);
+            p.fence_words = OnceLock::new();
             p.mark_uncontracted();
             return Ok(pool);
         }
@@ -581,9 +609,30 @@ impl Pool {
             closing: CachePadded::default(),
             counters: PoolCounters::default(),
             foreign: Some(foreign.owner),
+            fence_words: OnceLock::new(),
         };
         pool.mark_uncontracted();
         Ok(Arc::new(pool))
+    }
+
+    /// Gives the pool's slots their fence words (once; `InvalidArgument` if they have
+    /// some already).
+    pub(crate) fn set_fence_words(&self, words: FenceWords) -> Result<()> {
+        self.fence_words
+            .set(words)
+            .map_err(|_| Error::invalid_argument("the pool's fence words are set already"))
+    }
+
+    /// Whether `slot`'s writer in another process died before its fence, so that the
+    /// fence was abandoned (see [`FenceWords`]); false for a pool no other process writes.
+    pub(crate) fn fence_abandoned(&self, slot: u32) -> bool {
+        self.fence_words.get().is_some_and(|f| {
+            // SAFETY: `slot` is one of this pool's slots, whose words follow `first`; they
+            // are mapped while `keep` or the slot's foreign owner lives (the caller holds a
+            // handle of the slot).
+            let word = unsafe { &*f.first.as_ptr().add(slot as usize) };
+            word.load(std::sync::atomic::Ordering::Acquire) == f.abandoned
+        })
     }
 
     /// A device-backed foreign slot starts with no readiness stream contract.

@@ -495,6 +495,17 @@ impl ProcessSubscriber {
                 // the fence.
                 pool.record_foreign_readiness(0, StreamOrQueue::Backend(dev.stream))
                     .map_err(|e| e.at(at()))?;
+                // The slot's fence word tells the holder whether the watchdog abandoned
+                // it (`Tensor::fence_abandoned`); the ticket keeps the mirror, and so the
+                // word, mapped while the tensor lives.
+                if let Some(word) = self.mirror.control.word(ControlLayout::fence(slot)) {
+                    pool.set_fence_words(crate::channel::pool::FenceWords {
+                        first: std::ptr::NonNull::from(word),
+                        abandoned: wire::fence::ABANDONED,
+                        keep: None,
+                    })
+                    .map_err(|e| e.at(at()))?;
+                }
             } else {
                 // Pinned bytes the exporter wrote on the host: complete, no stream to
                 // wait for (`synchronize_for_host` returns at once).

@@ -143,6 +143,20 @@ impl ImportServer {
             }
             None => None,
         };
+        // A publisher's stream-written frame whose fence the seat abandoned (the publisher
+        // died first) says so to its holder (`Tensor::fence_abandoned`); the pool keeps the
+        // control segment mapped for as long as it lives.
+        if device.is_some()
+            && let Some(first) = control.word(ControlLayout::fence(0))
+        {
+            let keep: Arc<dyn std::any::Any + Send + Sync> = control.clone();
+            pool.set_fence_words(crate::channel::pool::FenceWords {
+                first: std::ptr::NonNull::from(first),
+                abandoned: fence::ABANDONED,
+                keep: Some(keep),
+            })
+            .map_err(|e| e.at(at()))?;
+        }
         let socket = bind_socket(namespace, &record.name)?;
         Ok(ImportServer {
             taken: Arc::new(Taken {

@@ -522,6 +522,24 @@ impl Tensor {
         }
     }
 
+    /// Whether this tensor crossed from another process behind a generation fence whose
+    /// writer died before writing it: its bytes are **not the frame's**. This is the
+    /// frame `RunSession::ipc_abandoned_frames` and `ProcessSubscriber::abandoned_frames`
+    /// count, which reaches its reader all the same (its wait was ended so that no stream
+    /// wedges on a dead process: docs/IPC.md, "When a process dies").
+    ///
+    /// Read it once the stream work that used the tensor has run (after
+    /// `copy_to_host`, or a synchronization of the stream that read it): the fence is
+    /// abandoned only once the writer's process exited, so an earlier read may still say
+    /// `false` for a frame that will turn out abandoned. A tensor received from another
+    /// process in device or pinned memory written on a stream can be abandoned (a
+    /// `ProcessSubscriber`'s, an import fed by another process's export, a
+    /// `ProcessPublisher`'s frame in the importing session); every other tensor says
+    /// `false`.
+    pub fn fence_abandoned(&self) -> bool {
+        self.pool.fence_abandoned(self.slot)
+    }
+
     /// Release streams registered on the tensor's slot (deduplicated).
     pub fn release_stream_count(&self) -> u32 {
         self.pool.release_stream_count(self.slot)
