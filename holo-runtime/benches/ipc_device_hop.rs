@@ -118,6 +118,10 @@ mod cuda {
     const FRAMES: u64 = 10_000;
     /// Warm-up frames before them.
     const WARMUP: u64 = 2_000;
+    /// Frames sent after the measured ones, neither timed nor counted: the other process
+    /// is still attached when a side's allocation count ends (its detach is not a frame's
+    /// work).
+    const TAIL: u64 = 100;
     /// One frame every `PERIOD` in the hop latency.
     const PERIOD: Duration = Duration::from_micros(200);
     /// Interleaved raw/holo pairs.
@@ -323,7 +327,7 @@ mod cuda {
         let listener = ev.listener_builder().create().expect("a listener");
         say_ready();
         let mut lat = Vec::with_capacity(FRAMES as usize);
-        let (mut allocs, mut bad) = (0u64, 0u64);
+        let (mut allocs, mut end, mut bad) = (0u64, 0u64, 0u64);
         let mut heard = Instant::now();
         loop {
             let Some(s) = sub.receive().expect("receive") else {
@@ -355,14 +359,17 @@ mod cuda {
             if n == WARMUP {
                 allocs = ALLOCATIONS.load(Ordering::Relaxed);
             }
-            if n >= WARMUP {
+            if (WARMUP..WARMUP + FRAMES).contains(&n) {
                 lat.push(t1.saturating_sub(desc.t0));
             }
             if seq == WARMUP + FRAMES {
+                end = ALLOCATIONS.load(Ordering::Relaxed);
+            }
+            if seq >= WARMUP + FRAMES + TAIL {
                 break;
             }
         }
-        let allocs = ALLOCATIONS.load(Ordering::Relaxed) - allocs;
+        let allocs = end - allocs;
         device
             .synchronize_stream(stream)
             .expect("the stream synchronized");
@@ -398,8 +405,8 @@ mod cuda {
         let (buf_ptr, buf) = pinned(device.as_ref());
         say_ready();
         let mut lat = Vec::with_capacity(FRAMES as usize);
-        let (mut n, mut allocs, mut bad) = (0u64, 0u64, 0u64);
-        while n < WARMUP + FRAMES {
+        let (mut n, mut allocs, mut end, mut bad) = (0u64, 0u64, 0u64, 0u64);
+        while n < WARMUP + FRAMES + TAIL {
             let t = sub
                 .receive(PATIENCE)
                 .expect("receive")
@@ -423,12 +430,15 @@ mod cuda {
             if n == WARMUP {
                 allocs = ALLOCATIONS.load(Ordering::Relaxed);
             }
-            if n >= WARMUP {
+            if (WARMUP..WARMUP + FRAMES).contains(&n) {
                 lat.push(t1.saturating_sub(capture));
             }
             n += 1;
+            if n == WARMUP + FRAMES {
+                end = ALLOCATIONS.load(Ordering::Relaxed);
+            }
         }
-        let allocs = ALLOCATIONS.load(Ordering::Relaxed) - allocs;
+        let allocs = end - allocs;
         device
             .synchronize_stream(stream)
             .expect("the stream synchronized");
@@ -576,12 +586,15 @@ mod cuda {
         std::thread::sleep(Duration::from_millis(50));
         let mut last = [0u64; SLOTS];
         let mut deadline = Instant::now();
-        let mut allocs = 0;
-        for n in 0..WARMUP + FRAMES {
+        let (mut allocs, mut end) = (0, 0);
+        for n in 0..WARMUP + FRAMES + TAIL {
             deadline += PERIOD;
             pace(deadline);
             if n == WARMUP {
                 allocs = ALLOCATIONS.load(Ordering::Relaxed);
+            }
+            if n == WARMUP + FRAMES {
+                end = ALLOCATIONS.load(Ordering::Relaxed);
             }
             let (slot, seq) = ((n % SLOTS as u64) as usize, n + 1);
             wait_word(
@@ -610,7 +623,7 @@ mod cuda {
             notifier.notify().expect("notify");
             last[slot] = seq;
         }
-        let allocs = (ALLOCATIONS.load(Ordering::Relaxed) - allocs) as f64 / FRAMES as f64;
+        let allocs = (end - allocs) as f64 / FRAMES as f64;
         let v = result(child, out);
         device
             .synchronize_stream(stream)
@@ -802,7 +815,8 @@ mod cuda {
     }
 
     fn holo_run(pair: usize, device: &Arc<CudaDevice>) -> Hop {
-        let (source, go, stats) = DeviceSource::new(Some(PERIOD), WARMUP + FRAMES, Duration::MAX);
+        let (source, go, stats) =
+            DeviceSource::new(Some(PERIOD), WARMUP + FRAMES + TAIL, Duration::MAX);
         let (session, path) = start_session(source, device, &format!("p{pair}"));
         let (child, out) = spawn(&["--role", "holo", path.to_str().expect("utf-8")]);
         wait_until(&session, PATIENCE, "the second process's attach", || {

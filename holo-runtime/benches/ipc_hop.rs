@@ -54,6 +54,9 @@ const FRAMES: u64 = 10_000;
 const WARMUP: u64 = 1_000;
 const PERIOD: Duration = Duration::from_micros(100);
 const PAIRS: usize = 3;
+/// Frames sent after the measured ones, neither timed nor counted: the other process is
+/// still attached when a side's allocation count ends (its detach is not a frame's work).
+const TAIL: u64 = 100;
 
 /// The raw message: as large as holo's slot descriptor (160 bytes).
 #[derive(Debug, Clone, Copy, ZeroCopySend)]
@@ -72,7 +75,7 @@ fn raw_child(service: &str) {
     println!("ready");
     let _ = std::io::stdout().flush();
     let mut lat = Vec::with_capacity(FRAMES as usize);
-    let mut allocs = 0u64;
+    let (mut allocs, mut end) = (0u64, None);
     // Until the last message (by its number: an overflowing buffer may drop some).
     let mut heard = Instant::now();
     loop {
@@ -93,14 +96,17 @@ fn raw_child(service: &str) {
         if n == WARMUP {
             allocs = ALLOCATIONS.load(Ordering::Relaxed);
         }
-        if n >= WARMUP {
+        if (WARMUP..WARMUP + FRAMES).contains(&n) {
             lat.push(now.saturating_sub(stamp));
         }
-        if n + 1 == WARMUP + FRAMES {
+        if n + 1 >= WARMUP + FRAMES && end.is_none() {
+            end = Some(ALLOCATIONS.load(Ordering::Relaxed));
+        }
+        if n + 1 >= WARMUP + FRAMES + TAIL {
             break;
         }
     }
-    let allocs = ALLOCATIONS.load(Ordering::Relaxed) - allocs;
+    let allocs = end.unwrap_or(allocs) - allocs;
     let (p50, p99) = percentiles(lat);
     println!("{p50} {p99} {}", allocs as f64 / FRAMES as f64);
 }
@@ -116,8 +122,8 @@ fn holo_child(catalog: &str) {
     println!("ready");
     let _ = std::io::stdout().flush();
     let mut lat = Vec::with_capacity(FRAMES as usize);
-    let (mut n, mut allocs) = (0u64, 0u64);
-    while n < WARMUP + FRAMES {
+    let (mut n, mut allocs, mut end) = (0u64, 0u64, 0u64);
+    while n < WARMUP + FRAMES + TAIL {
         let Some(t) = sub.receive(Duration::from_secs(10)).expect("receive") else {
             panic!("no frame in 10 s");
         };
@@ -129,12 +135,15 @@ fn holo_child(catalog: &str) {
         if n == WARMUP {
             allocs = ALLOCATIONS.load(Ordering::Relaxed);
         }
-        if n >= WARMUP {
+        if (WARMUP..WARMUP + FRAMES).contains(&n) {
             lat.push(now.saturating_sub(capture));
         }
         n += 1;
+        if n == WARMUP + FRAMES {
+            end = ALLOCATIONS.load(Ordering::Relaxed);
+        }
     }
-    let allocs = ALLOCATIONS.load(Ordering::Relaxed) - allocs;
+    let allocs = end - allocs;
     let (p50, p99) = percentiles(lat);
     println!("{p50} {p99} {}", allocs as f64 / FRAMES as f64);
 }
@@ -183,11 +192,15 @@ fn raw_run(pair: usize) -> (u64, u64, f64, f64) {
     std::thread::sleep(Duration::from_millis(50));
     let mut deadline = Instant::now();
     let mut allocs = 0;
-    for n in 0..WARMUP + FRAMES {
+    let mut end = 0;
+    for n in 0..WARMUP + FRAMES + TAIL {
         deadline += PERIOD;
         pace(deadline);
         if n == WARMUP {
             allocs = ALLOCATIONS.load(Ordering::Relaxed);
+        }
+        if n == WARMUP + FRAMES {
+            end = ALLOCATIONS.load(Ordering::Relaxed);
         }
         publisher
             .send_copy(RawDesc {
@@ -197,13 +210,13 @@ fn raw_run(pair: usize) -> (u64, u64, f64, f64) {
             .expect("send");
         notifier.notify().expect("notify");
     }
-    let allocs = (ALLOCATIONS.load(Ordering::Relaxed) - allocs) as f64 / FRAMES as f64;
+    let allocs = (end - allocs) as f64 / FRAMES as f64;
     let (p50, p99, child_allocs) = result(child, out);
     (p50, p99, allocs, child_allocs)
 }
 
 /// Emits a 256-byte host frame every `PERIOD`, with its capture time, once `go` is set,
-/// until it emitted the warm-up and measured frames.
+/// until it emitted the warm-up, measured and tail frames.
 #[operator]
 struct Paced {
     #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = 256)]
@@ -216,7 +229,7 @@ struct Paced {
 impl Operator for Paced {
     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
         if !self.go.load(Ordering::Acquire)
-            || self.emitted.load(Ordering::Relaxed) >= WARMUP + FRAMES
+            || self.emitted.load(Ordering::Relaxed) >= WARMUP + FRAMES + TAIL
         {
             std::thread::sleep(Duration::from_micros(200));
             return Ok(());
