@@ -41,7 +41,9 @@ fn host_bytes<'a>(
 /// The consumer: attaches to [`TOPIC`] through the catalog at `path` (waiting up to 10 s
 /// for the producer), prints `consumer (pid …): attached …` as its first line, then
 /// receives until the producer stops serving, checking every frame's bytes and that the
-/// ids follow each other, and prints what it received.
+/// ids follow each other — a frame whose producer died before its fence
+/// (`Tensor::fence_abandoned`) is counted and skipped, not taken for the frame — and
+/// prints what it received.
 pub fn consume(path: &Path) -> Result<()> {
     let say = |line: std::fmt::Arguments<'_>| {
         let mut out = std::io::stdout().lock();
@@ -60,7 +62,7 @@ pub fn consume(path: &Path) -> Result<()> {
         frames.exporter_pid(),
         frames.seat()
     ));
-    let (mut received, mut first, mut next) = (0u64, None, None);
+    let (mut received, mut abandoned, mut first, mut next) = (0u64, 0u64, None, None);
     let (mut expect, mut copy) = (Vec::new(), Vec::new());
     let ended = loop {
         match frames.receive_with_info(Duration::from_secs(10)) {
@@ -76,6 +78,12 @@ pub fn consume(path: &Path) -> Result<()> {
                 first.get_or_insert(info.frame);
                 next = Some(info.frame + 1);
                 let bytes = host_bytes(&frames, &frame, &mut copy)?;
+                // The copy ran behind the frame's fence: a producer that died before
+                // writing it left bytes that are not the frame's, and the tensor says so.
+                if frame.fence_abandoned() {
+                    abandoned += 1;
+                    continue;
+                }
                 expect.resize(bytes.len(), 0);
                 if frames.device().is_some() {
                     expect.fill(device_fill(info.frame));
@@ -102,12 +110,17 @@ pub fn consume(path: &Path) -> Result<()> {
         }
     };
     say(format_args!(
-        "consumer: {received} frames received from another process{}, every byte checked ({}); then {ended}",
+        "consumer: {received} frames received from another process{}, every byte checked ({}){}; then {ended}",
         first.map_or(String::new(), |f| format!(" (from frame {f})")),
         if frames.device().is_some() {
             "device memory, read on the consumer's stream behind each frame's fence"
         } else {
             "in the shared slot, no copy"
+        },
+        if abandoned > 0 {
+            format!("; {abandoned} abandoned by a producer that died before their fence, skipped")
+        } else {
+            String::new()
         },
     ));
     Ok(())
