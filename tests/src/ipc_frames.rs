@@ -542,6 +542,18 @@ pub fn importing_device_graph(
     Ok((graph, plan, stats))
 }
 
+/// A slot the session granted `publisher`, waiting up to 10 s for one.
+///
+/// # Errors
+/// `Cancelled` when none is granted in 10 s; the loan's errors.
+pub fn granted(
+    publisher: &holo_runtime::ipc::ProcessPublisher,
+) -> Result<holo_runtime::ipc::RemoteLoan<'_>> {
+    publisher
+        .loan(std::time::Duration::from_secs(10))?
+        .ok_or_else(|| holo_runtime::Error::new(ErrorCode::Cancelled, "no slot granted in 10 s"))
+}
+
 /// Publishes frames `frames` of [`fill_frame`] (4 KiB, written on the host) through
 /// `publisher`, each into a slot the session granted (waiting up to 10 s for one).
 ///
@@ -552,12 +564,7 @@ pub fn publish_host_frames(
     frames: std::ops::Range<u64>,
 ) -> Result<()> {
     for k in frames {
-        let Some(mut loan) = publisher.loan(std::time::Duration::from_secs(10))? else {
-            return Err(holo_runtime::Error::new(
-                ErrorCode::Cancelled,
-                "no slot granted in 10 s",
-            ));
-        };
+        let mut loan = granted(publisher)?;
         #[allow(clippy::cast_possible_truncation, reason = "FRAME_BYTES is 4096")]
         fill_frame(k, &mut loan.bytes_mut()?[..FRAME_BYTES as usize]);
         loan.publish(&[FRAME_BYTES], DType::U8, k)?;
@@ -587,12 +594,7 @@ pub fn publish_device_frames(
     let n =
         usize::try_from(bytes).map_err(|e| holo_runtime::Error::invalid_argument(e.to_string()))?;
     for k in frames {
-        let Some(mut loan) = publisher.loan(std::time::Duration::from_secs(10))? else {
-            return Err(holo_runtime::Error::new(
-                ErrorCode::Cancelled,
-                "no slot granted in 10 s",
-            ));
-        };
+        let mut loan = granted(publisher)?;
         if host_writer {
             loan.bytes_mut()?[..n].fill(device_fill(k));
             loan.publish_written_on_host(&[bytes], DType::U8, k)?;

@@ -67,6 +67,28 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
+/// Says `line`, then keeps `held` (a tensor, a loan) until the process is killed.
+fn hold_until_killed<T>(held: T, line: &str) -> ! {
+    say(line);
+    let _held = held;
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// Attaches a publisher to `topic` of the catalog at `catalog` (waiting up to 10 s for the
+/// session) and says `attached`.
+fn attach_publisher(catalog: &str, topic: &str) -> Result<ProcessPublisher, Error> {
+    let catalog = EndpointCatalog::read(catalog)?;
+    let publisher = ProcessPublisher::attach(
+        &catalog,
+        topic,
+        ProcessPublisherOptions::DEFAULT.with_wait_for_session(Duration::from_secs(10)),
+    )?;
+    say("attached");
+    Ok(publisher)
+}
+
 /// Attaches to `topic` of the catalog at `catalog`, waiting up to 10 s for the exporter,
 /// and says `attached <seat>`.
 fn attach(catalog: &str, topic: &str) -> Result<ProcessSubscriber, Error> {
@@ -115,11 +137,7 @@ fn subscribe(catalog: &str, topic: &str, frames: u64, hold: Option<&str>) -> Res
                 // Closes the socket: the exporter frees the seat, keeps the slot.
                 drop(sub);
             }
-            say(&format!("holding {}", info.slot.slot));
-            let _held = t;
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-            }
+            hold_until_killed(t, &format!("holding {}", info.slot.slot));
         }
     }
     say(&format!("ok {frames}"));
@@ -305,11 +323,7 @@ fn subscribe_device(
             unsafe {
                 device.copy_to_host_async(buf.as_mut_ptr(), t.device_ptr(), 16, stream)?;
             }
-            say(&format!("holding {}", info.slot.slot));
-            let _held = t;
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-            }
+            hold_until_killed(t, &format!("holding {}", info.slot.slot));
         }
     }
     say(&format!("ok {frames} abandoned {}", sub.abandoned_frames()));
@@ -332,25 +346,9 @@ fn subscribe_pinned(catalog: &str, topic: &str, frames: u64, writer: &str) -> Re
 }
 
 fn publish(catalog: &str, topic: &str, frames: u64, hold: bool) -> Result<(), Error> {
-    let catalog = EndpointCatalog::read(catalog)?;
-    let publisher = ProcessPublisher::attach(
-        &catalog,
-        topic,
-        ProcessPublisherOptions::DEFAULT.with_wait_for_session(Duration::from_secs(10)),
-    )?;
-    say("attached");
+    let publisher = attach_publisher(catalog, topic)?;
     if hold {
-        let Some(loan) = publisher.loan(Duration::from_secs(10))? else {
-            return Err(Error::new(
-                holo_runtime::ErrorCode::Cancelled,
-                "no slot granted in 10 s",
-            ));
-        };
-        say("holding");
-        let _held = loan;
-        loop {
-            std::thread::sleep(Duration::from_secs(1));
-        }
+        hold_until_killed(holo_tests::ipc_frames::granted(&publisher)?, "holding");
     }
     holo_tests::ipc_frames::publish_host_frames(&publisher, 0..frames)?;
     say(&format!("ok {frames}"));
@@ -366,22 +364,13 @@ fn publish_device(
     host_writer: bool,
     die: bool,
 ) -> Result<(), Error> {
-    let catalog = EndpointCatalog::read(catalog)?;
-    let publisher = ProcessPublisher::attach(
-        &catalog,
-        topic,
-        ProcessPublisherOptions::DEFAULT.with_wait_for_session(Duration::from_secs(10)),
-    )?;
-    say("attached");
+    let publisher = attach_publisher(catalog, topic)?;
     let publish = |range| {
         holo_tests::ipc_frames::publish_device_frames(&publisher, range, bytes, delay, host_writer)
     };
     if die {
         publish(0..1)?;
-        say("published");
-        loop {
-            std::thread::sleep(Duration::from_secs(1));
-        }
+        hold_until_killed((), "published");
     }
     publish(0..frames)?;
     say(&format!("ok {frames}"));
