@@ -1,6 +1,6 @@
 //! A foreign library's tensors, as DLPack hands them to holo: a compact
 //! `DLManagedTensorVersioned` over another library's buffer, whose deleter frees it once
-//! (`tests/tests/dlpack.rs`, `tests/tests/ipc_boundary.rs`).
+//! (`tests/tests/dlpack.rs`, `dlpack_no_alloc.rs`, `ipc_boundary.rs`).
 #![allow(
     clippy::missing_panics_doc,
     reason = "test fixtures: a failure to make one is the test's failure"

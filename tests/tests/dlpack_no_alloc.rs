@@ -11,10 +11,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use holo_runtime::device::{AllocKind, DeviceBackend, SoftwareDevice};
-use holo_runtime::dlpack::{
-    DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPACK_VERSION, DLTensor, Dlpack,
-    DlpackFlags, dtype_to_dlpack,
-};
+use holo_runtime::dlpack::dtype_to_dlpack;
 use holo_runtime::{DType, Tensor};
 
 #[global_allocator]
@@ -42,18 +39,6 @@ fn allocations(t: &Tensor, backend: Option<&Arc<dyn DeviceBackend>>) -> u64 {
     holo_tests::counting::allocations() - before
 }
 
-#[repr(C)]
-struct Foreign {
-    managed: DLManagedTensorVersioned,
-    shape: [i64; 1],
-    strides: [i64; 1],
-}
-
-unsafe extern "C" fn delete_foreign(m: *mut DLManagedTensorVersioned) {
-    // SAFETY: made below; called once.
-    drop(unsafe { Box::from_raw(m.cast::<Foreign>()) });
-}
-
 #[test]
 fn a_dlpack_round_trip_allocates_nothing_once_warm() {
     holo_tests::counting::assert_counting();
@@ -66,32 +51,13 @@ fn a_dlpack_round_trip_allocates_nothing_once_warm() {
     let backend: Arc<dyn DeviceBackend> = SoftwareDevice::new();
     let stream = backend.create_stream().unwrap();
     let ptr = backend.alloc(AllocKind::Device, 256).unwrap();
-    let mut f = Box::new(Foreign {
-        managed: DLManagedTensorVersioned {
-            version: DLPACK_VERSION,
-            manager_ctx: std::ptr::null_mut(),
-            deleter: Some(delete_foreign),
-            flags: DlpackFlags::empty(),
-            dl_tensor: DLTensor {
-                data: ptr.as_host_ptr().cast(),
-                device: DLDevice {
-                    device_type: DLDeviceType::CUDA,
-                    device_id: 0,
-                },
-                ndim: 1,
-                dtype: dtype_to_dlpack(DType::U8),
-                shape: std::ptr::null_mut(),
-                strides: std::ptr::null_mut(),
-                byte_offset: 0,
-            },
-        },
-        shape: [256],
-        strides: [1],
-    });
-    f.managed.dl_tensor.shape = f.shape.as_mut_ptr();
-    f.managed.dl_tensor.strides = f.strides.as_mut_ptr();
-    // SAFETY: a valid, owned, versioned tensor with a once-callable deleter.
-    let d = unsafe { Dlpack::from_raw(Box::into_raw(f).cast()) }.unwrap();
+    let (d, _) = holo_tests::foreign::foreign_tensor(
+        ptr.as_host_ptr().cast(),
+        &[256],
+        dtype_to_dlpack(DType::U8),
+        holo_tests::foreign::cuda_device(0),
+        None,
+    );
     let device = Tensor::from_dlpack(d, Some(&backend)).unwrap();
     device.set_readiness_stream(stream).unwrap();
     assert_eq!(
