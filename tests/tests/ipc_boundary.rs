@@ -314,6 +314,13 @@ fn foreign_host_tensors_cross_a_host_contract_boundary_to_every_subscriber() {
         );
         p.wait_success();
     }
+    ends_clean(session, &stats, slots);
+}
+
+/// A device source's graph, session and stats, serving "cam" in `test`'s namespace.
+/// The source emitted everything without a refusal, every boundary slot comes back, and
+/// the session stops and joins cleanly.
+fn ends_clean(session: holo_runtime::RunSession, stats: &Emitted, slots: u32) {
     assert_eq!(*stats.refused.lock().unwrap(), None);
     eventually("every boundary slot is back", || {
         session.pool_free_slots("boundary:cam") == Some(slots)
@@ -322,7 +329,6 @@ fn foreign_host_tensors_cross_a_host_contract_boundary_to_every_subscriber() {
     session.join().expect("the session ends cleanly");
 }
 
-/// A device source's graph, session and stats, serving "cam" in `test`'s namespace.
 fn device_session(
     test: &str,
     device: &Arc<dyn DeviceBackend>,
@@ -390,12 +396,7 @@ fn foreign_device_tensors_cross_a_device_contract_boundary_behind_their_readines
             "{bytes} B: every frame's bytes are its own (a copy before the readiness holds the poison)"
         );
         peer.wait_success();
-        assert_eq!(*stats.refused.lock().unwrap(), None);
-        eventually("every boundary slot is back", || {
-            session.pool_free_slots("boundary:cam") == Some(slots)
-        });
-        session.stop();
-        session.join().expect("the session ends cleanly");
+        ends_clean(session, &stats, slots);
     }
 }
 
