@@ -600,9 +600,6 @@ pub(crate) fn stop_operator(shared: &Shared, op: &mut OpRuntime) {
     }
 }
 
-/// The session's device runs the plan: every device the plan names is this one (same API
-/// — the software device stands in for CUDA — and ordinal), and every pool's memory kind
-/// lives on this API. Otherwise `DeviceUnavailable`, before anything is created.
 /// The pool of topic `t` (its record's `pool`: an export's own or boundary pool, an
 /// import's), among the session's `pools`.
 fn topic_pool<'p>(pools: &'p [PoolOwner], t: &crate::plan::TopicRecord) -> Result<&'p PoolOwner> {
@@ -617,6 +614,9 @@ fn topic_pool<'p>(pools: &'p [PoolOwner], t: &crate::plan::TopicRecord) -> Resul
         })
 }
 
+/// The session's device runs the plan: every device the plan names is this one (same API
+/// — the software device stands in for CUDA — and ordinal), and every pool's memory kind
+/// lives on this API. Otherwise `DeviceUnavailable`, before anything is created.
 fn check_device(plan: &ExecutionPlan, d: &dyn crate::device::DeviceBackend) -> Result<()> {
     let mine = d.device_id();
     let described = || format!("{} {}", d.backend_kind().name(), d.ordinal());
