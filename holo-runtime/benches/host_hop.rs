@@ -61,6 +61,12 @@ fn next_frame(out: &mut Output<Tensor>, n: &mut u8) -> Result<CommittedTensor> {
 }
 
 impl Operator for Source {
+    fn start(&mut self, _ctx: &mut holo_runtime::LifecycleContext<'_>) -> Result<()> {
+        // `start` runs on the partition thread: the one both sides of a pair run on.
+        pin_to_pair_cpu();
+        Ok(())
+    }
+
     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
         let t = next_frame(&mut self.out, &mut self.n)?;
         // No explicit capture time: a source's emit carries its activation time.
@@ -246,9 +252,43 @@ fn holo_in_partition() -> f64 {
     t1.duration_since(t0).as_nanos() as f64 / FRAMES as f64
 }
 
+/// The CPU both sides of an in-partition pair run on: the last one this process may
+/// use. Unpinned, holo's partition thread and the baseline's thread land on whichever
+/// CPUs are free, and on a machine whose CPUs differ in speed (a VM's vCPUs, an SMT
+/// sibling busy or not) a pair then compares two CPUs, not two paths: on this 2-vCPU VM
+/// the two sides of a pair ran on different CPUs in most pairs, each side bimodal
+/// (holo 88 or 140 ns, the baseline 45 or 70 ns). `HOLO_BENCH_NO_PIN=1` leaves both
+/// unpinned.
+fn pair_cpu() -> Option<usize> {
+    if std::env::var_os("HOLO_BENCH_NO_PIN").is_some() {
+        return None;
+    }
+    let set = rustix::thread::sched_getaffinity(None).ok()?;
+    (0..rustix::thread::CpuSet::MAX_CPU).rev().find(|&c| set.is_set(c))
+}
+
+/// Pins the calling thread to [`pair_cpu`].
+fn pin_to_pair_cpu() {
+    if let Some(cpu) = pair_cpu() {
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(cpu);
+        rustix::thread::sched_setaffinity(None, &set).expect("pin the bench thread");
+    }
+}
+
 /// ns per frame of the baseline: one thread, a free list and a queue of indices over
-/// bounded crossbeam channels, into a preallocated buffer array.
+/// bounded crossbeam channels, into a preallocated buffer array, on its own thread pinned
+/// as holo's partition thread is.
 fn baseline_in_partition() -> f64 {
+    std::thread::spawn(|| {
+        pin_to_pair_cpu();
+        baseline_in_partition_here()
+    })
+    .join()
+    .unwrap()
+}
+
+fn baseline_in_partition_here() -> f64 {
     let mut buffers = vec![[0u8; FRAME]; 8];
     let (free_tx, free_rx) = bounded::<usize>(8);
     let (tx, rx) = bounded::<usize>(4);
@@ -418,7 +458,7 @@ fn chain(n: usize) -> Graph {
 
 fn compile_ms(n: usize) -> f64 {
     let g = chain(n);
-    let runs: Vec<f64> = (0..5)
+    let runs: Vec<f64> = (0..std::env::var("HOLO_BENCH_COMPILE_REPEAT").ok().and_then(|v| v.parse().ok()).unwrap_or(5))
         .map(|_| {
             let t0 = Instant::now();
             let plan = compile(&g, CompileOptions::default()).unwrap();
