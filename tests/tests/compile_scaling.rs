@@ -174,7 +174,7 @@ fn a_2000_operator_rate_chain_sizes_every_queue_from_its_rate() {
         .port_rates()
         .iter()
         .filter(|r| r.direction == "output")
-        .map(|r| r.source.as_str())
+        .map(|r| &*r.source)
         .collect();
     assert_eq!(outputs.len(), N);
     assert_eq!(outputs[0], "nominal_rate");

@@ -261,7 +261,7 @@ fn the_plan_lists_every_forwarded_term_and_the_slot_count() {
         .hard_floor_contributors()
         .iter()
         .filter(|c| c.pool.as_deref() == Some("src.frames"))
-        .map(|c| (c.group.as_str(), c.contributor.as_str(), c.entries))
+        .map(|c| (&*c.group, &*c.contributor, c.entries))
         .collect();
     pool_terms.sort_unstable();
     assert_eq!(

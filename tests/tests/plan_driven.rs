@@ -188,7 +188,7 @@ fn the_plan_records_what_the_session_binds() {
     );
     let collect = plan.operator("collect").unwrap();
     let input = &collect.ports[0];
-    assert_eq!((input.index, input.name.as_str()), (0, "input"));
+    assert_eq!((input.index, &*input.name), (0, "input"));
     let binding = input.input.unwrap();
     assert_eq!(
         (binding.mode, binding.missing, binding.history),

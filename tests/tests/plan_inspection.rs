@@ -65,7 +65,7 @@ fn a_linear_chain_stays_together_and_a_fork_splits_its_legs() {
     let edges: Vec<(u32, &str, bool)> = plan
         .edges()
         .iter()
-        .map(|e| (e.queue_depth, e.depth_source.as_str(), e.cross_partition))
+        .map(|e| (e.queue_depth, &*e.depth_source, e.cross_partition))
         .collect();
     assert_eq!(
         edges,

@@ -224,7 +224,7 @@ fn camera_driven_imu_is_34_entries_at_the_default_headroom() {
     assert_eq!(r.rate_hz.as_deref(), Some("1000"));
     assert_eq!(r.horizon_seconds.as_deref(), Some("1/60"));
     assert_eq!((r.nominal_arrivals, r.recommendation), (Some(17), Some(34)));
-    assert_eq!((r.queue_depth, r.depth_source.as_str()), (34, "automatic"));
+    assert_eq!((r.queue_depth, &*r.depth_source), (34, "automatic"));
     // The window needs 4 at once: the floor is max(1, 1, 4) = 4, not a sum.
     assert_eq!(r.hard_floor, 4);
     assert_eq!(plan.edges()[e.index()].queue_depth, 34);
@@ -261,7 +261,7 @@ fn explicit_depth_below_the_recommendation_is_kept_with_a_warning_and_lowered_ex
     let (g, e) = imu_graph(60, Some(20));
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let r = recipe(&plan, e);
-    assert_eq!((r.queue_depth, r.depth_source.as_str()), (20, "explicit"));
+    assert_eq!((r.queue_depth, &*r.depth_source), (20, "explicit"));
     assert_eq!(r.recommendation, Some(34));
     assert_eq!(
         plan.warnings().iter().map(|w| w.code).collect::<Vec<_>>(),
@@ -460,7 +460,7 @@ fn the_fixed_one_to_one_and_quarter_chain() {
                 (
                     r.active_hz.clone(),
                     r.admitted_max_hz.clone(),
-                    r.source.clone(),
+                    r.source.to_string(),
                 )
             })
             .unwrap()
@@ -506,11 +506,7 @@ fn expected_rate_is_a_fallback_only_when_upstream_declares_none() {
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let r = recipe(&plan, e);
     assert_eq!(
-        (
-            r.rate_source.as_str(),
-            r.queue_depth,
-            r.depth_source.as_str()
-        ),
+        (&*r.rate_source, r.queue_depth, &*r.depth_source),
         ("expected_rate", 14, "automatic")
     );
     // Upstream declares 1 kHz: it is authoritative (⌈1000/30⌉ = 34 → 68).
@@ -532,7 +528,7 @@ fn expected_rate_is_a_fallback_only_when_upstream_declares_none() {
     let e = g.add_flow(s.out, p.values, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let r = recipe(&plan, e);
-    assert_eq!((r.rate_source.as_str(), r.queue_depth), ("upstream", 68));
+    assert_eq!((&*r.rate_source, r.queue_depth), ("upstream", 68));
     // No finite horizon (default trigger): no rate-derived depth at all.
     let mut g = Graph::new();
     let s = add(
@@ -553,7 +549,7 @@ fn expected_rate_is_a_fallback_only_when_upstream_declares_none() {
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let r = recipe(&plan, e);
     assert_eq!(
-        (r.queue_depth, r.depth_source.as_str(), r.recommendation),
+        (r.queue_depth, &*r.depth_source, r.recommendation),
         (1, "default", None)
     );
 }
@@ -578,7 +574,7 @@ fn hard_floors_compose_without_double_counting() {
         .hard_floor_contributors()
         .iter()
         .filter(|c| c.edge == Some(u32::try_from(e.index()).unwrap()))
-        .map(|c| (c.contributor.clone(), c.entries))
+        .map(|c| (c.contributor.to_string(), c.entries))
         .collect();
     assert_eq!(
         contributors,
@@ -629,7 +625,7 @@ proptest! {
         let (g, e) = imu_graph(camera_hz, None);
         let plan = compile(&g, o.clone()).unwrap();
         let r = recipe(&plan, e);
-        prop_assert_eq!(r.depth_source.as_str(), "automatic");
+        prop_assert_eq!(&*r.depth_source, "automatic");
         for c in plan.hard_floor_contributors().iter().filter(|c| c.edge == Some(r.edge)) {
             prop_assert!(r.queue_depth >= c.entries);
         }

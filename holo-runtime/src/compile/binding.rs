@@ -18,7 +18,7 @@ pub(crate) fn port_records(op: &OperatorNode) -> Vec<PortRecord> {
         .enumerate()
         .map(|(i, p)| PortRecord {
             index: u32::try_from(i).unwrap_or(u32::MAX),
-            name: p.name.to_owned(),
+            name: p.name.into(),
             direction: p.direction,
             optional: p.optional,
             input: (p.direction == PortDirection::Input).then_some(InputBindingRecord {

@@ -160,12 +160,12 @@ pub(super) fn floor_records(
         .into_iter()
         .map(
             move |(scenario, group, contributor, entries)| HardFloorContributorRecord {
-                scope: "pool".to_owned(),
+                scope: "pool".into(),
                 edge: None,
                 pool: Some(pool.to_owned()),
-                scenario,
-                group,
-                contributor,
+                scenario: scenario.into(),
+                group: group.into(),
+                contributor: contributor.into(),
                 entries,
             },
         )

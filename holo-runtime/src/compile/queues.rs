@@ -1,6 +1,8 @@
 //! Rates → horizons → hard floors → recipes → depths: the queue-sizing pass, run before
 //! pool sizing. Every number is exact rational arithmetic, checked.
 
+use std::borrow::Cow;
+
 use num_rational::Ratio;
 
 use super::{Diagnostic, DiagnosticCode, Work, codes};
@@ -198,13 +200,13 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
                 res.records.push(PortRateRecord {
                     operator: o,
                     operator_name: pass.op_name(o),
-                    port: port.name.to_owned(),
+                    port: port.name.into(),
                     direction: match dir {
                         PortDirection::Input => "input",
                         PortDirection::Output => "output",
                     }
-                    .to_owned(),
-                    source: rate.source.to_owned(),
+                    .into(),
+                    source: rate.source.into(),
                     active_hz: hz(rate.active.as_ref()),
                     admitted_max_hz: hz(rate.admitted.as_ref()),
                     parameter,
@@ -395,15 +397,15 @@ fn output_rate(
 }
 
 /// The horizon of an edge's input under its consumer's trigger.
-fn horizon(res: &Resolution, work: &Work<'_>, to: u32) -> (Option<Q>, String) {
+fn horizon(res: &Resolution, work: &Work<'_>, to: u32) -> (Option<Q>, Cow<'static, str>) {
     let node = &work.graph.operators[to as usize];
     match &node.trigger {
         Trigger::Clock(_) => match &res.clocks[to as usize] {
             Some(c) => (
                 Some(c.recip()),
-                format!("clock at {} Hz: one activation per period", exact_ratio(c)),
+                format!("clock at {} Hz: one activation per period", exact_ratio(c)).into(),
             ),
-            None => (None, "the clock rate is invalid".to_owned()),
+            None => (None, "the clock rate is invalid".into()),
         },
         Trigger::OnArrival(x) => {
             let ports = &work.ports[work.port_base[to as usize]..work.port_base[to as usize + 1]];
@@ -420,22 +422,23 @@ fn horizon(res: &Resolution, work: &Work<'_>, to: u32) -> (Option<Q>, String) {
                     format!(
                         "on_arrival({x}) at {} Hz: one activation per arrival",
                         exact_ratio(&r)
-                    ),
+                    )
+                    .into(),
                 ),
                 None => (
                     None,
-                    format!("on_arrival({x}): the trigger input's rate is not declared"),
+                    format!("on_arrival({x}): the trigger input's rate is not declared").into(),
                 ),
             }
         }
-        // One allocation of the exact length (`format!` grows its string).
-        t => (
+        // Fixed words: no allocation (most edges of a large graph take this branch).
+        Trigger::AllInputs => (
             None,
-            [
-                t.name(),
-                ": the contract bounds no interval between activations",
-            ]
-            .concat(),
+            "all_inputs: the contract bounds no interval between activations".into(),
+        ),
+        Trigger::AnyInput => (
+            None,
+            "any_input: the contract bounds no interval between activations".into(),
         ),
     }
 }
@@ -459,9 +462,9 @@ fn size_edge(
     out.horizons.push(AccumulationHorizonRecord {
         edge: id,
         operator: pass.op_name(to),
-        port: port_name.to_owned(),
-        trigger: consumer.trigger.name().to_owned(),
-        mode: in_port.mode.name().to_owned(),
+        port: port_name.into(),
+        trigger: consumer.trigger.name().into(),
+        mode: in_port.mode.name().into(),
         horizon_seconds: hz(h.as_ref()),
         reason,
     });
@@ -480,12 +483,12 @@ fn size_edge(
     ];
     for &(c, n) in floor_items.iter().flatten() {
         out.contributors.push(HardFloorContributorRecord {
-            scope: "edge".to_owned(),
+            scope: "edge".into(),
             edge: Some(id),
             pool: None,
-            scenario: "steady".to_owned(),
-            group: "queued_entries".to_owned(),
-            contributor: c.to_owned(),
+            scenario: "steady".into(),
+            group: "queued_entries".into(),
+            contributor: c.into(),
             entries: n,
         });
     }
@@ -498,12 +501,12 @@ fn size_edge(
         .unwrap_or(1);
 
     let (rate_source, active, admitted) = match res.rate(pass.work, to, tp) {
-        Some(r) => (r.source.as_str(), r.active, r.admitted),
-        None => ("", None, None),
+        Some(r) => (r.source.clone(), r.active, r.admitted),
+        None => ("".into(), None, None),
     };
     let mut recipe = QueueSizingRecipeRecord {
         edge: id,
-        rate_source: rate_source.to_owned(),
+        rate_source,
         rate_hz: hz(active.as_ref()),
         horizon_seconds: hz(h.as_ref()),
         headroom_ratio: res.headroom_ratio.clone(),
@@ -515,7 +518,7 @@ fn size_edge(
         admitted_ceiling: None,
         explicit_depth: e.options.queue_depth,
         queue_depth: 0,
-        depth_source: String::new(),
+        depth_source: "".into(),
     };
     let headroom = res.headroom;
     let rate_aware = active.is_some() && h.is_some() && headroom.is_some();
@@ -565,7 +568,7 @@ fn size_edge(
                 Some(port_name),
                 format!(
                     "the edge from {}.{} is sized from nominal rate metadata only ({}), but the compile profile requires bounded arrival evidence",
-                    graph.operators[fo as usize].name, out_port.name, rate_source
+                    graph.operators[fo as usize].name, out_port.name, recipe.rate_source
                 ),
                 "a larger queue does not prove a maximum arrival process: declare bounded arrival evidence, or compile with `ArrivalEvidence::Nominal`",
             );
@@ -645,7 +648,7 @@ fn size_edge(
         );
     }
     recipe.queue_depth = depth;
-    source.clone_into(&mut recipe.depth_source);
+    recipe.depth_source = source.into();
     let admitted = if source == "automatic" {
         recipe.admitted_ceiling
     } else {

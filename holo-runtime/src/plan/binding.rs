@@ -18,7 +18,7 @@ pub struct PortRecord {
     /// The port's index in its operator (its field's position among the ports).
     pub index: u32,
     /// The port name (the field name).
-    pub name: String,
+    pub name: std::borrow::Cow<'static, str>,
     /// Input or output.
     pub direction: PortDirection,
     /// An optional input: it may have no flow, and an `all_inputs` trigger does not wait

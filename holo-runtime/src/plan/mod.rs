@@ -72,7 +72,7 @@ pub struct OperatorRecord {
     /// The operator's unique name.
     pub name: String,
     /// The Rust type.
-    pub type_name: String,
+    pub type_name: std::borrow::Cow<'static, str>,
     /// The partition that runs it.
     pub partition: u32,
     /// The device it is placed on (`cuda:N`, `opencl:N`), when it is device-active.
@@ -82,7 +82,7 @@ pub struct OperatorRecord {
     /// Its rank in the graph's topological order (ties broken by operator index).
     pub order: u32,
     /// Its parameter schema id.
-    pub params_schema: String,
+    pub params_schema: std::borrow::Cow<'static, str>,
     /// Its accepted parameters (generation zero), sensitive values redacted.
     pub params: serde_json::Value,
     /// Its ports in declaration order (`ports[i].index == i`), as the session binds them.
@@ -148,19 +148,19 @@ pub struct EdgeRecord {
     /// The producer operator.
     pub from_operator: u32,
     /// The producer port name.
-    pub from_port: String,
+    pub from_port: std::borrow::Cow<'static, str>,
     /// The producer port's index in its operator.
     pub from_port_index: u32,
     /// The consumer operator.
     pub to_operator: u32,
     /// The consumer port name.
-    pub to_port: String,
+    pub to_port: std::borrow::Cow<'static, str>,
     /// The consumer port's index in its operator.
     pub to_port_index: u32,
     /// The final queue depth.
     pub queue_depth: u32,
     /// `explicit`, `default` or `automatic`.
-    pub depth_source: String,
+    pub depth_source: std::borrow::Cow<'static, str>,
     /// The queue policy (its stable name in JSON).
     #[serde(serialize_with = "serialize_queue_policy")]
     pub policy: QueuePolicy,

@@ -15,14 +15,14 @@ pub struct PortRateRecord {
     /// The operator's name.
     pub operator_name: String,
     /// The port name.
-    pub port: String,
+    pub port: std::borrow::Cow<'static, str>,
     /// `input` or `output`.
-    pub direction: String,
+    pub direction: std::borrow::Cow<'static, str>,
     /// Where the rate comes from: `nominal_rate`, `follows`, `upstream`,
     /// `expected_rate` (the weaker fallback: the upstream output positively declares no
     /// rate), `unresolved` (the upstream declares a rate that could not be resolved) or
     /// `undeclared`.
-    pub source: String,
+    pub source: std::borrow::Cow<'static, str>,
     /// The active rate in hertz (exact), when resolved.
     pub active_hz: Option<String>,
     /// The maximum nominal rate the parameter domain admits, when bounded.
@@ -108,15 +108,15 @@ pub struct AccumulationHorizonRecord {
     /// The consumer operator's name.
     pub operator: String,
     /// The consumer's input port.
-    pub port: String,
+    pub port: std::borrow::Cow<'static, str>,
     /// The consumer's trigger (`clock`, `on_arrival`, `any_input`, `all_inputs`).
-    pub trigger: String,
+    pub trigger: std::borrow::Cow<'static, str>,
     /// What the input sees (`queue`, `latest`, `window`).
-    pub mode: String,
+    pub mode: std::borrow::Cow<'static, str>,
     /// The horizon in seconds (exact), when the contract proves one.
     pub horizon_seconds: Option<String>,
     /// Why the horizon is (or is not) finite.
-    pub reason: String,
+    pub reason: std::borrow::Cow<'static, str>,
 }
 
 /// One contributor to a hard floor. The floor is the maximum over `scenario`s of the sum
@@ -127,21 +127,21 @@ pub struct AccumulationHorizonRecord {
 #[non_exhaustive]
 pub struct HardFloorContributorRecord {
     /// `edge` (a queue's floor) or `pool` (a provider's logical entries).
-    pub scope: String,
+    pub scope: std::borrow::Cow<'static, str>,
     /// The edge, for an edge's floor.
     pub edge: Option<u32>,
     /// The pool, for a pool's floor.
     pub pool: Option<String>,
     /// The exclusive scenario.
-    pub scenario: String,
+    pub scenario: std::borrow::Cow<'static, str>,
     /// The group of alternatives within the scenario.
-    pub group: String,
+    pub group: std::borrow::Cow<'static, str>,
     /// `minimum_queue`, `producer_burst`, `selector_retention`, `window_retention`,
     /// `queue_entries`, `consumer_hold`, `history`, `reuse_last`, `producer_loans`,
     /// `retirement`, or after a forwarding output `forwarded_queue_entries`,
     /// `forwarded_consumer_hold`, `forwarded_history` or `forwarded_reuse_last` (in the
     /// groups `forwarded_queue:e<N>` and `forwarded_retention:e<N>`).
-    pub contributor: String,
+    pub contributor: std::borrow::Cow<'static, str>,
     /// Entries it needs.
     pub entries: u32,
 }
@@ -153,7 +153,7 @@ pub struct QueueSizingRecipeRecord {
     /// The edge.
     pub edge: u32,
     /// Where the edge's rate comes from (see [`PortRateRecord::source`]).
-    pub rate_source: String,
+    pub rate_source: std::borrow::Cow<'static, str>,
     /// The resolved active rate in hertz.
     pub rate_hz: Option<String>,
     /// The accumulation horizon in seconds.
@@ -177,7 +177,7 @@ pub struct QueueSizingRecipeRecord {
     /// The final depth.
     pub queue_depth: u32,
     /// `automatic`, `explicit` or `default`.
-    pub depth_source: String,
+    pub depth_source: std::borrow::Cow<'static, str>,
 }
 
 /// How a pool's logical entries depend on its edges' depths, for the active rate and

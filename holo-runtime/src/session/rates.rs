@@ -325,7 +325,7 @@ fn describe(
         .iter()
         .map(|r| GenerationPortRate {
             operator: r.operator_name.clone(),
-            port: r.port.clone(),
+            port: r.port.to_string(),
             active_hz: slot_index(plan, offsets, r.operator, &r.port)
                 .and_then(|i| active[i].as_ref())
                 .map(exact_ratio),
@@ -397,7 +397,7 @@ fn derive(
                 let Some(i) = slot(o.id, &r.port) else {
                     continue;
                 };
-                match r.source.as_str() {
+                match &*r.source {
                     "upstream" => {
                         if let Some(e) = plan
                             .edges()
@@ -433,7 +433,7 @@ fn derive(
             continue;
         };
         let arrivals = mul(&rate, &h).and_then(|x| ceil_entries(&x));
-        let need = match recipe.depth_source.as_str() {
+        let need = match &*recipe.depth_source {
             "automatic" => arrivals.and_then(|a| {
                 let hr = plan.headroom()?;
                 ceil_entries(&mul(&Q::from_integer(i128::from(a)), &hr)?)
