@@ -567,6 +567,9 @@ fn cross_partition_at(pace: std::time::Duration, what: &str) {
     );
 }
 
+/// Child processes per size and figure in the compile section.
+const ROUNDS: usize = 9;
+
 /// The chain sizes of the compile section; growth is against the first.
 const COMPILE_SIZES: [usize; 4] = [1_000, 2_000, 5_000, 10_000];
 
@@ -586,7 +589,6 @@ fn compile_scaling() {
         println!("  {n:>6} operators: {ms:>8.3} ms");
         return;
     }
-    const ROUNDS: usize = 9;
     // Each figure is the median of ROUNDS child processes per size (this bench, one size,
     // a fresh heap), the sizes interleaved round by round so a change in the machine's
     // speed reaches every size alike; growth is taken per round, then its median.
