@@ -21,7 +21,8 @@ H=$(ls .gpu/bench/handoff-* | head -1); D=$(ls .gpu/bench/device_hop-* | head -1
 for round in 1 2 3; do
   echo "== round $round: handoff"; date -u; HOLO_DEVICE=cuda $H --bench | grep -E "^cuda"
   echo "== round $round: device_hop"; date -u; HOLO_DEVICE=cuda $D --bench | grep -vE "^  "
-  echo "== round $round: host_hop in-partition"; date -u; $O --bench in-partition
+  echo "== round $round: host_hop in-partition (both sides pinned to one CPU)"; date -u; $O --bench in-partition
+  echo "== round $round: host_hop in-partition, unpinned (HOLO_BENCH_NO_PIN=1, the method before the fifteenth session)"; HOLO_BENCH_NO_PIN=1 $O --bench in-partition
 done
 date -u
 exit $status
