@@ -51,6 +51,8 @@ struct Source {
     #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = 256)]
     out: Output<Tensor>,
     n: u8,
+    /// Whether the partition thread is pinned yet (at its first activation).
+    pinned: bool,
 }
 
 /// Borrows a frame, fills it with the next counter value and commits it.
@@ -66,13 +68,13 @@ fn next_frame(out: &mut Output<Tensor>, n: &mut u8) -> Result<CommittedTensor> {
 }
 
 impl Operator for Source {
-    fn start(&mut self, _ctx: &mut holo_runtime::LifecycleContext<'_>) -> Result<()> {
-        // `start` runs on the partition thread: the one both sides of a pair run on.
-        pin_to_pair_cpu();
-        Ok(())
-    }
-
     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        // `compute` runs on the partition thread (`start` on the caller's): pinned at the
+        // first activation, long before the timed window.
+        if !self.pinned {
+            pin_to_pair_cpu();
+            self.pinned = true;
+        }
         let t = next_frame(&mut self.out, &mut self.n)?;
         // No explicit capture time: a source's emit carries its activation time.
         self.out.emit(t, EmitOptions::default())
@@ -224,6 +226,7 @@ fn holo_in_partition() -> f64 {
             Source {
                 out: Output::default(),
                 n: 0,
+                pinned: false,
             },
             ParamSet::defaults().unwrap(),
         )
