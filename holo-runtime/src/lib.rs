@@ -46,6 +46,7 @@ pub mod params {
 
 pub mod channel;
 mod cold;
+pub mod cpus;
 mod operator_macros;
 mod params_macros;
 mod trace;

@@ -270,6 +270,8 @@ impl Retirer {
     }
 
     fn run(&self, capacity: usize, idle_spin: Duration, ready: &std::sync::Barrier) {
+        // Not on the CPU pin of the thread that started it (`crate::cpus`).
+        crate::cpus::place_worker_thread("holo-retire");
         let mut pending: Vec<(Arc<Pool>, u32)> = Vec::with_capacity(capacity.max(1));
         ready.wait();
         let Some(queue) = self.queue.get() else {

@@ -84,7 +84,10 @@ impl ImportBridge {
         let (s, e) = (Arc::clone(&stop), Arc::clone(&ended));
         let thread = std::thread::Builder::new()
             .name(format!("holo-ipc-{}", record.name))
-            .spawn(move || bridge(sub, publisher, &s, &e))
+            .spawn(move || {
+                crate::cpus::place_worker_thread("holo-ipc bridge");
+                bridge(sub, publisher, &s, &e);
+            })
             .map_err(|e| {
                 Error::new(
                     ErrorCode::ResourceExhausted,

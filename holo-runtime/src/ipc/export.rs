@@ -343,7 +343,10 @@ pub(crate) fn spawn_listener(
 ) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("holo-ipc-{topic}"))
-        .spawn(listen)
+        .spawn(|| {
+            crate::cpus::place_worker_thread("holo-ipc listener");
+            listen();
+        })
         .map_err(|e| {
             Error::new(
                 ErrorCode::ResourceExhausted,
@@ -394,7 +397,10 @@ impl Serving {
             let serve = serve.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("holo-ipc-{topic}"))
-                .spawn(move || serve(conn));
+                .spawn(move || {
+                    crate::cpus::place_worker_thread("holo-ipc connection");
+                    serve(conn);
+                });
             if let Ok(t) = spawned {
                 let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
                 // The threads of peers that came and went are done: not kept for `stop`.
