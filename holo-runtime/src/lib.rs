@@ -47,6 +47,7 @@ pub mod params {
 pub mod channel;
 mod cold;
 pub mod cpus;
+mod fork;
 mod operator_macros;
 mod params_macros;
 mod trace;

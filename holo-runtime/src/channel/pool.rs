@@ -1631,8 +1631,18 @@ fn recycled_foreign() -> &'static ArrayQueue<Arc<Pool>> {
 
 /// The retirement worker of foreign device slots (a session's worker retires only its own
 /// pools' slots), started by the first device-memory import and kept for the process.
+///
+/// In a fork of the process that started it, the worker's thread does not exist: an
+/// import there is `NotSupported` (`crate::fork`), checked before the lock, which the
+/// fork may have inherited locked.
 fn foreign_retirer() -> Result<Arc<Retirer>> {
     static RETIRER: Mutex<Option<Arc<Retirer>>> = Mutex::new(None);
+    static OWNER: std::sync::OnceLock<crate::fork::Owner> = std::sync::OnceLock::new();
+    if let Some(owner) = OWNER.get() {
+        owner.check(
+            "holo's foreign retirement worker (which the first device-memory DLPack import starts)",
+        )?;
+    }
     let mut current = RETIRER.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(r) = &*current {
         return Ok(Arc::clone(r));
@@ -1640,6 +1650,7 @@ fn foreign_retirer() -> Result<Arc<Retirer>> {
     let retirer = Retirer::new();
     // Detached: the worker lives as long as the process.
     drop(retirer.start(FOREIGN_RETIRING, std::time::Duration::ZERO)?);
+    let _ = OWNER.set(crate::fork::Owner::current());
     *current = Some(Arc::clone(&retirer));
     Ok(retirer)
 }

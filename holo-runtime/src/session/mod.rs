@@ -247,6 +247,9 @@ pub struct RunSession {
     torn_down: bool,
     /// The latency recorded before the last `reset_latency`, left out of the report.
     latency_baseline: std::sync::Mutex<Option<LatencyHistogram>>,
+    /// The process that started the session: in a fork of it the session's threads do
+    /// not exist (`crate::fork`).
+    owner: crate::fork::Owner,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -410,6 +413,11 @@ impl RunSession {
     /// Dropping a session without `join` runs the same teardown (every `stop` runs, the
     /// streams are quiesced) and reports the error `join` would have returned: on stderr,
     /// or as a `tracing` error event with the feature `tracing`.
+    ///
+    /// In a fork of the process that started the session (`fork()` after `start`),
+    /// `join` returns `NotSupported` at once, and neither it nor `Drop` touches the
+    /// session's threads, streams or pools: they are the parent's, and the fork leaks its
+    /// copy of them instead of joining threads that do not exist there (which aborted it).
     pub fn join(mut self) -> Result<RunReport> {
         self.teardown()
     }
@@ -421,6 +429,10 @@ impl RunSession {
                 ErrorCode::Cancelled,
                 "the session was already torn down",
             ));
+        }
+        if let Err(e) = self.owner.check("this RunSession") {
+            self.abandon_in_fork();
+            return Err(e);
         }
         // No client attaches, publishes or receives from here on; the subscribers in other
         // processes are told the topic ends, and the tensors they held are dropped here.
@@ -648,6 +660,35 @@ impl RunSession {
             .iter()
             .find(|p| p.name == pool)
             .map(|p| p.free_slots())
+    }
+}
+
+impl RunSession {
+    /// In a fork of the process that started the session: leaks everything the session
+    /// owns instead of dropping it. Its threads are the parent's (joining one panics: the
+    /// fork has no such thread), its streams and device memory are the parent's device objects, its pools'
+    /// slots may still be queued to the parent's retirement worker: none of it may run
+    /// here. The fork's memory is the parent's copy, so nothing is lost by the leak.
+    fn abandon_in_fork(&mut self) {
+        std::mem::forget(std::mem::take(&mut self.threads));
+        std::mem::forget(self.retire_thread.take());
+        std::mem::forget(std::mem::take(&mut self.edges));
+        std::mem::forget(std::mem::take(&mut self.pools));
+        std::mem::forget(std::mem::take(&mut self.ipc));
+        std::mem::forget(std::mem::replace(
+            &mut self.streams,
+            streams::Streams::none(),
+        ));
+        std::mem::forget(
+            self.stepped
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take(),
+        );
+        // The last strong counts stay: what they own is never dropped.
+        std::mem::forget(Arc::clone(&self.shared));
+        std::mem::forget(Arc::clone(&self.retirer));
+        std::mem::forget(Arc::clone(&self.topics));
     }
 }
 

@@ -1209,6 +1209,7 @@ pub(crate) fn start(
                 ipc_namespace: options.ipc_namespace.clone(),
                 torn_down: false,
                 latency_baseline: Mutex::new(None),
+                owner: crate::fork::Owner::current(),
             }
         };
     }

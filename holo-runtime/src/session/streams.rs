@@ -18,6 +18,15 @@ pub(crate) struct Streams {
 }
 
 impl Streams {
+    /// No device and no stream (what a session abandoned in a fork keeps).
+    pub(crate) fn none() -> Self {
+        Self {
+            device: None,
+            handles: Vec::new(),
+            exclusive: Vec::new(),
+        }
+    }
+
     /// Creates every planned stream, or none: on failure the ones created are destroyed.
     pub(crate) fn create(
         device: Option<&Arc<dyn DeviceBackend>>,
