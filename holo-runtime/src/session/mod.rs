@@ -666,9 +666,10 @@ impl RunSession {
 impl RunSession {
     /// In a fork of the process that started the session: leaks everything the session
     /// owns instead of dropping it. Its threads are the parent's (joining one panics: the
-    /// fork has no such thread), its streams and device memory are the parent's device objects, its pools'
-    /// slots may still be queued to the parent's retirement worker: none of it may run
-    /// here. The fork's memory is the parent's copy, so nothing is lost by the leak.
+    /// fork has no such thread), its streams and device memory are the parent's device
+    /// objects, and its pools' slots may still be queued to the parent's retirement
+    /// worker: none of it may run here. The fork's memory is a copy of the parent's, so
+    /// the leak loses nothing the parent has.
     fn abandon_in_fork(&mut self) {
         std::mem::forget(std::mem::take(&mut self.threads));
         std::mem::forget(self.retire_thread.take());
