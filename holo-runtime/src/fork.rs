@@ -44,7 +44,10 @@ fn count_forks() {
 
 /// This process's id.
 fn pid() -> u32 {
-    rustix::process::getpid().as_raw_nonzero().get().unsigned_abs()
+    rustix::process::getpid()
+        .as_raw_nonzero()
+        .get()
+        .unsigned_abs()
 }
 
 /// The process that started something holo runs threads for.

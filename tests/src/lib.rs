@@ -2,6 +2,7 @@
 //! helper binaries in `src/bin/` (a test's peer process).
 
 pub mod counting;
+pub mod device_pipeline;
 pub mod foreign;
 pub mod ipc_frames;
 pub mod spin;

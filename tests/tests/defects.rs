@@ -22,6 +22,7 @@ use holo_runtime::{
     Input, LifecycleContext, Operator, Output, ParamSet, Result, RunSession, SessionOptions,
     Tensor, TensorLoanRequest, codes, compile, operator,
 };
+use holo_tests::device_pipeline::DeviceSource as DevSource;
 
 // ---- 1. wait_idle means every frame arrived -------------------------------------------
 
@@ -294,30 +295,6 @@ fn unreservable_queue() {
 
 // ---- 4. a device tensor kept past its session frees its pool when dropped -------------
 
-#[operator]
-struct DevSource {
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 64)]
-    frames: Output<Tensor>,
-}
-
-impl Operator for DevSource {
-    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        let stream = ctx.cuda_stream()?;
-        let device = Arc::clone(ctx.device().expect("a device"));
-        let Ok(loan) = self.frames.allocate_tensor(TensorLoanRequest {
-            shape: &[64],
-            dtype: DType::U8,
-        }) else {
-            return Ok(());
-        };
-        let guard = loan.write(stream)?;
-        // SAFETY: the fill stays inside the loaned slot, ordered before commit's event.
-        unsafe { device.memset_async(guard.device_ptr(), 7, guard.byte_size(), guard.stream())? };
-        let _ = self.frames.emit(guard.commit()?, EmitOptions::default());
-        Ok(())
-    }
-}
-
 /// Keeps the last tensor it received (in a slot the test can reach).
 #[operator]
 struct Keeper {
@@ -343,15 +320,7 @@ fn a_device_tensor_kept_past_its_session_frees_its_pool_when_dropped() {
         let kept = [Arc::default(), Arc::default()];
         let mut g = Graph::new();
         let d = || ParamSet::defaults().unwrap();
-        let s = g
-            .add_operator(
-                "src",
-                DevSource {
-                    frames: Output::default(),
-                },
-                d(),
-            )
-            .unwrap();
+        let s = g.add_operator("src", DevSource::new(), d()).unwrap();
         for (i, slot) in kept.iter().enumerate() {
             let k = g
                 .add_operator(

@@ -24,83 +24,9 @@ use std::time::{Duration, Instant};
 
 use holo_runtime::device::{DeviceBackend, SoftwareDevice};
 use holo_runtime::{
-    CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
-    Input, Operator, Output, ParamSet, Result, RunSession, SessionOptions, Tensor,
-    TensorLoanRequest, compile, operator,
+    CompileOptions, ConnectionOptions, EmitOptions, ErrorCode, ExecutionContext, Graph, Input,
+    Operator, Output, ParamSet, Result, RunSession, SessionOptions, Tensor, compile, operator,
 };
-
-#[operator]
-struct DeviceSource {
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 64)]
-    frames: Output<Tensor>,
-}
-
-impl Operator for DeviceSource {
-    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        let stream = ctx.cuda_stream()?;
-        let device = Arc::clone(ctx.device().expect("a device"));
-        let Ok(loan) = self.frames.allocate_tensor(TensorLoanRequest {
-            shape: &[64],
-            dtype: DType::U8,
-        }) else {
-            return Ok(());
-        };
-        let guard = loan.write(stream)?;
-        // SAFETY: the guard owns the slot until commit; the fill stays inside it.
-        unsafe { device.memset_async(guard.device_ptr(), 7, 64, guard.stream())? };
-        let _ = self.frames.emit(guard.commit()?, EmitOptions::default());
-        Ok(())
-    }
-}
-
-#[operator]
-struct DeviceSink {
-    #[input(memory = cuda_device, dtype = u8, rank = 1)]
-    frames: Input<Tensor>,
-}
-
-impl Operator for DeviceSink {
-    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        while self.frames.receive().is_some() {}
-        Ok(())
-    }
-}
-
-/// A session with a device pool on `device`, running until stopped.
-fn device_session(device: &Arc<dyn DeviceBackend>) -> RunSession {
-    let mut g = Graph::new();
-    let params = || ParamSet::defaults().unwrap();
-    let src = g
-        .add_operator(
-            "src",
-            DeviceSource {
-                frames: Output::default(),
-            },
-            params(),
-        )
-        .unwrap();
-    let sink = g
-        .add_operator(
-            "sink",
-            DeviceSink {
-                frames: Input::default(),
-            },
-            params(),
-        )
-        .unwrap();
-    g.add_flow(src.frames, sink.frames, ConnectionOptions::default());
-    let mut options = CompileOptions::default();
-    options
-        .deployment
-        .bind_tensor_output_device("src", "frames", device.ordinal());
-    let plan = compile(&g, options).unwrap();
-    RunSession::start(
-        g,
-        &plan,
-        SessionOptions::default().on_device(Arc::clone(device)),
-    )
-    .unwrap()
-}
 
 #[operator]
 struct Count {
@@ -200,7 +126,7 @@ fn a_fork_refuses_the_parents_threads_and_runs_its_own() {
         holo_tests::foreign::foreign_device_bytes(&device, 64, stream, Duration::ZERO, 0, 1);
     let imported = Tensor::from_dlpack(dl, Some(&device)).unwrap();
     // A running session with partition threads and a retirement worker.
-    let session = device_session(&device);
+    let session = holo_tests::device_pipeline::device_session(&device);
 
     // SAFETY: the child runs only `in_the_child` and leaves with `_exit`; glibc's fork
     // handlers leave its allocator usable.

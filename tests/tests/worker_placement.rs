@@ -13,11 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use holo_runtime::device::{DeviceBackend, SoftwareDevice};
-use holo_runtime::{
-    CompileOptions, ConnectionOptions, DType, EmitOptions, ExecutionContext, Graph, Input,
-    Operator, Output, ParamSet, Result, RunSession, SessionOptions, Tensor, TensorLoanRequest,
-    compile, operator,
-};
+use holo_runtime::{RunSession, SessionOptions, Tensor};
 use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
 
 /// A kernel CPU list (`0-3,8`), as `/proc` and `/sys` write it.
@@ -85,76 +81,6 @@ fn on_a_pinned_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
     .unwrap()
 }
 
-#[operator]
-struct Source {
-    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 64)]
-    frames: Output<Tensor>,
-}
-
-impl Operator for Source {
-    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        let stream = ctx.cuda_stream()?;
-        let device = Arc::clone(ctx.device().expect("a device"));
-        let loan = self.frames.allocate_tensor(TensorLoanRequest {
-            shape: &[64],
-            dtype: DType::U8,
-        })?;
-        let guard = loan.write(stream)?;
-        // SAFETY: the guard owns the slot until commit; the fill stays inside it.
-        unsafe { device.memset_async(guard.device_ptr(), 7, 64, guard.stream())? };
-        self.frames.emit(guard.commit()?, EmitOptions::default())
-    }
-}
-
-#[operator]
-struct Sink {
-    #[input(memory = cuda_device, dtype = u8, rank = 1)]
-    frames: Input<Tensor>,
-}
-
-impl Operator for Sink {
-    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        while self.frames.receive().is_some() {}
-        Ok(())
-    }
-}
-
-/// A session with a device pool on `device`, running until stopped.
-fn device_session(device: &Arc<dyn DeviceBackend>) -> RunSession {
-    let mut g = Graph::new();
-    let params = || ParamSet::defaults().unwrap();
-    let src = g
-        .add_operator(
-            "src",
-            Source {
-                frames: Output::default(),
-            },
-            params(),
-        )
-        .unwrap();
-    let sink = g
-        .add_operator(
-            "sink",
-            Sink {
-                frames: Input::default(),
-            },
-            params(),
-        )
-        .unwrap();
-    g.add_flow(src.frames, sink.frames, ConnectionOptions::default());
-    let mut options = CompileOptions::default();
-    options
-        .deployment
-        .bind_tensor_output_device("src", "frames", device.ordinal());
-    let plan = compile(&g, options).unwrap();
-    RunSession::start(
-        g,
-        &plan,
-        SessionOptions::default().on_device(Arc::clone(device)),
-    )
-    .unwrap()
-}
-
 #[test]
 fn worker_threads_run_on_the_process_cpus_not_on_their_starters_pin() {
     let expected = expected();
@@ -182,7 +108,7 @@ fn worker_threads_run_on_the_process_cpus_not_on_their_starters_pin() {
 
     // 2. A session's retirement worker, the session started on a pinned thread.
     let d = Arc::clone(&device);
-    let session = on_a_pinned_thread(move || device_session(&d));
+    let session = on_a_pinned_thread(move || holo_tests::device_pipeline::device_session(&d));
     let workers = threads_named("holo-retire");
     assert_eq!(
         workers,
