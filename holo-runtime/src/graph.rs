@@ -12,7 +12,7 @@ use crate::plan::TopicDirection;
 use crate::spec::bytespan::ByteSpanNode;
 use crate::spec::memkind::MemoryKindDerivation;
 use crate::spec::{
-    PortDirection, PortPayload, TensorBounds, TensorInputSpec, TensorOutputStorage,
+    InputMode, PortDirection, PortPayload, TensorBounds, TensorInputSpec, TensorOutputStorage,
     TensorRepresentation,
 };
 use crate::{Error, ErrorCode, Result};
@@ -271,6 +271,38 @@ impl NodePort {
     }
 }
 
+/// What most of compile's passes read of a port, kept by the graph in one dense table
+/// ([`Graph::port_facts`]) as operators are added: a graph's port carries its rate and
+/// tensor contracts (384 bytes), so each pass that read it only for its name, direction
+/// or queueing cost a cache miss per port once the graph outgrew the cache.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PortFacts {
+    pub(crate) name: &'static str,
+    pub(crate) direction: PortDirection,
+    pub(crate) optional: bool,
+    /// A tensor port, not a message port.
+    pub(crate) tensor: bool,
+    /// A tensor output (its declaration is in the graph's port).
+    pub(crate) tensor_output: bool,
+    /// What an input sees per activation, and an output's burst: an edge's hard floor.
+    pub(crate) mode: InputMode,
+    pub(crate) burst: u32,
+}
+
+impl PortFacts {
+    pub(crate) fn of(port: &NodePort) -> Self {
+        Self {
+            name: port.name,
+            direction: port.direction,
+            optional: port.optional,
+            tensor: port.is_tensor(),
+            tensor_output: matches!(port.decl, PortDecl::TensorOutput(_)),
+            mode: port.temporal.mode,
+            burst: port.temporal.burst,
+        }
+    }
+}
+
 pub(crate) struct OperatorNode {
     pub(crate) name: String,
     pub(crate) type_name: &'static str,
@@ -305,6 +337,15 @@ pub(crate) struct EdgeNode {
 /// [`RunSession`](crate::RunSession).
 pub struct Graph {
     pub(crate) operators: Vec<OperatorNode>,
+    /// What compile's passes read of every port, dense, in operator then declaration
+    /// order: at 10,000 operators the 384-byte `NodePort`s no longer stay in cache between
+    /// compiles, and reading them first was most of `compile`'s superlinear time
+    /// (BENCHMARKS.md, fifteenth session). Port `p` of operator `o` is
+    /// `port_facts[port_base[o] + p]`.
+    pub(crate) port_facts: Vec<PortFacts>,
+    /// Per operator, the index of its first port in `port_facts`, and the number of ports
+    /// at the end (`port_base.len() == operators.len() + 1`).
+    pub(crate) port_base: Vec<usize>,
     pub(crate) edges: Vec<EdgeNode>,
     pub(crate) topics: Vec<TopicNode>,
     by_name: std::collections::HashMap<String, OperatorId>,
@@ -333,6 +374,8 @@ impl Default for Graph {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Self {
             operators: Vec::new(),
+            port_facts: Vec::new(),
+            port_base: vec![0],
             edges: Vec::new(),
             topics: Vec::new(),
             by_name: std::collections::HashMap::new(),
@@ -432,10 +475,12 @@ impl Graph {
                     PortPayload::Message(_) => PortDecl::Message,
                 },
             })
-            .collect();
+            .collect::<Vec<_>>();
         let params_json = params.to_json();
         let values: O::Params = params.values().clone();
         self.by_name.insert(name.to_owned(), id);
+        self.port_facts.extend(ports.iter().map(PortFacts::of));
+        self.port_base.push(self.port_facts.len());
         self.operators.push(OperatorNode {
             name: name.to_owned(),
             type_name: spec.type_name,

@@ -6,13 +6,16 @@ use std::fmt::Write as _;
 
 use holo_params::__private::Fnv1a64;
 
-use crate::graph::{EdgeNode, Graph, OperatorNode, TopicNode};
+use crate::graph::{EdgeNode, Graph, OperatorNode, PortFacts, TopicNode};
 
 /// The fingerprint of `graph`.
 pub(crate) fn fingerprint(graph: &Graph) -> String {
     let mut f = Fingerprint::new();
-    for op in &graph.operators {
-        f.operator(op);
+    for (o, op) in graph.operators.iter().enumerate() {
+        f.operator(
+            op,
+            &graph.port_facts[graph.port_base[o]..graph.port_base[o + 1]],
+        );
     }
     for e in &graph.edges {
         f.flow(e);
@@ -34,10 +37,12 @@ impl Fingerprint {
     }
 
     /// Operator `op`.
-    pub(crate) fn operator(&mut self, op: &OperatorNode) {
+    /// An operator, with its ports' facts (`Graph::port_facts`, the same names as its
+    /// ports', read from the dense table).
+    pub(crate) fn operator(&mut self, op: &OperatorNode, ports: &[PortFacts]) {
         self.eat(&op.name);
         self.eat(op.type_name);
-        for p in &op.ports {
+        for p in ports {
             self.eat(p.name);
         }
         // Formatted straight into the hash, not built first.

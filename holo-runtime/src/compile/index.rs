@@ -1,13 +1,11 @@
 //! The compiler's indexes of a graph: every flow of each port, the producers and
-//! successors of each operator, the operators' names and what passes read of each port,
-//! each in one allocation and read by position.
+//! successors of each operator and the operators' names, each in one allocation and read
+//! by position (what passes read of each port is the graph's own table,
+//! [`PortFacts`]).
 //!
 //! Passes look these up once per port or operator, so a lookup must not grow with the
 //! graph: a map of vectors cost a tree search (a cache miss per level at 10,000
 //! operators) and an allocation per key, which made compile superlinear (issue 12).
-
-use crate::graph::{NodePort, PortDecl};
-use crate::spec::{InputMode, PortDirection};
 
 /// Lists of `u32` for the keys `0..len` (compressed sparse rows): row `k` is
 /// `items[offsets[k]..offsets[k + 1]]`.
@@ -101,37 +99,7 @@ impl Names {
     }
 }
 
-/// What most passes read of a port, copied once into one table by port index
-/// ([`Work::port_index`](super::Work::port_index)): a graph's port carries its rate and
-/// tensor contracts (384 bytes), so each pass that read it again only for its name,
-/// direction or queueing cost a cache miss per port once the graph outgrew the cache.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PortFacts {
-    pub(crate) name: &'static str,
-    pub(crate) direction: PortDirection,
-    pub(crate) optional: bool,
-    /// A tensor port, not a message port.
-    pub(crate) tensor: bool,
-    /// A tensor output (its declaration is in the graph's port).
-    pub(crate) tensor_output: bool,
-    /// What an input sees per activation, and an output's burst: an edge's hard floor.
-    pub(crate) mode: InputMode,
-    pub(crate) burst: u32,
-}
-
-impl PortFacts {
-    pub(crate) fn of(port: &NodePort) -> Self {
-        Self {
-            name: port.name,
-            direction: port.direction,
-            optional: port.optional,
-            tensor: port.is_tensor(),
-            tensor_output: matches!(port.decl, PortDecl::TensorOutput(_)),
-            mode: port.temporal.mode,
-            burst: port.temporal.burst,
-        }
-    }
-}
+pub(crate) use crate::graph::PortFacts;
 
 #[cfg(test)]
 mod tests {

@@ -295,10 +295,10 @@ pub(crate) struct Work<'g> {
     pub(crate) topo: Vec<u32>,
     /// Per operator, the index of its first port among all the graph's ports, and the
     /// number of ports at the end: port `p` of operator `o` is `port_base[o] + p`.
-    pub(crate) port_base: Vec<usize>,
+    pub(crate) port_base: &'g [usize],
     /// What passes read of every port (name, direction, kind, queueing), by
-    /// [`Work::port_index`].
-    pub(crate) ports: Vec<PortFacts>,
+    /// [`Work::port_index`]: the graph's own table.
+    pub(crate) ports: &'g [PortFacts],
     /// Incoming flows per port (by [`Work::port_index`]), in flow order.
     pub(crate) incoming: Adjacency,
     /// Outgoing flows per port (by [`Work::port_index`]), in flow order.
@@ -363,8 +363,8 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         names: Names::default(),
         fingerprint: String::new(),
         topo: Vec::new(),
-        port_base: Vec::new(),
-        ports: Vec::new(),
+        port_base: &graph.port_base,
+        ports: &graph.port_facts,
         incoming: Adjacency::default(),
         outgoing: Adjacency::default(),
         partition_of: Vec::new(),

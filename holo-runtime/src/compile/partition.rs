@@ -4,7 +4,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
 use super::fingerprint::Fingerprint;
-use super::index::{Adjacency, Names, PortFacts};
+use super::index::{Adjacency, Names};
 use super::{Diagnostic, Partitioning, Work, codes};
 use crate::plan::ExecutionPartition;
 use crate::spec::PortDirection;
@@ -14,22 +14,15 @@ use crate::spec::PortDirection;
 pub(crate) fn check_graph(work: &mut Work<'_>) {
     let graph = work.graph;
     let n = graph.operators.len();
-    // The graph's own records are read here, once and in order; later passes read the
-    // indexes built from them.
-    let mut port_base = Vec::with_capacity(n + 1);
-    let mut facts = Vec::with_capacity(graph.operators.iter().map(|op| op.ports.len()).sum());
+    // The graph's operator records are read here, once and in order, its ports from its
+    // dense table (`Graph::port_facts`); later passes read the indexes built from them.
     let mut names = Names::default();
     let mut fingerprint = Fingerprint::new();
-    for op in &graph.operators {
-        port_base.push(facts.len());
-        facts.extend(op.ports.iter().map(PortFacts::of));
+    for (o, op) in graph.operators.iter().enumerate() {
         names.push(&op.name);
-        fingerprint.operator(op);
+        fingerprint.operator(op, &work.ports[work.port_base[o]..work.port_base[o + 1]]);
     }
-    let ports = facts.len();
-    port_base.push(ports);
-    work.port_base = port_base;
-    work.ports = facts;
+    let ports = work.ports.len();
     work.names = names;
     let mut incoming = Vec::with_capacity(graph.edges.len());
     let mut outgoing = Vec::with_capacity(graph.edges.len());
