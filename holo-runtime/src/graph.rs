@@ -287,6 +287,13 @@ pub(crate) struct PortFacts {
     /// What an input sees per activation, and an output's burst: an edge's hard floor.
     pub(crate) mode: InputMode,
     pub(crate) burst: u32,
+    /// The port declares a rate (a nominal rate or `follows`): a connected input's rate
+    /// is this output's.
+    pub(crate) declares_rate: bool,
+    /// The port declares any rate metadata (a nominal rate, `follows` or an expected
+    /// rate): queue sizing reads its temporal contract; without, it needs nothing more of
+    /// the graph's port.
+    pub(crate) rated: bool,
 }
 
 impl PortFacts {
@@ -299,6 +306,8 @@ impl PortFacts {
             tensor_output: matches!(port.decl, PortDecl::TensorOutput(_)),
             mode: port.temporal.mode,
             burst: port.temporal.burst,
+            declares_rate: port.temporal.declares_rate(),
+            rated: port.temporal.declares_rate() || port.temporal.expected_rate.is_some(),
         }
     }
 }
