@@ -294,6 +294,11 @@ pub(crate) struct PortFacts {
     /// rate): queue sizing reads its temporal contract; without, it needs nothing more of
     /// the graph's port.
     pub(crate) rated: bool,
+    /// An input's policy for a missing sample, and the entries it retains.
+    pub(crate) missing: crate::spec::MissingPolicy,
+    pub(crate) history: u32,
+    /// The input a tensor output forwards (`forwards = input`).
+    pub(crate) forwards: Option<&'static str>,
 }
 
 impl PortFacts {
@@ -308,6 +313,12 @@ impl PortFacts {
             burst: port.temporal.burst,
             declares_rate: port.temporal.declares_rate(),
             rated: port.temporal.declares_rate() || port.temporal.expected_rate.is_some(),
+            missing: port.temporal.missing,
+            history: port.temporal.history,
+            forwards: match &port.decl {
+                PortDecl::TensorOutput(d) => d.forwards,
+                _ => None,
+            },
         }
     }
 }

@@ -5,15 +5,16 @@
 use super::Work;
 use super::placement::Placed;
 use crate::MemoryKind;
-use crate::graph::{OperatorNode, PortDecl};
+use crate::graph::{PortDecl, PortFacts};
 use crate::plan::{
     EdgeContractRecord, EdgeRecord, InputBindingRecord, PortRecord, TensorAllocationPlanRecord,
 };
 use crate::spec::{PortDirection, TensorInputSpec, TensorOutputStorage};
 
-/// Operator `op`'s ports in declaration order, with each input's binding.
-pub(crate) fn port_records(op: &OperatorNode) -> Vec<PortRecord> {
-    op.ports
+/// An operator's ports in declaration order (its facts in the graph's table), with each
+/// input's binding.
+pub(crate) fn port_records(ports: &[PortFacts]) -> Vec<PortRecord> {
+    ports
         .iter()
         .enumerate()
         .map(|(i, p)| PortRecord {
@@ -22,14 +23,11 @@ pub(crate) fn port_records(op: &OperatorNode) -> Vec<PortRecord> {
             direction: p.direction,
             optional: p.optional,
             input: (p.direction == PortDirection::Input).then_some(InputBindingRecord {
-                mode: p.temporal.mode,
-                missing: p.temporal.missing,
-                history: p.temporal.history,
+                mode: p.mode,
+                missing: p.missing,
+                history: p.history,
             }),
-            forwards: match &p.decl {
-                crate::graph::PortDecl::TensorOutput(d) => d.forwards.map(str::to_owned),
-                _ => None,
-            },
+            forwards: p.forwards.map(str::to_owned),
         })
         .collect()
 }

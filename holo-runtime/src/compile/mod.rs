@@ -471,7 +471,9 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
                 order: rank[i as usize],
                 params_schema: op.schema.id.into(),
                 params: op.params_json.clone(),
-                ports: binding::port_records(op),
+                ports: binding::port_records(
+                    &work.ports[work.port_base[i as usize]..work.port_base[i as usize + 1]],
+                ),
             }
         })
         .collect();
