@@ -219,9 +219,14 @@ pub(crate) fn place(
                     }
                     // A producer that declares no memory kind (a pass-through output
                     // forwarding what it received) delivers what this input declares.
-                    let declared = match &op.ports[p as usize].decl {
-                        PortDecl::TensorInput(spec) => spec.memory_kind,
-                        _ => None,
+                    // (Read from the graph's port only for a tensor input.)
+                    let declared = if port.tensor && !port.tensor_output {
+                        match &op.ports[p as usize].decl {
+                            PortDecl::TensorInput(spec) => spec.memory_kind,
+                            _ => None,
+                        }
+                    } else {
+                        None
                     };
                     for &e in work.incoming(o, p) {
                         let edge = &graph.edges[e as usize];
@@ -414,11 +419,13 @@ fn check_apis(
             .or(device_of[o as usize])
     };
     let mut output_kind = BTreeMap::new();
+    let (ports, base) = (work.ports, work.port_base);
     for (o, op) in graph.operators.iter().enumerate() {
         let o32 = u32::try_from(o).unwrap_or(u32::MAX);
-        for (p, port) in op.ports.iter().enumerate() {
+        // The graph's port table, not its ports: only tensor outputs matter here.
+        for (p, port) in ports[base[o]..base[o + 1]].iter().enumerate() {
             let p32 = u32::try_from(p).unwrap_or(u32::MAX);
-            if !matches!(port.decl, PortDecl::TensorOutput(_)) {
+            if !port.tensor_output {
                 continue;
             }
             let Some(kind) = resolved
@@ -457,6 +464,11 @@ fn check_apis(
     for e in &graph.edges {
         let (fo, fp) = (e.from.0.0, e.from.1);
         let (to, tp) = (e.to.0.0, e.to.1);
+        // Only a tensor input has a requirement (the graph's port read only then).
+        let facts = work.port(to, tp);
+        if !facts.tensor || facts.tensor_output {
+            continue;
+        }
         let consumer = &graph.operators[to as usize];
         let PortDecl::TensorInput(req) = &consumer.ports[tp as usize].decl else {
             continue;
