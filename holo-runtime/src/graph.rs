@@ -436,6 +436,11 @@ impl Graph {
         Self::default()
     }
 
+    /// Operator `o`'s ports' compile facts, in declaration order.
+    pub(crate) fn port_facts_of(&self, o: usize) -> &[PortFacts] {
+        &self.port_facts[self.port_base[o]..self.port_base[o + 1]]
+    }
+
     /// Adds an operator under a unique name with its accepted parameters, and returns
     /// its typed port handles.
     #[allow(

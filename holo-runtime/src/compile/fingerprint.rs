@@ -12,10 +12,7 @@ use crate::graph::{EdgeNode, Graph, OperatorNode, PortFacts, TopicNode};
 pub(crate) fn fingerprint(graph: &Graph) -> String {
     let mut f = Fingerprint::new();
     for (o, op) in graph.operators.iter().enumerate() {
-        f.operator(
-            op,
-            &graph.port_facts[graph.port_base[o]..graph.port_base[o + 1]],
-        );
+        f.operator(op, graph.port_facts_of(o));
     }
     for e in &graph.edges {
         f.flow(e);

@@ -57,7 +57,7 @@ pub(crate) fn forwarding(work: &mut Work<'_>) -> Adjacency {
             }
         }
     }
-    let ports = work.port_base.last().copied().unwrap_or(0);
+    let ports = work.graph.port_facts.len();
     Adjacency::from_pairs(ports, &pairs)
 }
 

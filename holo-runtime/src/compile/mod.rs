@@ -293,12 +293,6 @@ pub(crate) struct Work<'g> {
     pub(crate) fingerprint: String,
     /// Operators in a topological order.
     pub(crate) topo: Vec<u32>,
-    /// Per operator, the index of its first port among all the graph's ports, and the
-    /// number of ports at the end: port `p` of operator `o` is `port_base[o] + p`.
-    pub(crate) port_base: &'g [usize],
-    /// What passes read of every port (name, direction, kind, queueing), by
-    /// [`Work::port_index`]: the graph's own table.
-    pub(crate) ports: &'g [PortFacts],
     /// Incoming flows per port (by [`Work::port_index`]), in flow order.
     pub(crate) incoming: Adjacency,
     /// Outgoing flows per port (by [`Work::port_index`]), in flow order.
@@ -314,7 +308,7 @@ pub(crate) struct Work<'g> {
 impl Work<'_> {
     /// The index of port `port` of operator `op` among all the graph's ports.
     pub(crate) fn port_index(&self, op: u32, port: u32) -> usize {
-        self.port_base[op as usize] + port as usize
+        self.graph.port_base[op as usize] + port as usize
     }
     /// The flows entering port `port` of operator `op`.
     pub(crate) fn incoming(&self, op: u32, port: u32) -> &[u32] {
@@ -332,7 +326,7 @@ impl Work<'_> {
     }
     /// What passes read of port `port` of operator `op`.
     pub(crate) fn port(&self, op: u32, port: u32) -> &PortFacts {
-        &self.ports[self.port_index(op, port)]
+        &self.graph.port_facts[self.port_index(op, port)]
     }
 }
 
@@ -363,8 +357,6 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         names: Names::default(),
         fingerprint: String::new(),
         topo: Vec::new(),
-        port_base: &graph.port_base,
-        ports: &graph.port_facts,
         incoming: Adjacency::default(),
         outgoing: Adjacency::default(),
         partition_of: Vec::new(),
@@ -471,9 +463,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
                 order: rank[i as usize],
                 params_schema: op.schema.id.into(),
                 params: op.params_json.clone(),
-                ports: binding::port_records(
-                    &work.ports[work.port_base[i as usize]..work.port_base[i as usize + 1]],
-                ),
+                ports: binding::port_records(graph.port_facts_of(i as usize)),
             }
         })
         .collect();

@@ -20,9 +20,9 @@ pub(crate) fn check_graph(work: &mut Work<'_>) {
     let mut fingerprint = Fingerprint::new();
     for (o, op) in graph.operators.iter().enumerate() {
         names.push(&op.name);
-        fingerprint.operator(op, &work.ports[work.port_base[o]..work.port_base[o + 1]]);
+        fingerprint.operator(op, graph.port_facts_of(o));
     }
-    let ports = work.ports.len();
+    let ports = graph.port_facts.len();
     work.names = names;
     let mut incoming = Vec::with_capacity(graph.edges.len());
     let mut outgoing = Vec::with_capacity(graph.edges.len());
@@ -33,8 +33,8 @@ pub(crate) fn check_graph(work: &mut Work<'_>) {
             work.port_index(e.from.0.0, e.from.1),
             work.port_index(e.to.0.0, e.to.1),
         );
-        if work.ports[from].direction != PortDirection::Output
-            || work.ports[to].direction != PortDirection::Input
+        if graph.port_facts[from].direction != PortDirection::Output
+            || graph.port_facts[to].direction != PortDirection::Input
         {
             work.diagnostics.push(
                 Diagnostic::error(
@@ -42,7 +42,7 @@ pub(crate) fn check_graph(work: &mut Work<'_>) {
                     "a flow must go from an output to an input",
                 )
                 .operator(&graph.operators[e.from.0.index()].name)
-                .port(work.ports[from].name),
+                .port(graph.port_facts[from].name),
             );
             continue;
         }
@@ -59,14 +59,14 @@ pub(crate) fn check_graph(work: &mut Work<'_>) {
             && let Some(count) = graph.operators.get(o).map(|op| op.ports.len())
             && p < count
         {
-            imported[work.port_base[o] + p] = true;
+            imported[graph.port_base[o] + p] = true;
         }
     }
     work.fingerprint = fingerprint.finish();
     work.incoming = Adjacency::from_pairs(ports, &incoming);
     work.outgoing = Adjacency::from_pairs(ports, &outgoing);
     for (o, op) in graph.operators.iter().enumerate() {
-        let ports = &work.ports[work.port_base[o]..work.port_base[o + 1]];
+        let ports = graph.port_facts_of(o);
         let o = u32::try_from(o).unwrap_or(u32::MAX);
         for (p, port) in ports.iter().enumerate() {
             let p = u32::try_from(p).unwrap_or(u32::MAX);

@@ -160,7 +160,7 @@ pub(crate) fn place(
     let mut cuda_active = vec![false; n];
     for &o in &work.topo {
         let op = &graph.operators[o as usize];
-        let ports = &work.ports[work.port_base[o as usize]..work.port_base[o as usize + 1]];
+        let ports = graph.port_facts_of(o as usize);
         for (p, port) in ports.iter().enumerate() {
             let p = u32::try_from(p).unwrap_or(u32::MAX);
             match port.direction {
@@ -275,7 +275,7 @@ pub(crate) fn place(
     // of its operator: input placement does not propagate to pass-through outputs.
     for o in 0..n {
         // Only tensor outputs: their operators and ports are read, no other.
-        let facts = &work.ports[work.port_base[o]..work.port_base[o + 1]];
+        let facts = graph.port_facts_of(o);
         if !facts.iter().any(|f| f.tensor_output) {
             continue;
         }
@@ -419,11 +419,10 @@ fn check_apis(
             .or(device_of[o as usize])
     };
     let mut output_kind = BTreeMap::new();
-    let (ports, base) = (work.ports, work.port_base);
     for (o, op) in graph.operators.iter().enumerate() {
         let o32 = u32::try_from(o).unwrap_or(u32::MAX);
         // The graph's port table, not its ports: only tensor outputs matter here.
-        for (p, port) in ports[base[o]..base[o + 1]].iter().enumerate() {
+        for (p, port) in graph.port_facts_of(o).iter().enumerate() {
             let p32 = u32::try_from(p).unwrap_or(u32::MAX);
             if !port.tensor_output {
                 continue;

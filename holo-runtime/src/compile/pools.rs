@@ -311,14 +311,14 @@ pub(crate) fn is_versioned_id(id: &str) -> bool {
 /// edge's layout against the consumer's exact requirements.
 pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
     let mut resolved = Resolved {
-        at: vec![u32::MAX; work.port_base.last().copied().unwrap_or(0)],
+        at: vec![u32::MAX; work.graph.port_facts.len()],
         outputs: Vec::new(),
     };
     let mut projectors = BTreeMap::new();
     let graph = work.graph;
     for &o in &work.topo.clone() {
         let op = &graph.operators[o as usize];
-        let ports = work.port_base[o as usize + 1] - work.port_base[o as usize];
+        let ports = work.graph.port_facts_of(o as usize).len();
         for p in 0..ports {
             let p = u32::try_from(p).unwrap_or(u32::MAX);
             // Only tensor outputs: their ports are read, no other.

@@ -165,7 +165,7 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
         );
     }
     let mut pass = Pass { work };
-    let ports = pass.work.port_base.last().copied().unwrap_or(0);
+    let ports = graph.port_facts.len();
     let mut res = Resolution {
         records: Vec::with_capacity(ports),
         at: vec![u32::MAX; ports],
@@ -182,9 +182,7 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
         {
             res.clocks[o as usize] = Some(a);
         }
-        // The graph's own table (`&'g`), not a borrow of the pass.
-        let (ports, base) = (pass.work.ports, pass.work.port_base);
-        let facts = &ports[base[o as usize]..base[o as usize + 1]];
+        let facts = graph.port_facts_of(o as usize);
         // Inputs first: an output may follow one.
         for dir in [PortDirection::Input, PortDirection::Output] {
             for (p, f) in facts.iter().enumerate() {
@@ -426,7 +424,7 @@ fn horizon(res: &Resolution, work: &Work<'_>, to: u32) -> (Option<Q>, Cow<'stati
             None => (None, "the clock rate is invalid".into()),
         },
         Trigger::OnArrival(x) => {
-            let ports = &work.ports[work.port_base[to as usize]..work.port_base[to as usize + 1]];
+            let ports = work.graph.port_facts_of(to as usize);
             let xp = ports
                 .iter()
                 .position(|p| p.name == *x && p.direction == PortDirection::Input)

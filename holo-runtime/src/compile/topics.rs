@@ -95,7 +95,7 @@ pub(crate) fn check(work: &mut Work<'_>) {
     let graph = work.graph;
     let mut topics = Topics {
         plans: vec![TopicPlan::default(); graph.topics.len()],
-        of_port: vec![u32::MAX; work.ports.len()],
+        of_port: vec![u32::MAX; work.graph.port_facts.len()],
     };
     let mut names: HashMap<&str, usize> = HashMap::new();
     for (i, t) in graph.topics.iter().enumerate() {
