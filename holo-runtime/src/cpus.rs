@@ -69,6 +69,14 @@ mod linux {
         if out.count() == 0 { set } else { out }
     }
 
+    /// The workers' set: the mask at load less the isolated CPUs, worked out once (the
+    /// sysfs file is read once, not at every worker's start: a cross-process topic starts
+    /// a thread per connection).
+    pub(super) fn worker_set() -> Option<CpuSet> {
+        static SET: OnceLock<Option<CpuSet>> = OnceLock::new();
+        *SET.get_or_init(|| Some(without_isolated(at_load()?, &isolated())))
+    }
+
     pub(super) fn place(set: &CpuSet) -> rustix::io::Result<()> {
         rustix::thread::sched_setaffinity(None, set)
     }
@@ -79,7 +87,7 @@ mod linux {
 /// cannot be read (or off Linux).
 #[cfg(target_os = "linux")]
 pub fn worker_cpus() -> Option<Vec<usize>> {
-    let set = linux::without_isolated(linux::at_load()?, &linux::isolated());
+    let set = linux::worker_set()?;
     Some(
         (0..rustix::thread::CpuSet::MAX_CPU)
             .filter(|&c| set.is_set(c))
@@ -98,17 +106,16 @@ pub fn worker_cpus() -> Option<Vec<usize>> {
 /// was loaded), the thread keeps the one it inherited, and a `tracing` event says so.
 pub(crate) fn place_worker_thread(worker: &str) {
     #[cfg(target_os = "linux")]
-    if let Some(set) = linux::at_load() {
-        let set = linux::without_isolated(set, &linux::isolated());
-        if let Err(e) = linux::place(&set) {
-            crate::trace::event!(
-                warn,
-                worker,
-                error = %e,
-                "a holo worker thread keeps the CPU mask it inherited"
-            );
-            let _ = (worker, e);
-        }
+    if let Some(set) = linux::worker_set()
+        && let Err(e) = linux::place(&set)
+    {
+        crate::trace::event!(
+            warn,
+            worker,
+            error = %e,
+            "a holo worker thread keeps the CPU mask it inherited"
+        );
+        let _ = (worker, e);
     }
     #[cfg(not(target_os = "linux"))]
     let _ = worker;
