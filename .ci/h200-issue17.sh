@@ -10,8 +10,11 @@ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 lscpu | grep -E "^Model name|^CPU\(s\)|^Thread|MHz|^Hypervisor" | tr -s ' '
 echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource); tsc flags: $(grep -o -w 'constant_tsc\|nonstop_tsc\|tsc_known_freq' /proc/cpuinfo | sort | uniq -c | tr -s ' ' | tr '\n' ' ')"
 status=0
-for n in stream_contract holo_runtime handoff defects; do
+# fork and worker_placement: the session's teardown in a fork and the workers' CPU set,
+# on CUDA (the child must make no driver call); run when the bundle holds them.
+for n in stream_contract holo_runtime handoff defects fork worker_placement; do
   for b in .gpu/bin/$n-*; do
+    [ -e "$b" ] || { echo "test $n: not in the bundle"; continue; }
     timeout 180 "$b" --test-threads=1 > "$out/$n.log" 2>&1; rc=$?
     echo "test $n: rc=$rc $(grep -h 'test result' "$out/$n.log" | awk '{p+=$4; f+=$6} END {print p" passed, "f" failed"}')"
     [ $rc = 0 ] || { status=1; grep -E "FAILED|panicked" -A5 "$out/$n.log" | head -20; }

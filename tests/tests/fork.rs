@@ -119,7 +119,9 @@ fn in_the_child(parent_session: RunSession) -> i32 {
 
 #[test]
 fn a_fork_refuses_the_parents_threads_and_runs_its_own() {
-    let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+    // CUDA device 0 where it opens (the child must then make no driver call), else the
+    // software device; `HOLO_REQUIRE_DEVICE=cuda` fails without CUDA.
+    let device = holo_tests::ipc_frames::cuda_or_software();
     // The foreign retirement worker, started by a device-memory import.
     let stream = device.create_stream().unwrap();
     let (dl, _deleted) =

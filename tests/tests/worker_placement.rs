@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use holo_runtime::device::{DeviceBackend, SoftwareDevice};
 use holo_runtime::{RunSession, SessionOptions, Tensor};
 use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
 
@@ -89,7 +88,8 @@ fn worker_threads_run_on_the_process_cpus_not_on_their_starters_pin() {
         Some(expected.clone()),
         "the placement holo reports"
     );
-    let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+    // CUDA device 0 where it opens, else the software device.
+    let device = holo_tests::ipc_frames::cuda_or_software();
 
     // 1. The process's foreign retirement worker, started by the first device-memory
     //    import, on a pinned thread.
