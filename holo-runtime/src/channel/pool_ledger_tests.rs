@@ -691,3 +691,57 @@ fn an_unsynchronized_host_copy_waits_for_its_stream_when_dropped() {
     drop(t);
     assert!(rig.wait_free(1));
 }
+
+/// Kills `release_complete`'s `*done += 1` deletion (and a `done` that starts again at 0
+/// each pass): a release event the worker found complete is not queried again while it
+/// keeps polling the slot's other, still pending, event. (Every query takes the CUDA
+/// driver's context lock, which the partitions' submissions need.)
+#[test]
+fn the_worker_does_not_query_a_completed_release_event_again() {
+    use crate::device::{DeviceCall, Observed};
+    let queries: Arc<std::sync::Mutex<std::collections::HashMap<u64, u64>>> = Arc::default();
+    let sink = Arc::clone(&queries);
+    let inner = SoftwareDevice::new();
+    let observed = Observed::new(
+        Arc::clone(&inner) as Arc<dyn DeviceBackend>,
+        move |call, _| {
+            if let DeviceCall::QueryEvent { event } = call {
+                *sink.lock().unwrap().entry(event.raw()).or_default() += 1;
+            }
+        },
+    );
+    let rig = Rig::new(observed, 2, 2);
+    let (producer, idle, delayed) = (rig.stream(), rig.stream(), rig.stream());
+    let slot = rig.slot_one(producer);
+    rig.receive(slot, &[idle, delayed]);
+    rig.backend
+        .enqueue_delay(delayed, Duration::from_secs(2))
+        .unwrap();
+    Pool::release(&rig.pool, slot, Holder::NONE);
+    let (done, pending) = (rig.event(slot, 0), rig.event(slot, 1));
+    let count = |e: EventHandle| queries.lock().unwrap().get(&e.raw()).copied().unwrap_or(0);
+    // Unobserved (the inner device): the idle stream's release completes at once, the
+    // delayed one's only after its delay.
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while !inner.query_event(done).unwrap() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // The worker's passes (one every few µs) see it complete...
+    std::thread::sleep(Duration::from_millis(100));
+    let (seen, polled) = (count(done), count(pending));
+    // ...and keep polling the pending one, never the completed one again.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !inner.query_event(pending).unwrap(),
+        "the delayed stream's delay still runs"
+    );
+    assert!(seen >= 1, "the completed event was queried");
+    assert_eq!(
+        count(done),
+        seen,
+        "a completed release event was queried again"
+    );
+    assert!(count(pending) > polled, "the pending event is still polled");
+    rig.release_other();
+    assert!(rig.wait_free(2));
+}

@@ -18,6 +18,14 @@ use crate::{Error, ErrorCode, Result};
 /// to back made 7–8 event calls per fenced frame instead of about 4, and the hop slower).
 const POLL_GAP: Duration = Duration::from_micros(2);
 
+/// A slot the worker was handed and has not returned yet.
+pub(crate) struct Pending {
+    pool: Arc<Pool>,
+    slot: u32,
+    /// How many of the slot's first release events were found complete.
+    done: u32,
+}
+
 /// Slots the worker can hold at once (every slot of every device pool of a session).
 pub(crate) struct Retirer {
     queue: OnceLock<ArrayQueue<(Arc<Pool>, u32)>>,
@@ -219,33 +227,38 @@ impl Retirer {
     }
 
     /// One pass of the worker: takes the slots handed over since the last pass into
-    /// `pending`, polls every pending slot's release events, and returns each slot whose
-    /// events all completed (with the pool count it carries). Returns how many slots were
-    /// pending before the polls.
+    /// `pending`, polls every pending slot's release events (those an earlier pass found
+    /// complete are not queried again), and returns each slot whose events all completed
+    /// (with the pool count it carries). Returns how many slots were pending before the
+    /// polls.
     #[inline]
     fn poll_pending(
         &self,
         queue: &ArrayQueue<(Arc<Pool>, u32)>,
-        pending: &mut Vec<(Arc<Pool>, u32)>,
+        pending: &mut Vec<Pending>,
     ) -> usize {
-        while let Some(item) = queue.pop() {
-            pending.push(item);
+        while let Some((pool, slot)) = queue.pop() {
+            pending.push(Pending {
+                pool,
+                slot,
+                done: 0,
+            });
         }
         let before = pending.len();
         let mut i = 0;
         while i < pending.len() {
-            let (pool, slot) = &pending[i];
-            match pool.release_complete(*slot) {
+            let p = &mut pending[i];
+            match p.pool.release_complete(p.slot, &mut p.done) {
                 Ok(false) => i += 1,
                 Ok(true) => {
                     // The slot and the pool count it carries go back together.
-                    let (pool, slot) = pending.swap_remove(i);
-                    self.give_back(pool, slot);
+                    let p = pending.swap_remove(i);
+                    self.give_back(p.pool, p.slot);
                 }
                 Err(e) => {
-                    self.note_error(e, pool.location);
-                    let (pool, slot) = pending.swap_remove(i);
-                    self.settle(pool, slot);
+                    self.note_error(e, p.pool.location);
+                    let p = pending.swap_remove(i);
+                    self.settle(p.pool, p.slot);
                 }
             }
         }
@@ -263,7 +276,7 @@ impl Retirer {
     /// [`install_queue`](Self::install_queue) made; whether the worker would exit now
     /// (stopped, nothing queued or pending).
     #[cfg(all(test, holo_loom))]
-    pub(crate) fn model_pass(&self, pending: &mut Vec<(Arc<Pool>, u32)>) -> bool {
+    pub(crate) fn model_pass(&self, pending: &mut Vec<Pending>) -> bool {
         let queue = self.queue.get().expect("install_queue first");
         self.poll_pending(queue, pending);
         pending.is_empty() && self.stop.load(Ordering::Acquire) && queue.is_empty()
@@ -272,7 +285,7 @@ impl Retirer {
     fn run(&self, capacity: usize, idle_spin: Duration, ready: &std::sync::Barrier) {
         // Not on the CPU pin of the thread that started it (`crate::cpus`).
         crate::cpus::place_worker_thread("holo-retire");
-        let mut pending: Vec<(Arc<Pool>, u32)> = Vec::with_capacity(capacity.max(1));
+        let mut pending: Vec<Pending> = Vec::with_capacity(capacity.max(1));
         ready.wait();
         let Some(queue) = self.queue.get() else {
             return;
