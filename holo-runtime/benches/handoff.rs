@@ -156,6 +156,15 @@ fn sdk_row(name: &str, device: &Arc<dyn DeviceBackend>, t: &Tensor) {
     );
 }
 
+/// One steady-state hand-off (borrowed tensor, stream adopted once), made and dropped: out
+/// of line, so that a profiler can count one (`valgrind --tool=callgrind
+/// --toggle-collect=handoff::adopted_hand_off`, less the backend's `wait_event` and
+/// `record_event`, is holo's own work per hand-off).
+#[inline(never)]
+fn adopted_hand_off(t: &Tensor, adopted: &AdoptedStream) {
+    drop(t.device_array_on(adopted).unwrap());
+}
+
 fn bench_software() {
     let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
     let (session, rx, t) = one_frame(&device);
@@ -177,11 +186,7 @@ fn bench_software() {
         holo / base
     );
     let adopted = AdoptedStream::new(&device, caller).unwrap();
-    let (holo, base) = interleaved(
-        || drop(t.device_array_on(&adopted).unwrap()),
-        baseline,
-        settle,
-    );
+    let (holo, base) = interleaved(|| adopted_hand_off(&t, &adopted), baseline, settle);
     println!(
         "software  hand-off, adopted once     {holo:>8.1} ns   wait+record via the trait {base:>8.1} ns   ratio {:.2}",
         holo / base
