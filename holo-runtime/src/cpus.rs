@@ -121,6 +121,29 @@ pub(crate) fn place_worker_thread(worker: &str) {
     let _ = worker;
 }
 
+/// Spawns a holo worker thread named `name` that first moves itself to [`worker_cpus`]
+/// ([`place_worker_thread`]; `worker` names it in the event a failure emits) and then runs
+/// `f`. Returns once the thread has placed itself: by then it is named and on the workers'
+/// CPUs, so whoever started it — and anyone reading `/proc` right after — never sees it on
+/// the starter's pin. (Without the wait, `worker_placement` once found no thread of the
+/// export's listener's name right after `RunSession::start`: the listener had not started
+/// yet, in a run of the whole suite beside three CPU hogs on this 2-vCPU VM.)
+pub(crate) fn spawn_worker<T: Send + 'static>(
+    name: String,
+    worker: &'static str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<T>> {
+    let (placed, is_placed) = std::sync::mpsc::sync_channel::<()>(1);
+    let handle = std::thread::Builder::new().name(name).spawn(move || {
+        place_worker_thread(worker);
+        let _ = placed.send(());
+        f()
+    })?;
+    // An error only if the thread ended without sending, which it cannot before `f`.
+    let _ = is_placed.recv();
+    Ok(handle)
+}
+
 /// Parses a kernel CPU list (`"0-3,8,10-11\n"`; empty: none). `None` if malformed.
 fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
     let mut cpus = Vec::new();
@@ -152,6 +175,57 @@ mod tests {
         assert_eq!(parse_cpu_list("2-1"), None);
         assert_eq!(parse_cpu_list("a"), None);
         assert_eq!(parse_cpu_list("1-"), None);
+    }
+
+    /// The allowed CPUs of the threads of this process named `name` (`/proc`).
+    #[cfg(target_os = "linux")]
+    fn threads_named(name: &str) -> Vec<Vec<usize>> {
+        let mut found = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap() {
+            let dir = task.unwrap().path();
+            match std::fs::read_to_string(dir.join("comm")) {
+                Ok(comm) if comm.trim() == name => {}
+                _ => continue,
+            }
+            let status = std::fs::read_to_string(dir.join("status")).unwrap();
+            let list = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .unwrap();
+            found.push(parse_cpu_list(list).unwrap());
+        }
+        found
+    }
+
+    /// `spawn_worker` returns once the worker is named and placed, even when its starter
+    /// is pinned to one CPU and keeps it (the child cannot run there before the starter
+    /// blocks). Fails without the wait: the read right after the spawn finds no thread
+    /// of that name, or one on the starter's CPU.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_spawned_worker_is_named_and_placed_when_spawn_returns() {
+        use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
+        let Some(expected) = super::worker_cpus() else {
+            return;
+        };
+        let all = sched_getaffinity(None).unwrap();
+        let first = (0..CpuSet::MAX_CPU).find(|&c| all.is_set(c)).unwrap();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let (worker, seen) = std::thread::spawn(move || {
+            let mut one = CpuSet::new();
+            one.set(first);
+            sched_setaffinity(None, &one).unwrap();
+            let worker = super::spawn_worker("holo-test-place".to_owned(), "test", move || {
+                let _ = released.recv();
+            })
+            .unwrap();
+            (worker, threads_named("holo-test-place"))
+        })
+        .join()
+        .unwrap();
+        release.send(()).unwrap();
+        worker.join().unwrap();
+        assert_eq!(seen, vec![expected]);
     }
 
     #[cfg(target_os = "linux")]

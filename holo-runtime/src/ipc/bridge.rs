@@ -82,19 +82,18 @@ impl ImportBridge {
         let stop = Arc::new(AtomicBool::new(false));
         let ended = Arc::new(Mutex::new(None));
         let (s, e) = (Arc::clone(&stop), Arc::clone(&ended));
-        let thread = std::thread::Builder::new()
-            .name(format!("holo-ipc-{}", record.name))
-            .spawn(move || {
-                crate::cpus::place_worker_thread("holo-ipc bridge");
-                bridge(sub, publisher, &s, &e);
-            })
-            .map_err(|e| {
-                Error::new(
-                    ErrorCode::ResourceExhausted,
-                    format!("cannot start the import's bridge thread: {e}"),
-                )
-                .at(at())
-            })?;
+        let thread = crate::cpus::spawn_worker(
+            format!("holo-ipc-{}", record.name),
+            "holo-ipc bridge",
+            move || bridge(sub, publisher, &s, &e),
+        )
+        .map_err(|e| {
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!("cannot start the import's bridge thread: {e}"),
+            )
+            .at(at())
+        })?;
         Ok(ImportBridge {
             topic: record.name.clone(),
             stop,

@@ -341,19 +341,15 @@ pub(crate) fn spawn_listener(
     topic: &str,
     listen: impl FnOnce() + Send + 'static,
 ) -> Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name(format!("holo-ipc-{topic}"))
-        .spawn(|| {
-            crate::cpus::place_worker_thread("holo-ipc listener");
-            listen();
-        })
-        .map_err(|e| {
+    crate::cpus::spawn_worker(format!("holo-ipc-{topic}"), "holo-ipc listener", listen).map_err(
+        |e| {
             Error::new(
                 ErrorCode::ResourceExhausted,
                 format!("cannot start the topic's listener thread: {e}"),
             )
             .at(format!("topic {topic:?}"))
-        })
+        },
+    )
 }
 
 /// What a served topic's listener and connection threads share: the stop flag, and the
@@ -395,12 +391,11 @@ impl Serving {
                 continue;
             };
             let serve = serve.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("holo-ipc-{topic}"))
-                .spawn(move || {
-                    crate::cpus::place_worker_thread("holo-ipc connection");
-                    serve(conn);
-                });
+            let spawned = crate::cpus::spawn_worker(
+                format!("holo-ipc-{topic}"),
+                "holo-ipc connection",
+                move || serve(conn),
+            );
             if let Ok(t) = spawned {
                 let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
                 // The threads of peers that came and went are done: not kept for `stop`.
