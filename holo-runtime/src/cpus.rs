@@ -125,9 +125,9 @@ pub(crate) fn place_worker_thread(worker: &str) {
 /// ([`place_worker_thread`]; `worker` names it in the event a failure emits) and then runs
 /// `f`. Returns once the thread has placed itself: by then it is named and on the workers'
 /// CPUs, so whoever started it — and anyone reading `/proc` right after — never sees it on
-/// the starter's pin. (Without the wait, `worker_placement` once found no thread of the
-/// export's listener's name right after `RunSession::start`: the listener had not started
-/// yet, in a run of the whole suite beside three CPU hogs on this 2-vCPU VM.)
+/// the starter's pin. (Without the wait, `worker_placement` found no thread of the
+/// export's listener's name right after `RunSession::start` — the listener had not started
+/// yet — in two runs of two of the whole suite beside three CPU hogs on a 2-vCPU VM.)
 pub(crate) fn spawn_worker<T: Send + 'static>(
     name: String,
     worker: &'static str,
