@@ -1388,8 +1388,7 @@ impl Pool {
     /// earlier poll: they are not queried again (a completed event stays so until the
     /// slot is loaned and released again, and a pending slot is neither), and it grows as
     /// this poll finds more. On the H200 every query takes the driver's context lock that
-    /// the partitions' submissions need (1.5 µs a query in the three-partition fork), and
-    /// re-querying a fan-out's completed events was most of a pass's queries.
+    /// the partitions' submissions need (1.5 µs a query in the three-partition fork).
     pub(crate) fn release_complete(&self, slot: u32, done: &mut u32) -> Result<bool> {
         let Backing::Device(d) = &self.backing else {
             return Ok(true);

@@ -692,9 +692,9 @@ fn an_unsynchronized_host_copy_waits_for_its_stream_when_dropped() {
     assert!(rig.wait_free(1));
 }
 
-/// Kills `release_complete`'s `*done += 1` deletion (and a `done` that starts again at 0
-/// each pass): a release event the worker found complete is not queried again while it
-/// keeps polling the slot's other, still pending, event. (Every query takes the CUDA
+/// Fails when the worker's count of a slot's completed events starts again at 0 each pass
+/// (checked: 5595 queries against 1505): a release event the worker found complete is not
+/// queried again while it keeps polling the slot's other, still pending, event. (Every query takes the CUDA
 /// driver's context lock, which the partitions' submissions need.)
 #[test]
 fn the_worker_does_not_query_a_completed_release_event_again() {
