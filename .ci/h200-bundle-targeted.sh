@@ -3,9 +3,9 @@
 # .ci/h200-opencl.sh and .ci/h200-soak.sh: only the device test binaries, the device
 # examples and the device benches (release; the benches with holo-runtime alone, so that
 # holo-tests' `tracing` feature is not unified into them), stripped. All of them no longer
-# fit the device tool's 64 MiB: HOLO_TESTS, HOLO_EXAMPLES and HOLO_BENCHES (space-separated
+# fit the device tool's 64 MiB (with the tracked tree, about 4 MB, counted too): HOLO_TESTS, HOLO_EXAMPLES and HOLO_BENCHES (space-separated
 # names) pick what a run needs; for .ci/h200-issue17.sh, for example:
-#   HOLO_TESTS="stream_contract handoff defects kernel_author cuda_context dlpack device_hot_path_no_alloc fork worker_placement" \
+#   HOLO_TESTS="stream_contract handoff defects device_hot_path_no_alloc fork worker_placement" \
 #   HOLO_EXAMPLES=fork_streams HOLO_BENCHES="device_hop handoff host_hop" bash .ci/h200-bundle-targeted.sh
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
