@@ -302,6 +302,12 @@ pub(crate) struct PortFacts {
 }
 
 impl PortFacts {
+    /// A tensor input: the one kind of port whose declaration states requirements (its
+    /// `TensorInputSpec` in the graph's port).
+    pub(crate) fn tensor_input(&self) -> bool {
+        self.tensor && !self.tensor_output
+    }
+
     pub(crate) fn of(port: &NodePort) -> Self {
         Self {
             name: port.name,

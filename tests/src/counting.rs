@@ -25,24 +25,26 @@ pub struct Counting;
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    /// Whether this thread's allocations are counted: 0 not yet known, 1 yes, 2 no (the
-    /// process's main thread).
-    static COUNTED: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+    /// Whether this thread's allocations are counted (`None`: not worked out yet).
+    static COUNTED: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
 }
 
-/// Whether the calling thread's allocations are counted: every thread's but the process's
-/// main thread's (its thread id is the process id). Worked out once per thread.
-fn counted() -> bool {
-    COUNTED
+/// Counts one allocation, unless the calling thread is the process's main thread (its
+/// thread id is the process id), which is worked out once per thread.
+fn count() {
+    let counted = COUNTED
         .try_with(|c| {
-            if c.get() == 0 {
-                let main = rustix::thread::gettid() == rustix::process::getpid();
-                c.set(if main { 2 } else { 1 });
-            }
-            c.get() == 1
+            let counted = c
+                .get()
+                .unwrap_or_else(|| rustix::thread::gettid() != rustix::process::getpid());
+            c.set(Some(counted));
+            counted
         })
         // A thread being torn down: counted.
-        .unwrap_or(true)
+        .unwrap_or(true);
+    if counted {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Allocations and reallocations so far (0 where `Counting` is not the global allocator).
@@ -53,9 +55,7 @@ pub fn allocations() -> u64 {
 // SAFETY: forwards to the system allocator unchanged; only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if counted() {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
+        count();
         // SAFETY: the caller's contract, forwarded.
         unsafe { System.alloc(layout) }
     }
@@ -66,9 +66,7 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if counted() {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
+        count();
         // SAFETY: the caller's contract, forwarded.
         unsafe { System.realloc(ptr, layout, new_size) }
     }

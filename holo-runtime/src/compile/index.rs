@@ -1,7 +1,7 @@
 //! The compiler's indexes of a graph: every flow of each port, the producers and
 //! successors of each operator and the operators' names, each in one allocation and read
 //! by position (what passes read of each port is the graph's own table,
-//! [`PortFacts`]).
+//! [`PortFacts`](crate::graph::PortFacts)).
 //!
 //! Passes look these up once per port or operator, so a lookup must not grow with the
 //! graph: a map of vectors cost a tree search (a cache miss per level at 10,000
@@ -98,8 +98,6 @@ impl Names {
         &self.text[start..self.ends[op]]
     }
 }
-
-pub(crate) use crate::graph::PortFacts;
 
 #[cfg(test)]
 mod tests {

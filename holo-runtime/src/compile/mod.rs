@@ -24,9 +24,9 @@ pub(crate) use diagnostics::stable_codes;
 pub use diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, Severity, codes};
 pub(crate) use fingerprint::fingerprint;
 
-use index::{Adjacency, Names, PortFacts};
+use index::{Adjacency, Names};
 
-use crate::graph::Graph;
+use crate::graph::{Graph, PortFacts};
 use crate::plan::{CudaComputeStreamPolicy, EdgeRecord, ExecutionPlan, OperatorRecord};
 
 /// An authored partition: a name and the operators it runs, by name.

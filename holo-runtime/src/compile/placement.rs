@@ -220,7 +220,7 @@ pub(crate) fn place(
                     // A producer that declares no memory kind (a pass-through output
                     // forwarding what it received) delivers what this input declares.
                     // (Read from the graph's port only for a tensor input.)
-                    let declared = if port.tensor && !port.tensor_output {
+                    let declared = if port.tensor_input() {
                         match &op.ports[p as usize].decl {
                             PortDecl::TensorInput(spec) => spec.memory_kind,
                             _ => None,
@@ -464,8 +464,7 @@ fn check_apis(
         let (fo, fp) = (e.from.0.0, e.from.1);
         let (to, tp) = (e.to.0.0, e.to.1);
         // Only a tensor input has a requirement (the graph's port read only then).
-        let facts = work.port(to, tp);
-        if !facts.tensor || facts.tensor_output {
+        if !work.port(to, tp).tensor_input() {
             continue;
         }
         let consumer = &graph.operators[to as usize];
