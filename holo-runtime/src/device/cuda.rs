@@ -34,6 +34,7 @@ use super::{
     AllocKind, BackendKind, DeviceBackend, DeviceCounters, DevicePtr, EventHandle, StreamHandle,
     StreamOrQueue,
 };
+use crate::device::counters::Count;
 use crate::{Error, ErrorCode, Result};
 
 #[path = "cuda_ipc.rs"]
@@ -420,7 +421,7 @@ impl DeviceBackend for CudaDevice {
             .unwrap_or_else(PoisonError::into_inner)
             .streams
             .insert(raw);
-        self.counters.stream_create.bump();
+        self.counters.bump(Count::stream_create);
         Ok(StreamHandle::from_raw(raw))
     }
 
@@ -488,7 +489,7 @@ impl DeviceBackend for CudaDevice {
         // the write lock keeps any other call from using it concurrently. Pending work
         // still completes (the driver releases the stream afterwards).
         check("cuStreamDestroy", unsafe { sys::cuStreamDestroy_v2(raw) })?;
-        self.counters.stream_destroy.bump();
+        self.counters.bump(Count::stream_destroy);
         Ok(())
     }
 
@@ -502,7 +503,7 @@ impl DeviceBackend for CudaDevice {
             .unwrap_or_else(PoisonError::into_inner)
             .events
             .insert(raw);
-        self.counters.event_create.bump();
+        self.counters.bump(Count::event_create);
         Ok(EventHandle::from_raw(raw))
     }
 
@@ -514,7 +515,7 @@ impl DeviceBackend for CudaDevice {
         // SAFETY: `raw` was created by this device and was live until removed just above;
         // the write lock excludes concurrent use. Streams already waiting are unaffected.
         check("cuEventDestroy", unsafe { sys::cuEventDestroy_v2(raw) })?;
-        self.counters.event_destroy.bump();
+        self.counters.bump(Count::event_destroy);
         Ok(())
     }
 
@@ -536,7 +537,7 @@ impl DeviceBackend for CudaDevice {
         // context, or an adopted caller stream checked to be in it).
         let result = self.driver_call(|| unsafe { sys::cuEventRecord(event, stream) })?;
         check("cuEventRecord", result)?;
-        self.counters.event_record.bump();
+        self.counters.bump(Count::event_record);
         Ok(())
     }
 
@@ -545,7 +546,7 @@ impl DeviceBackend for CudaDevice {
         // SAFETY: as `record_event_unchecked`; flags 0 is CU_EVENT_WAIT_DEFAULT.
         let result = self.driver_call(|| unsafe { sys::cuStreamWaitEvent(stream, event, 0) })?;
         check("cuStreamWaitEvent", result)?;
-        self.counters.stream_wait.bump();
+        self.counters.bump(Count::stream_wait);
         Ok(())
     }
 
@@ -566,7 +567,7 @@ impl DeviceBackend for CudaDevice {
             sys::CUresult::CUDA_ERROR_NOT_READY => false,
             other => return Err(driver_error("cuEventQuery", DriverError(other))),
         };
-        self.counters.event_query.bump();
+        self.counters.bump(Count::event_query);
         Ok(complete)
     }
 
@@ -576,7 +577,7 @@ impl DeviceBackend for CudaDevice {
         // SAFETY: the event is live (checked under the read lock, held until return).
         let result = self.driver_call(|| unsafe { sys::cuEventSynchronize(event) })?;
         check("cuEventSynchronize", result)?;
-        self.counters.event_synchronize.bump();
+        self.counters.bump(Count::event_synchronize);
         Ok(())
     }
 
@@ -585,7 +586,7 @@ impl DeviceBackend for CudaDevice {
         self.on_stream("cuStreamSynchronize", stream, |s| unsafe {
             sys::cuStreamSynchronize(s)
         })?;
-        self.counters.stream_synchronize.bump();
+        self.counters.bump(Count::stream_synchronize);
         Ok(())
     }
 
@@ -617,7 +618,7 @@ impl DeviceBackend for CudaDevice {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(raw, (kind, bytes));
-        self.counters.alloc.bump();
+        self.counters.bump(Count::alloc);
         Ok(DevicePtr::from_raw(raw))
     }
 
@@ -656,7 +657,7 @@ impl DeviceBackend for CudaDevice {
         };
         allocations.remove(&ptr.raw());
         check("cuMemFree", result)?;
-        self.counters.free.bump();
+        self.counters.bump(Count::free);
         Ok(())
     }
 
@@ -676,7 +677,7 @@ impl DeviceBackend for CudaDevice {
         } else {
             self.stream(&self.live(), stream)?;
         }
-        self.counters.memset.bump();
+        self.counters.bump(Count::memset);
         Ok(())
     }
 
@@ -696,7 +697,7 @@ impl DeviceBackend for CudaDevice {
         } else {
             self.stream(&self.live(), stream)?;
         }
-        self.counters.copy.bump();
+        self.counters.bump(Count::copy);
         Ok(())
     }
 
@@ -721,7 +722,7 @@ impl DeviceBackend for CudaDevice {
         } else {
             self.stream(&self.live(), stream)?;
         }
-        self.counters.copy.bump();
+        self.counters.bump(Count::copy);
         Ok(())
     }
 
@@ -746,7 +747,7 @@ impl DeviceBackend for CudaDevice {
         } else {
             self.stream(&self.live(), stream)?;
         }
-        self.counters.copy.bump();
+        self.counters.bump(Count::copy);
         Ok(())
     }
 
@@ -759,7 +760,7 @@ impl DeviceBackend for CudaDevice {
         self.on_stream("cuLaunchHostFunc", stream, |s| unsafe {
             sys::cuLaunchHostFunc(s, Some(sleep_host_fn), argument)
         })?;
-        self.counters.delay.bump();
+        self.counters.bump(Count::delay);
         Ok(())
     }
 

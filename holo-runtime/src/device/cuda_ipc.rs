@@ -14,6 +14,7 @@ use std::sync::{OnceLock, PoisonError};
 use cudarc::driver::sys;
 
 use super::{CudaDevice, check};
+use crate::device::counters::Count;
 use crate::device::handle::addr_usize;
 use crate::device::ipc::DeviceIpc;
 use crate::device::{AllocKind, DevicePtr, StreamHandle};
@@ -205,7 +206,7 @@ impl CudaDevice {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(ptr.expose_provenance() as u64);
-        self.counters.host_register.bump();
+        self.counters.bump(Count::host_register);
         Ok(DevicePtr::from_raw(device))
     }
 
@@ -281,7 +282,7 @@ impl DeviceIpc for CudaDevice {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(base, (AllocKind::Device, bytes));
-        self.counters.alloc.bump();
+        self.counters.bump(Count::alloc);
         Ok(DevicePtr::from_raw(base))
     }
 
@@ -357,7 +358,7 @@ impl DeviceIpc for CudaDevice {
             }
         };
         self.remember(base, Vmm { handle, size });
-        self.counters.ipc_import.bump();
+        self.counters.bump(Count::ipc_import);
         Ok(DevicePtr::from_raw(base))
     }
 
@@ -373,7 +374,7 @@ impl DeviceIpc for CudaDevice {
         self.make_current()?;
         // SAFETY: the caller's contract: nothing uses the mapping any more.
         check("cuMemUnmap", unsafe { vmm_free(ptr.raw(), vmm) })?;
-        self.counters.ipc_release.bump();
+        self.counters.bump(Count::ipc_release);
         Ok(())
     }
 
@@ -403,7 +404,7 @@ impl DeviceIpc for CudaDevice {
         check("cuMemHostUnregister", unsafe {
             sys::cuMemHostUnregister(ptr.cast())
         })?;
-        self.counters.host_unregister.bump();
+        self.counters.bump(Count::host_unregister);
         Ok(())
     }
 

@@ -23,6 +23,7 @@ use super::{
     AllocKind, BackendKind, DeviceBackend, DeviceCounters, DevicePtr, EventHandle, StreamHandle,
     StreamOrQueue,
 };
+use crate::device::counters::Count;
 use crate::{Error, ErrorCode, Result};
 
 /// Alignment of every allocation, as CUDA guarantees for `cuMemAlloc`.
@@ -191,7 +192,7 @@ impl DeviceBackend for SoftwareDevice {
                 "the software device has no stream slot left",
             )
         })?;
-        self.counters.stream_create.bump();
+        self.counters.bump(Count::stream_create);
         Ok(StreamHandle::from_raw(raw))
     }
 
@@ -245,7 +246,7 @@ impl DeviceBackend for SoftwareDevice {
         // Drains what is queued before returning, even if a racing caller still holds a
         // reference; its later enqueues fail.
         removed.shut_down();
-        self.counters.stream_destroy.bump();
+        self.counters.bump(Count::stream_destroy);
         Ok(())
     }
 
@@ -259,7 +260,7 @@ impl DeviceBackend for SoftwareDevice {
                 "the software device has no event slot left",
             )
         })?;
-        self.counters.event_create.bump();
+        self.counters.bump(Count::event_create);
         Ok(EventHandle::from_raw(raw))
     }
 
@@ -269,7 +270,7 @@ impl DeviceBackend for SoftwareDevice {
                 "{event:?} is not a live event of this software device"
             ))
         })?;
-        self.counters.event_destroy.bump();
+        self.counters.bump(Count::event_destroy);
         Ok(())
     }
 
@@ -279,7 +280,7 @@ impl DeviceBackend for SoftwareDevice {
         let seq = stream.enqueue(Op::Marker)?;
         *event.last.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((Arc::clone(stream.progress()), seq));
-        self.counters.event_record.bump();
+        self.counters.bump(Count::event_record);
         Ok(())
     }
 
@@ -292,7 +293,7 @@ impl DeviceBackend for SoftwareDevice {
         {
             stream.enqueue(Op::Wait { progress, seq })?;
         }
-        self.counters.stream_wait.bump();
+        self.counters.bump(Count::stream_wait);
         Ok(())
     }
 
@@ -301,7 +302,7 @@ impl DeviceBackend for SoftwareDevice {
             .event(event)?
             .target()
             .is_none_or(|(progress, seq)| progress.reached(seq));
-        self.counters.event_query.bump();
+        self.counters.bump(Count::event_query);
         Ok(complete)
     }
 
@@ -309,14 +310,14 @@ impl DeviceBackend for SoftwareDevice {
         if let Some((progress, seq)) = self.event(event)?.target() {
             progress.wait_until(seq);
         }
-        self.counters.event_synchronize.bump();
+        self.counters.bump(Count::event_synchronize);
         Ok(())
     }
 
     fn synchronize_stream(&self, stream: StreamHandle) -> Result<()> {
         let stream = self.stream(stream)?;
         stream.progress().wait_until(stream.last_seq());
-        self.counters.stream_synchronize.bump();
+        self.counters.bump(Count::stream_synchronize);
         Ok(())
     }
 
@@ -352,7 +353,7 @@ impl DeviceBackend for SoftwareDevice {
                     memory: Memory::Heap,
                 },
             );
-        self.counters.alloc.bump();
+        self.counters.bump(Count::alloc);
         Ok(ptr)
     }
 
@@ -390,7 +391,7 @@ impl DeviceBackend for SoftwareDevice {
             unsafe { alloc::dealloc(ptr.as_host_ptr(), layout) };
         }
         // An exported allocation's segment unmapped with `removed`.
-        self.counters.free.bump();
+        self.counters.bump(Count::free);
         Ok(())
     }
 
@@ -410,7 +411,7 @@ impl DeviceBackend for SoftwareDevice {
                 bytes,
             })?;
         }
-        self.counters.memset.bump();
+        self.counters.bump(Count::memset);
         Ok(())
     }
 
@@ -431,7 +432,7 @@ impl DeviceBackend for SoftwareDevice {
                 bytes,
             })?;
         }
-        self.counters.copy.bump();
+        self.counters.bump(Count::copy);
         Ok(())
     }
 
@@ -454,7 +455,7 @@ impl DeviceBackend for SoftwareDevice {
                 bytes,
             })?;
         }
-        self.counters.copy.bump();
+        self.counters.bump(Count::copy);
         Ok(())
     }
 
@@ -477,13 +478,13 @@ impl DeviceBackend for SoftwareDevice {
                 bytes,
             })?;
         }
-        self.counters.copy.bump();
+        self.counters.bump(Count::copy);
         Ok(())
     }
 
     fn enqueue_delay(&self, stream: StreamHandle, duration: Duration) -> Result<()> {
         self.stream(stream)?.enqueue(Op::Delay(duration))?;
-        self.counters.delay.bump();
+        self.counters.bump(Count::delay);
         Ok(())
     }
 

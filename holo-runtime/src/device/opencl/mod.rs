@@ -59,6 +59,7 @@ use super::{
     AllocKind, BackendKind, DeviceBackend, DeviceCounters, DevicePtr, EventHandle, MemoryObject,
     OpenClMemPtr, StreamHandle, StreamOrQueue,
 };
+use crate::device::counters::Count;
 use crate::{Error, ErrorCode, Result};
 
 pub use ffi::library_present;
@@ -248,7 +249,7 @@ impl DeviceBackend for OpenClDevice {
             .unwrap_or_else(PoisonError::into_inner)
             .queues
             .insert(ffi::raw(queue));
-        self.counters.stream_create.bump();
+        self.counters.bump(Count::stream_create);
         Ok(StreamHandle::from_raw(ffi::raw(queue)))
     }
 
@@ -312,7 +313,7 @@ impl DeviceBackend for OpenClDevice {
             "clReleaseCommandQueue",
             cl!(self.lib, clReleaseCommandQueue(ffi::handle(stream.raw()))),
         )?;
-        self.counters.stream_destroy.bump();
+        self.counters.bump(Count::stream_destroy);
         Ok(())
     }
 
@@ -326,7 +327,7 @@ impl DeviceBackend for OpenClDevice {
             .unwrap_or_else(PoisonError::into_inner)
             .events
             .insert(raw, slot);
-        self.counters.event_create.bump();
+        self.counters.bump(Count::event_create);
         Ok(EventHandle::from_raw(raw))
     }
 
@@ -344,7 +345,7 @@ impl DeviceBackend for OpenClDevice {
             })?;
         // Queues already waiting hold their own references to the marker.
         self.release_event(*slot.latest.lock().unwrap_or_else(PoisonError::into_inner));
-        self.counters.event_destroy.bump();
+        self.counters.bump(Count::event_destroy);
         Ok(())
     }
 
@@ -383,7 +384,7 @@ impl DeviceBackend for OpenClDevice {
         );
         self.release_event(old);
         flushed?;
-        self.counters.event_record.bump();
+        self.counters.bump(Count::event_record);
         Ok(())
     }
 
@@ -419,7 +420,7 @@ impl DeviceBackend for OpenClDevice {
             )?;
         }
         drop(latest);
-        self.counters.stream_wait.bump();
+        self.counters.bump(Count::stream_wait);
         Ok(())
     }
 
@@ -456,7 +457,7 @@ impl DeviceBackend for OpenClDevice {
             }
         };
         drop(latest);
-        self.counters.event_query.bump();
+        self.counters.bump(Count::event_query);
         Ok(complete)
     }
 
@@ -475,7 +476,7 @@ impl DeviceBackend for OpenClDevice {
             self.release_event(latest);
             waited?;
         }
-        self.counters.event_synchronize.bump();
+        self.counters.bump(Count::event_synchronize);
         Ok(())
     }
 
@@ -483,7 +484,7 @@ impl DeviceBackend for OpenClDevice {
         self.on_queue(stream, |queue| {
             check("clFinish", cl!(self.lib, clFinish(queue)))
         })?;
-        self.counters.stream_synchronize.bump();
+        self.counters.bump(Count::stream_synchronize);
         Ok(())
     }
 
@@ -556,7 +557,7 @@ impl DeviceBackend for OpenClDevice {
         self.on_queue(stream, |queue| {
             self.enqueue_host(queue, host_fn::Action::Delay(duration))
         })?;
-        self.counters.delay.bump();
+        self.counters.bump(Count::delay);
         Ok(())
     }
 

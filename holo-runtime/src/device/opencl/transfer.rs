@@ -8,6 +8,7 @@ use std::sync::PoisonError;
 use super::ffi::{self, CL_FALSE, check, cl, cl_context, cl_int, cl_mem};
 use super::memory::{self, Backing, Place};
 use super::{OpenClDevice, host_fn};
+use crate::device::counters::Count;
 use crate::device::{AllocKind, DevicePtr, MemoryObject, OpenClMemPtr, StreamHandle};
 use crate::{Error, ErrorCode, Result};
 
@@ -49,7 +50,7 @@ impl OpenClDevice {
             }
             AllocKind::PinnedHost | AllocKind::Managed => table.insert_host(kind, bytes)?,
         };
-        self.counters.alloc.bump();
+        self.counters.bump(Count::alloc);
         Ok(ptr)
     }
 
@@ -150,7 +151,7 @@ impl OpenClDevice {
             // is the region's start (checked by `remove`).
             Backing::Host { layout } => unsafe { memory::free_host(ptr, layout) },
         }
-        self.counters.free.bump();
+        self.counters.bump(Count::free);
         Ok(())
     }
 
@@ -196,7 +197,7 @@ impl OpenClDevice {
                 ),
             }
         })?;
-        self.counters.memset.bump();
+        self.counters.bump(Count::memset);
         Ok(())
     }
 
@@ -301,7 +302,7 @@ impl OpenClDevice {
                 ),
             }
         })?;
-        self.counters.copy.bump();
+        self.counters.bump(Count::copy);
         Ok(())
     }
 
@@ -352,7 +353,7 @@ impl OpenClDevice {
                 ),
             }
         })?;
-        self.counters.copy.bump();
+        self.counters.bump(Count::copy);
         Ok(())
     }
 
@@ -403,7 +404,7 @@ impl OpenClDevice {
                 ),
             }
         })?;
-        self.counters.copy.bump();
+        self.counters.bump(Count::copy);
         Ok(())
     }
 }

@@ -13,6 +13,7 @@ use std::sync::PoisonError;
 
 use super::stream::Op;
 use super::{Allocation, Memory, SoftwareDevice};
+use crate::device::counters::Count;
 use crate::device::{AllocKind, DeviceIpc, DevicePtr, StreamHandle};
 use crate::ipc::Segment;
 use crate::{Error, ErrorCode, Result};
@@ -93,7 +94,7 @@ impl DeviceIpc for SoftwareDevice {
         let segment = Segment::create("holo:software-device", bytes)?;
         let at = segment.as_ptr() as u64;
         self.insert_shared(at, AllocKind::Device, bytes, Memory::Exported(segment))?;
-        self.counters.alloc.bump();
+        self.counters.bump(Count::alloc);
         Ok(DevicePtr::from_raw(at))
     }
 
@@ -125,7 +126,7 @@ impl DeviceIpc for SoftwareDevice {
             bytes.max(1),
             Memory::Imported(segment),
         )?;
-        self.counters.ipc_import.bump();
+        self.counters.bump(Count::ipc_import);
         Ok(DevicePtr::from_raw(at))
     }
 
@@ -136,7 +137,7 @@ impl DeviceIpc for SoftwareDevice {
             |m| matches!(m, Memory::Imported(_)),
             "imported mapping",
         )?;
-        self.counters.ipc_release.bump();
+        self.counters.bump(Count::ipc_release);
         Ok(())
     }
 
@@ -146,7 +147,7 @@ impl DeviceIpc for SoftwareDevice {
         }
         let at = DevicePtr::from_host_ptr(ptr);
         self.insert_shared(at.raw(), AllocKind::PinnedHost, len, Memory::Registered)?;
-        self.counters.host_register.bump();
+        self.counters.bump(Count::host_register);
         Ok(at)
     }
 
@@ -162,7 +163,7 @@ impl DeviceIpc for SoftwareDevice {
             |m| matches!(m, Memory::Registered),
             "registered host range",
         )?;
-        self.counters.host_unregister.bump();
+        self.counters.bump(Count::host_unregister);
         Ok(())
     }
 
