@@ -23,6 +23,14 @@
 //! partition has its own baseline, **raw one thread**: one thread and one stream (fill,
 //! each consumer's copy in turn, one release record per slot).
 //!
+//! A second raw threaded row, **polling thread**, moves the release-event polling off the
+//! producer onto a thread of its own, as holo's retirement worker does: the producer then
+//! fills as fast as holo's source, and the row shows what that alone does to the
+//! latency. `HOLO_BENCH_FORK_PACE_NS` sets the source's period (default 1,000 ns: the
+//! issue's workload) for every row, holo's and raw: with a period longer than a sink's
+//! service time the sinks keep up, and the rows show the latency without a standing
+//! queue.
+//!
 //! Under `SharedProcessDevice` the three partitions submit on one stream, so the plan
 //! gives them one thread (`ExecutionPartition::thread`): the shared rows measure that.
 
@@ -43,8 +51,17 @@ use super::{
 /// Deliveries per sink before the measured window, and in it.
 const WARM: u64 = 2_000;
 const MEASURED: u64 = 20_000;
-/// The source's period.
-const PACE: Duration = Duration::from_micros(1);
+/// The source's period: 1 µs (the workload), or `HOLO_BENCH_FORK_PACE_NS`
+/// nanoseconds (a source slower than the sinks, to show where the latency goes).
+fn pace() -> Duration {
+    static PACE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *PACE.get_or_init(|| {
+        std::env::var("HOLO_BENCH_FORK_PACE_NS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(Duration::from_micros(1), Duration::from_nanos)
+    })
+}
 /// Queue depth of every edge.
 const DEPTH: usize = 4;
 
@@ -99,10 +116,19 @@ struct ClockedHead {
     #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256, max_loans = 4)]
     out: Output<Tensor>,
     stats: Arc<SourceStats>,
+    /// With a period longer than the clock's 1 µs (`pace()`): the next tick that fills.
+    next: Option<Instant>,
 }
 
 impl Operator for ClockedHead {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        if let Some(next) = &mut self.next {
+            let now = Instant::now();
+            if now < *next {
+                return Ok(());
+            }
+            *next = (*next + pace()).max(now);
+        }
         // As the raw producer does: no frame is filled for a queue that has no room.
         if !self.out.has_room() {
             self.stats.backpressured.fetch_add(1, Ordering::Relaxed);
@@ -245,6 +271,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
             ClockedHead {
                 out: Output::default(),
                 stats: Arc::clone(&source),
+                next: (pace() > Duration::from_micros(1)).then(Instant::now),
             },
             ParamSet::defaults().unwrap(),
         )
@@ -323,8 +350,18 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
     figures(&sinks)
 }
 
+/// Who polls the raw baseline's release events.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Polling {
+    /// The producer, before it fills a slot (the raw threaded baseline).
+    Producer,
+    /// A thread of its own, as holo's retirement worker does: the producer only reads
+    /// a flag per slot.
+    OwnThread,
+}
+
 /// The raw baseline: the same threads, queue depth and pacing, the CUDA calls made raw.
-fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures {
+fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize, polling: Polling) -> Figures {
     super::anchor();
     let d = device.as_ref();
     let ring = RawRing::new(d, consumers);
@@ -341,8 +378,10 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures {
     let sinks: Vec<Arc<SinkStats>> = (0..consumers)
         .map(|_| Arc::new(SinkStats::default()))
         .collect();
+    // Per slot, with `Polling::OwnThread`: every release event completed since its fill.
+    let free: Arc<Vec<AtomicU64>> = Arc::new((0..K).map(|_| AtomicU64::new(1)).collect());
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let threads: Vec<_> = (0..consumers)
+    let mut threads: Vec<_> = (0..consumers)
         .map(|c| {
             let (device, hop, ready, rel, slots, released, stats, source, stop) = (
                 Arc::clone(device),
@@ -377,6 +416,37 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures {
             })
         })
         .collect();
+    if polling == Polling::OwnThread {
+        let (device, rel, released, free, stop) = (
+            Arc::clone(device),
+            Arc::clone(rel),
+            Arc::clone(&released),
+            Arc::clone(&free),
+            Arc::clone(&stop),
+        );
+        threads.push(std::thread::spawn(move || {
+            let r = raw_for(&device);
+            let mut spins = 0u32;
+            while !stop.load(Ordering::Acquire) {
+                let mut found = false;
+                for k in 0..K {
+                    // A filled slot every consumer released: free once its events completed.
+                    if free[k].load(Ordering::Acquire) == 0
+                        && (0..consumers).all(|c| released[c * K + k].load(Ordering::Acquire) == 1)
+                        && (0..consumers).all(|c| r.done(rel[c * K + k]))
+                    {
+                        free[k].store(1, Ordering::Release);
+                        found = true;
+                    }
+                }
+                if found {
+                    spins = 0;
+                } else {
+                    relax(&mut spins);
+                }
+            }
+        }));
+    }
     let r = raw_for(device);
     let mut next = Instant::now();
     let mut k = 0usize;
@@ -391,14 +461,18 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures {
         while Instant::now() < next {
             std::hint::spin_loop();
         }
-        next += PACE;
-        if next + PACE <= Instant::now() {
+        next += pace();
+        if next + pace() <= Instant::now() {
             next = Instant::now();
         }
         // A free slot: every consumer released it and its release events completed.
-        let free = (0..consumers)
-            .all(|c| released[c * K + k].load(Ordering::Acquire) == 1 && r.done(rel[c * K + k]));
-        if !free {
+        let is_free = match polling {
+            Polling::Producer => (0..consumers).all(|c| {
+                released[c * K + k].load(Ordering::Acquire) == 1 && r.done(rel[c * K + k])
+            }),
+            Polling::OwnThread => free[k].load(Ordering::Acquire) == 1,
+        };
+        if !is_free {
             source.exhausted.fetch_add(1, Ordering::Relaxed);
             continue;
         }
@@ -409,8 +483,13 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures {
         r.memset(slots[k], s[0]);
         r.record(ready[k], s[0]);
         let captured = Instant::now();
-        for (c, hop) in hops.iter().enumerate() {
+        for c in 0..consumers {
             released[c * K + k].store(0, Ordering::Relaxed);
+        }
+        // After the released flags and before any consumer sees the slot: a poller that
+        // reads `free` 0 reads them 0, or a consumer's later 1.
+        free[k].store(0, Ordering::Release);
+        for hop in &hops {
             hop.push((k, captured)).unwrap();
         }
         k = (k + 1) % K;
@@ -452,8 +531,8 @@ fn raw_one_thread(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures 
         while Instant::now() < next {
             std::hint::spin_loop();
         }
-        next += PACE;
-        if next + PACE <= Instant::now() {
+        next += pace();
+        if next + pace() <= Instant::now() {
             next = Instant::now();
         }
         if recorded[k] && !r.done(rel[k]) {
@@ -497,9 +576,10 @@ fn row(name: &str, f: &Figures) {
 /// `device_hop fork`: each scenario and its raw baseline, `runs` times interleaved.
 pub(super) fn run(device: &Arc<dyn DeviceBackend>, runs: usize) {
     println!(
-        "fork latency on {} {}: 256-byte frames, source clock 1 µs, blocking queues of depth {DEPTH}; {MEASURED} deliveries per sink after {WARM}; capture → receipt",
+        "fork latency on {} {}: 256-byte frames, source period {:?}, blocking queues of depth {DEPTH}; {MEASURED} deliveries per sink after {WARM}; capture → receipt",
         device.backend_kind().name(),
-        device.ordinal()
+        device.ordinal(),
+        pace()
     );
     for run in 1..=runs {
         println!("-- run {run}");
@@ -515,9 +595,19 @@ pub(super) fn run(device: &Arc<dyn DeviceBackend>, runs: usize) {
                 &holo(device, scenario),
             );
         }
-        row("raw threaded, 2 consumers", &raw(device, 2));
+        row(
+            "raw threaded, 2 consumers",
+            &raw(device, 2, Polling::Producer),
+        );
+        row(
+            "raw threaded, 2 consumers, polling thread",
+            &raw(device, 2, Polling::OwnThread),
+        );
         row("raw one thread, 2 consumers", &raw_one_thread(device, 2));
-        row("raw threaded, 1 consumer", &raw(device, 1));
+        row(
+            "raw threaded, 1 consumer",
+            &raw(device, 1, Polling::Producer),
+        );
     }
 }
 
