@@ -34,6 +34,7 @@
 //! HOLO_DEVICE=cuda ./device_hop-* --bench                   # on the GPU machine
 //! HOLO_DEVICE=cuda HOLO_BENCH_IDLE_SPIN_US=0 ./device_hop-* --bench
 //! HOLO_DEVICE=cuda ./device_hop-* diag
+//! HOLO_DEVICE=cuda ./device_hop-* fused-probe              # the raw fused loop on holo's thread
 //! HOLO_DEVICE=cuda ./device_hop-* fork                      # issue 17's fork latency
 //! HOLO_DEVICE=cuda ./device_hop-* fork-diag                 # … and its driver time per thread
 //! ```
@@ -525,6 +526,10 @@ fn main() {
     }
     if std::env::args().any(|a| a == "diag") {
         diag::run(&device);
+        return;
+    }
+    if std::env::args().any(|a| a == "fused-probe") {
+        diag::run_fused_probe(&device);
         return;
     }
     if std::env::args().any(|a| a == "fork-diag") {

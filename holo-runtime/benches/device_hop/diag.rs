@@ -514,3 +514,149 @@ pub(super) fn run_null() {
         println!("  holo {name} on a null device: {runs:.0?} ns/frame");
     }
 }
+
+/// The raw fused loop (fill a slot of a ring of `K`, copy it into a scratch buffer, on one
+/// stream), `WARMUP + FRAMES` frames on `stream` from the calling thread; `pollute`
+/// bytes of a private buffer are written between frames. Returns ns per measured frame
+/// and the host ns inside the fill and copy calls per frame.
+fn raw_fused_loop(
+    device: &Arc<dyn DeviceBackend>,
+    stream: StreamHandle,
+    pollute: usize,
+) -> (f64, f64, f64) {
+    let r = raw_for(device);
+    let d = device.as_ref();
+    let slots: Vec<DevicePtr> = (0..K)
+        .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
+        .collect();
+    let scratch = d.alloc(AllocKind::Device, BYTES).unwrap();
+    let mut dirt = vec![0u8; pollute.max(64)];
+    let (mut fill, mut copy) = (0u64, 0u64);
+    let mut t0 = Instant::now();
+    for i in 0..(WARMUP + FRAMES) as usize {
+        if i == WARMUP as usize {
+            d.synchronize_stream(stream).unwrap();
+            (fill, copy) = (0, 0);
+            t0 = Instant::now();
+        }
+        let k = i % K;
+        let a = Instant::now();
+        r.memset(slots[k], stream);
+        let b = Instant::now();
+        r.copy(scratch, slots[k], stream);
+        copy += b.elapsed().as_nanos() as u64;
+        fill += (b - a).as_nanos() as u64;
+        if pollute > 0 {
+            for line in dirt.chunks_mut(64) {
+                line[0] = line[0].wrapping_add(1);
+            }
+            std::hint::black_box(&mut dirt);
+        }
+    }
+    d.synchronize_stream(stream).unwrap();
+    let per = |x: f64| x / FRAMES as f64;
+    let out = (
+        per(t0.elapsed().as_nanos() as f64),
+        per(fill as f64),
+        per(copy as f64),
+    );
+    for p in slots.into_iter().chain([scratch]) {
+        // SAFETY: the stream that used them was synchronized.
+        unsafe { d.free(AllocKind::Device, p, BYTES).unwrap() };
+    }
+    out
+}
+
+/// Runs [`raw_fused_loop`] once, inside the first activation of a one-operator session,
+/// on the partition's own thread and stream.
+/// Its output is never written: it binds the partition to the device, which gives it a
+/// stream.
+#[holo_runtime::operator]
+struct RawInside {
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256, max_loans = 4)]
+    out: holo_runtime::Output<holo_runtime::Tensor>,
+    result: Arc<Mutex<Option<(f64, f64, f64)>>>,
+}
+
+impl holo_runtime::Operator for RawInside {
+    fn compute(&mut self, ctx: &mut holo_runtime::ExecutionContext<'_>) -> Result<()> {
+        if self.result.lock().unwrap().is_some() {
+            return Ok(());
+        }
+        let stream = ctx.cuda_stream()?.handle();
+        let device = Arc::clone(ctx.device().unwrap());
+        let r = raw_fused_loop(&device, stream, 0);
+        *self.result.lock().unwrap() = Some(r);
+        Ok(())
+    }
+}
+
+/// `device_hop fused-probe`: is a driver call slower on holo's partition thread, or after
+/// holo's work between calls? The raw fused loop on a fresh thread, inside an operator's
+/// activation (holo's thread and stream, no holo work between calls), and on a fresh
+/// thread writing 16 KiB and 64 KiB between frames (a stand-in for holo's work).
+pub(super) fn run_fused_probe(device: &Arc<dyn DeviceBackend>) {
+    println!(
+        "fused probe on {} {}: the raw fused loop, ns per frame (wall / in the fill / in the copy)",
+        device.backend_kind().name(),
+        device.ordinal()
+    );
+    let fresh = |pollute: usize| {
+        let device = Arc::clone(device);
+        std::thread::spawn(move || {
+            let s = device.create_stream().unwrap();
+            let r = raw_fused_loop(&device, s, pollute);
+            device.destroy_stream(s).unwrap();
+            r
+        })
+        .join()
+        .unwrap()
+    };
+    let inside = || {
+        let result = Arc::new(Mutex::new(None));
+        let mut g = holo_runtime::Graph::new();
+        g.add_operator(
+            "raw",
+            RawInside {
+                out: holo_runtime::Output::default(),
+                result: Arc::clone(&result),
+            },
+            holo_runtime::ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+        let mut options = holo_runtime::CompileOptions::default();
+        options.partitioning =
+            holo_runtime::Partitioning::Authored(vec![holo_runtime::PartitionSpec::new(
+                "raw",
+                vec!["raw"],
+            )]);
+        options
+            .deployment
+            .bind_tensor_output_device("raw", "out", device.device_id());
+        let plan = holo_runtime::compile(&g, options).unwrap();
+        let session = super::start_session(g, &plan, device);
+        let deadline = Instant::now() + Duration::from_mins(1);
+        while result.lock().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "no progress");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        session.stop();
+        session.join().unwrap();
+        result.lock().unwrap().take().unwrap()
+    };
+    let show = |name: &str, (wall, fill, copy): (f64, f64, f64)| {
+        println!("  {name:<44} {wall:>7.0} / {fill:>6.0} / {copy:>6.0}");
+    };
+    for _ in 0..3 {
+        show("fresh thread", fresh(0));
+        show("inside an activation (holo's thread, stream)", inside());
+        show(
+            "fresh thread, 16 KiB written between frames",
+            fresh(16 << 10),
+        );
+        show(
+            "fresh thread, 64 KiB written between frames",
+            fresh(64 << 10),
+        );
+    }
+}
