@@ -148,9 +148,7 @@ fn raw_timed(device: &Arc<dyn DeviceBackend>, shape: &Shape) {
     let fork = matches!(shape, Shape::Fork);
     let r = raw_for(device);
     let d = device.as_ref();
-    let slots: Vec<DevicePtr> = (0..K)
-        .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
-        .collect();
+    let slots = buffers(d, K);
     let scratch = d.alloc(AllocKind::Device, BYTES).unwrap();
     let scratch2 = d.alloc(AllocKind::Device, BYTES).unwrap();
     let s: Vec<StreamHandle> = (0..3).map(|_| d.create_stream().unwrap()).collect();
@@ -366,18 +364,20 @@ pub(super) struct RawRing {
     pub(super) rel: Arc<Vec<EventHandle>>,
 }
 
+/// `n` device buffers of `BYTES`.
+fn buffers(d: &dyn DeviceBackend, n: usize) -> Vec<DevicePtr> {
+    (0..n)
+        .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
+        .collect()
+}
+
 impl RawRing {
     pub(super) fn new(d: &dyn DeviceBackend, consumers: usize) -> RawRing {
-        let buffers = |n: usize| -> Vec<DevicePtr> {
-            (0..n)
-                .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
-                .collect()
-        };
         let events =
             |n: usize| -> Vec<EventHandle> { (0..n).map(|_| d.create_event().unwrap()).collect() };
         RawRing {
-            slots: Arc::new(buffers(K)),
-            scratch: buffers(consumers),
+            slots: Arc::new(buffers(d, K)),
+            scratch: buffers(d, consumers),
             s: (0..=consumers)
                 .map(|_| d.create_stream().unwrap())
                 .collect(),
@@ -526,9 +526,7 @@ fn raw_fused_loop(
 ) -> (f64, f64, f64) {
     let r = raw_for(device);
     let d = device.as_ref();
-    let slots: Vec<DevicePtr> = (0..K)
-        .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
-        .collect();
+    let slots = buffers(d, K);
     let scratch = d.alloc(AllocKind::Device, BYTES).unwrap();
     let mut dirt = vec![0u8; pollute.max(64)];
     let (mut fill, mut copy) = (0u64, 0u64);
