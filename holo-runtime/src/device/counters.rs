@@ -24,8 +24,19 @@ pub(crate) const SHARDS: usize = 64;
 /// Which shards a live thread owns (bit `i`: shard `i`).
 static CLAIMED: AtomicU64 = AtomicU64::new(0);
 
+/// What a thread bumps.
+#[derive(Clone, Copy)]
+enum Bumps {
+    /// Not worked out yet (the thread has not bumped).
+    Unclaimed,
+    /// Its own shard.
+    Shard(u8),
+    /// The shared block (no shard was free at its first bump).
+    Shared,
+}
+
 /// A thread's claim on a shard, given back when the thread ends.
-struct Claim(Cell<Option<u8>>);
+struct Claim(Cell<Bumps>);
 
 impl Claim {
     /// A free shard, or `None` when every shard is owned.
@@ -52,7 +63,7 @@ impl Claim {
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        if let Some(i) = self.0.get() {
+        if let Bumps::Shard(i) = self.0.get() {
             // Release: this thread's last store to the shard happens before the next
             // owner's claim (Acquire) and its first load.
             CLAIMED.fetch_and(!(1 << i), Ordering::Release);
@@ -61,10 +72,8 @@ impl Drop for Claim {
 }
 
 thread_local! {
-    /// This thread's shard: `None` until its first bump, then the claim (or no shard).
-    static SHARD: Claim = const { Claim(Cell::new(None)) };
-    /// Whether this thread has tried to claim a shard.
-    static TRIED: Cell<bool> = const { Cell::new(false) };
+    /// This thread's claim: what it bumps.
+    static SHARD: Claim = const { Claim(Cell::new(Bumps::Unclaimed)) };
 }
 
 /// The calling thread's shard, claimed at its first bump; `None`: use the shared block.
@@ -72,15 +81,18 @@ thread_local! {
 fn my_shard() -> Option<usize> {
     SHARD
         .try_with(|claim| {
-            if let Some(i) = claim.0.get() {
-                return Some(usize::from(i));
+            let bumps = match claim.0.get() {
+                Bumps::Unclaimed => {
+                    let taken = Claim::take().map_or(Bumps::Shared, Bumps::Shard);
+                    claim.0.set(taken);
+                    taken
+                }
+                known => known,
+            };
+            match bumps {
+                Bumps::Shard(i) => Some(usize::from(i)),
+                Bumps::Unclaimed | Bumps::Shared => None,
             }
-            if TRIED.try_with(|t| t.replace(true)).unwrap_or(true) {
-                return None;
-            }
-            let i = Claim::take()?;
-            claim.0.set(Some(i));
-            Some(usize::from(i))
         })
         .ok()
         .flatten()
@@ -91,7 +103,6 @@ macro_rules! counters {
         /// A kind of call a backend counts ([`DeviceCounters::bump`]).
         #[allow(non_camel_case_types, reason = "named as the snapshot's fields")]
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        #[repr(usize)]
         pub(crate) enum Count {
             $($field,)*
         }
