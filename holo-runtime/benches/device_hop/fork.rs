@@ -62,6 +62,18 @@ fn pace() -> Duration {
             .map_or(Duration::from_micros(1), Duration::from_nanos)
     })
 }
+/// Spins until `next`, then sets it one period on (to now, if that is already past: no
+/// burst of ticks to catch up).
+fn wait_tick(next: &mut Instant) {
+    while Instant::now() < *next {
+        std::hint::spin_loop();
+    }
+    *next += pace();
+    if *next + pace() <= Instant::now() {
+        *next = Instant::now();
+    }
+}
+
 /// Queue depth of every edge.
 const DEPTH: usize = 4;
 
@@ -458,13 +470,7 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize, polling: Polling) -> F
     let deadline = Instant::now() + Duration::from_mins(2);
     while !done() {
         assert!(Instant::now() < deadline, "no progress");
-        while Instant::now() < next {
-            std::hint::spin_loop();
-        }
-        next += pace();
-        if next + pace() <= Instant::now() {
-            next = Instant::now();
-        }
+        wait_tick(&mut next);
         // A free slot: every consumer released it and its release events completed.
         let is_free = match polling {
             Polling::Producer => (0..consumers).all(|c| {
@@ -528,13 +534,7 @@ fn raw_one_thread(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures 
         .any(|s| s.frames.load(Ordering::Relaxed) < WARM + MEASURED)
     {
         assert!(Instant::now() < deadline, "no progress");
-        while Instant::now() < next {
-            std::hint::spin_loop();
-        }
-        next += pace();
-        if next + pace() <= Instant::now() {
-            next = Instant::now();
-        }
+        wait_tick(&mut next);
         if recorded[k] && !r.done(rel[k]) {
             source.exhausted.fetch_add(1, Ordering::Relaxed);
             continue;
