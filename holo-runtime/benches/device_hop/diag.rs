@@ -515,6 +515,18 @@ pub(super) fn run_null() {
     }
 }
 
+/// Where [`raw_fused_loop`]'s buffers live.
+#[derive(Clone, Copy)]
+enum Memory {
+    /// One `cuMemAlloc` per slot and one for the scratch buffer (the raw rows' layout).
+    Separate,
+    /// The slots at `i × BYTES` in one allocation of `K × BYTES`, and the scratch buffers
+    /// likewise in a second one, used in turn: a holo pool's layout (one memory object per
+    /// pool, `per_slot_bytes` apart), with the consumer writing into its own output pool's
+    /// slots as the fused hop's does.
+    Carved,
+}
+
 /// The raw fused loop (fill a slot of a ring of `K`, copy it into a scratch buffer, on one
 /// stream), `WARMUP + FRAMES` frames on `stream` from the calling thread; `pollute`
 /// bytes of a private buffer are written between frames. Returns ns per measured frame
@@ -523,11 +535,29 @@ fn raw_fused_loop(
     device: &Arc<dyn DeviceBackend>,
     stream: StreamHandle,
     pollute: usize,
+    memory: Memory,
 ) -> (f64, f64, f64) {
     let r = raw_for(device);
     let d = device.as_ref();
-    let slots = buffers(d, K);
-    let scratch = d.alloc(AllocKind::Device, BYTES).unwrap();
+    let (blocks, slots, scratch): (Vec<(DevicePtr, usize)>, Vec<DevicePtr>, Vec<DevicePtr>) =
+        match memory {
+            Memory::Separate => {
+                let slots = buffers(d, K);
+                let scratch = buffers(d, 1);
+                let blocks = slots.iter().chain(&scratch).map(|&p| (p, BYTES)).collect();
+                (blocks, slots, scratch)
+            }
+            Memory::Carved => {
+                let block = || d.alloc(AllocKind::Device, K * BYTES).unwrap();
+                let (a, b) = (block(), block());
+                let carve = |base: DevicePtr| -> Vec<DevicePtr> {
+                    (0..K)
+                        .map(|i| DevicePtr::from_raw(base.raw() + (i * BYTES) as u64))
+                        .collect()
+                };
+                (vec![(a, K * BYTES), (b, K * BYTES)], carve(a), carve(b))
+            }
+        };
     let mut dirt = vec![0u8; pollute.max(64)];
     let (mut fill, mut copy) = (0u64, 0u64);
     let mut t0 = Instant::now();
@@ -541,7 +571,7 @@ fn raw_fused_loop(
         let a = Instant::now();
         r.memset(slots[k], stream);
         let b = Instant::now();
-        r.copy(scratch, slots[k], stream);
+        r.copy(scratch[k % scratch.len()], slots[k], stream);
         copy += b.elapsed().as_nanos() as u64;
         fill += (b - a).as_nanos() as u64;
         if pollute > 0 {
@@ -558,9 +588,9 @@ fn raw_fused_loop(
         per(fill as f64),
         per(copy as f64),
     );
-    for p in slots.into_iter().chain([scratch]) {
+    for (p, bytes) in blocks {
         // SAFETY: the stream that used them was synchronized.
-        unsafe { d.free(AllocKind::Device, p, BYTES).unwrap() };
+        unsafe { d.free(AllocKind::Device, p, bytes).unwrap() };
     }
     out
 }
@@ -583,14 +613,15 @@ impl holo_runtime::Operator for RawInside {
         }
         let stream = ctx.cuda_stream()?.handle();
         let device = Arc::clone(ctx.device().unwrap());
-        let r = raw_fused_loop(&device, stream, 0);
+        let r = raw_fused_loop(&device, stream, 0, Memory::Separate);
         *self.result.lock().unwrap() = Some(r);
         Ok(())
     }
 }
 
-/// `device_hop fused-probe`: is a driver call slower on holo's partition thread, or after
-/// holo's work between calls? The raw fused loop on a fresh thread, inside an operator's
+/// `device_hop fused-probe`: is a driver call slower on holo's partition thread, after
+/// holo's work between calls, or on holo's memory layout? The raw fused loop on a fresh
+/// thread, on slots carved from one allocation as a holo pool's are, inside an operator's
 /// activation (holo's thread and stream, no holo work between calls), and on a fresh
 /// thread writing 16 KiB and 64 KiB between frames (a stand-in for holo's work).
 pub(super) fn run_fused_probe(device: &Arc<dyn DeviceBackend>) {
@@ -599,11 +630,11 @@ pub(super) fn run_fused_probe(device: &Arc<dyn DeviceBackend>) {
         device.backend_kind().name(),
         device.ordinal()
     );
-    let fresh = |pollute: usize| {
+    let fresh = |pollute: usize, memory: Memory| {
         let device = Arc::clone(device);
         std::thread::spawn(move || {
             let s = device.create_stream().unwrap();
-            let r = raw_fused_loop(&device, s, pollute);
+            let r = raw_fused_loop(&device, s, pollute, memory);
             device.destroy_stream(s).unwrap();
             r
         })
@@ -643,18 +674,22 @@ pub(super) fn run_fused_probe(device: &Arc<dyn DeviceBackend>) {
         result.lock().unwrap().take().unwrap()
     };
     let show = |name: &str, (wall, fill, copy): (f64, f64, f64)| {
-        println!("  {name:<44} {wall:>7.0} / {fill:>6.0} / {copy:>6.0}");
+        println!("  {name:<48} {wall:>7.0} / {fill:>6.0} / {copy:>6.0}");
     };
     for _ in 0..3 {
-        show("fresh thread", fresh(0));
+        show("fresh thread", fresh(0, Memory::Separate));
+        show(
+            "fresh thread, slots carved from one allocation",
+            fresh(0, Memory::Carved),
+        );
         show("inside an activation (holo's thread, stream)", inside());
         show(
             "fresh thread, 16 KiB written between frames",
-            fresh(16 << 10),
+            fresh(16 << 10, Memory::Separate),
         );
         show(
             "fresh thread, 64 KiB written between frames",
-            fresh(64 << 10),
+            fresh(64 << 10, Memory::Separate),
         );
     }
 }
