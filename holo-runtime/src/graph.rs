@@ -465,6 +465,15 @@ impl Graph {
                 "operator name is empty",
             ));
         }
+        // The name reaches thread names, shared-memory names and trace spans, none of which
+        // takes a NUL; no control character belongs in a name a person reads.
+        if name.chars().any(char::is_control) {
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                format!("the operator name {name:?} holds a control character"),
+            )
+            .at(format!("operator {name:?}")));
+        }
         if self.by_name.contains_key(name) {
             return Err(Error::new(
                 ErrorCode::InvalidArgument,

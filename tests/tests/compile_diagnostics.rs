@@ -116,6 +116,50 @@ fn an_invalid_authored_partitioning() {
     assert_eq!(d.items[1].operator.as_deref(), Some("sink"));
 }
 
+/// A partition's name becomes its thread's, which takes no NUL (`RunSession::start`
+/// panicked in `std::thread::Builder::name`); two partitions of one name are ambiguous.
+#[test]
+fn partition_names_that_are_empty_hold_a_control_character_or_repeat() {
+    let mut g = Graph::new();
+    let (src, _) = ByteSource::new(1, 1);
+    let (sink, _) = ByteSink::new(1, 0);
+    let a = g.add_operator("src", src, no_params()).unwrap();
+    let k = g.add_operator("sink", sink, no_params()).unwrap();
+    g.add_flow(a.frames, k.frames, ConnectionOptions::default());
+    for (names, message) in [
+        (
+            ["cam\0", "sink"],
+            "the partition name \"cam\\0\" is empty or holds a control character",
+        ),
+        (
+            ["", "sink"],
+            "the partition name \"\" is empty or holds a control character",
+        ),
+        (["main", "main"], "two partitions are named \"main\""),
+    ] {
+        let options = CompileOptions::default().with_partitioning(Partitioning::Authored(vec![
+            PartitionSpec::new(names[0], vec!["src"]),
+            PartitionSpec::new(names[1], vec!["sink"]),
+        ]));
+        let d = compile(&g, options).unwrap_err();
+        let d = only(&d, codes::PARTITION_INVALID);
+        assert_eq!(d.message, message);
+    }
+}
+
+/// An operator name reaches thread names, shared-memory names and trace spans.
+#[test]
+fn an_operator_name_with_a_control_character_is_refused() {
+    let mut g = Graph::new();
+    let (src, _) = ByteSource::new(1, 1);
+    let error = g.add_operator("cam\0era", src, no_params()).unwrap_err();
+    assert_eq!(error.code(), holo_runtime::ErrorCode::InvalidArgument);
+    assert_eq!(
+        error.message(),
+        "the operator name \"cam\\0era\" holds a control character"
+    );
+}
+
 #[test]
 fn a_zero_queue_depth() {
     let mut g = Graph::new();

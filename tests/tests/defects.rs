@@ -209,6 +209,71 @@ fn an_absurd_queue_depth_is_a_compile_diagnostic() {
     );
 }
 
+/// How many messages [`Historian`] retains: a deployment parameter.
+#[derive(Clone, Debug, holo_runtime::ParamSchema)]
+#[param(schema = "holo.tests.Historian", version = 1)]
+struct HistorianParams {
+    /// Messages retained.
+    #[param(default = 2, recompile_required)]
+    history: u32,
+}
+
+/// Retains its last `history` messages (a message input: no pool bounds the history).
+#[operator(params = HistorianParams)]
+struct Historian {
+    #[input(history = parameter_count(param_ref!(HistorianParams::history)))]
+    input: Input<u64>,
+}
+
+impl Operator for Historian {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while self.input.receive().is_some() {}
+        Ok(())
+    }
+}
+
+/// A history from a parameter was preallocated at start without a bound: `history =
+/// 4294967295` in a config asked for 34 GB, and a failed allocation aborts the process.
+/// Now compile refuses a history past `MAX_QUEUE_DEPTH`, as it refuses such a queue.
+#[test]
+fn an_absurd_history_from_a_parameter_is_a_compile_diagnostic() {
+    let build = |history: &str| {
+        let mut g = Graph::new();
+        let s = g
+            .add_operator(
+                "source",
+                Counter {
+                    out: Output::default(),
+                    n: 0,
+                },
+                ParamSet::defaults().unwrap(),
+            )
+            .unwrap();
+        let k = g
+            .add_operator(
+                "historian",
+                Historian {
+                    input: Input::default(),
+                },
+                ParamSet::from_toml_str(&format!("history = {history}")).unwrap(),
+            )
+            .unwrap();
+        g.add_flow(s.out, k.input, ConnectionOptions::default());
+        g
+    };
+    let e = compile(&build("4294967295"), CompileOptions::default()).unwrap_err();
+    assert_eq!(e.codes(), vec![codes::QUEUE_DEPTH_LIMIT], "{e}");
+    assert_eq!(e.items[0].operator.as_deref(), Some("historian"));
+    assert_eq!(e.items[0].port.as_deref(), Some("input"));
+    assert!(
+        e.to_string().contains("history of 4294967295 entries"),
+        "{e}"
+    );
+    // At the limit it compiles.
+    let limit = holo_runtime::MAX_QUEUE_DEPTH.to_string();
+    compile(&build(&limit), CompileOptions::default()).unwrap();
+}
+
 /// A 1 MiB message: a queue of a million of them (1 TiB) cannot be reserved. (An `Input`
 /// holds one inline for `missing = reuse_last`, so the test runs on a large stack.)
 #[derive(Clone)]

@@ -260,6 +260,10 @@ fn attach_errors_have_their_codes_and_attach_nothing() {
     let d = ProcessSubscriberOptions::DEFAULT;
     // A topic the catalog lacks.
     assert_eq!(attach(&catalog, "nope", d).code(), ErrorCode::NotFound);
+    // A handshake step with no time at all (it failed as `PeerLost`).
+    let e = attach(&catalog, "cam", d.with_handshake_timeout(Duration::ZERO));
+    assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+    assert!(e.message().contains("handshake_timeout of zero"), "{e}");
     // A namespace no session serves: at once, or after the wait.
     let mut elsewhere = catalog.clone();
     elsewhere.namespace = format!("{}-nobody", catalog.namespace);
@@ -751,4 +755,147 @@ fn wait_idle_counts_what_a_subscriber_in_another_process_still_holds() {
     assert_eq!(session.pool_free_slots("camera.out").unwrap(), slots);
     session.stop();
     session.join().expect("the session ends cleanly");
+}
+
+/// Once `go` is set: emits a pass-through tensor (`Tensor::from_host_vec`) through its
+/// output, which has a pool of its own, then a frame of that pool; records both emits'
+/// results.
+#[holo_runtime::operator]
+struct Smuggler {
+    #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = 64)]
+    out: holo_runtime::Output<holo_runtime::Tensor>,
+    go: Arc<AtomicBool>,
+    results: Arc<std::sync::Mutex<Vec<Option<ErrorCode>>>>,
+}
+
+impl holo_runtime::Operator for Smuggler {
+    fn compute(
+        &mut self,
+        _ctx: &mut holo_runtime::ExecutionContext<'_>,
+    ) -> holo_runtime::Result<()> {
+        if !self.go.load(Ordering::Acquire) || !self.results.lock().unwrap().is_empty() {
+            return Ok(());
+        }
+        let foreign = holo_runtime::Tensor::from_host_vec(&[64], DType::U8, vec![0xEE; 64])?;
+        let smuggled = self
+            .out
+            .emit(foreign, holo_runtime::EmitOptions::default())
+            .err()
+            .map(|e| e.code());
+        let loan = self.out.allocate_tensor(holo_runtime::TensorLoanRequest {
+            shape: &[64],
+            dtype: DType::U8,
+        })?;
+        let own = loan.write_host_and_commit(|b| b.fill(0x11))?;
+        let sent = self
+            .out
+            .emit(own, holo_runtime::EmitOptions::default())
+            .err()
+            .map(|e| e.code());
+        self.results.lock().unwrap().extend([smuggled, sent]);
+        Ok(())
+    }
+}
+
+/// An output with a pool of its own crosses processes through that pool: the other
+/// process maps it and a descriptor names one of its slots. A tensor of another pool was
+/// described as the served pool's slot of the same index (a host subscriber read another
+/// frame's bytes; a device one could index past the pool). It is refused at the emit
+/// now, with nothing published; a tensor of the pool still crosses. And an output with a
+/// pool of its own that forwards received tensors cannot be exported across processes.
+#[test]
+fn a_tensor_outside_the_served_pool_is_refused_at_the_emit() {
+    let test = "outside_served_pool";
+    let go = Arc::new(AtomicBool::new(false));
+    let results = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut g = holo_runtime::Graph::new();
+    let s = g
+        .add_operator_with_defaults(
+            "camera",
+            Smuggler {
+                out: holo_runtime::Output::default(),
+                go: Arc::clone(&go),
+                results: Arc::clone(&results),
+            },
+        )
+        .unwrap();
+    g.export_topic(s.out, "cam", TopicOptions::DEFAULT.across_processes());
+    let plan = holo_runtime::compile(&g, holo_runtime::CompileOptions::default()).unwrap();
+    let (session, _) = serve_in(test, g, &plan, SessionOptions::default(), "camera.out");
+    let mut sub = ProcessSubscriber::attach(
+        &session.endpoint_catalog(),
+        "cam",
+        ProcessSubscriberOptions::DEFAULT,
+    )
+    .expect("the subscriber attaches");
+    eventually("the seat is attached", || {
+        session.topic_attachments("cam") == Some((1, 1))
+    });
+    go.store(true, Ordering::Release);
+    let frame = sub
+        .receive(WAIT)
+        .unwrap()
+        .expect("the pool's frame crosses");
+    assert!(frame.data().unwrap().iter().all(|&b| b == 0x11));
+    // The operator notes its second emit's result after the frame may have arrived.
+    eventually("both emits are noted", || {
+        results.lock().unwrap().len() == 2
+    });
+    let noted = results.lock().unwrap().clone();
+    assert_eq!(noted, vec![Some(ErrorCode::ProtocolError), None]);
+    assert!(
+        sub.receive(Duration::from_millis(100)).unwrap().is_none(),
+        "one frame crossed"
+    );
+    drop(frame);
+    drop(sub);
+    session.stop();
+    session.join().expect("the session ends cleanly");
+
+    // Forwarding from a pool of its own, across processes: refused at compile.
+    let mut g = holo_runtime::Graph::new();
+    let (op, _) = holo_tests::ipc_frames::IpcFrames::new(1, Arc::new(AtomicBool::new(true)));
+    let s = g.add_operator_with_defaults("src", op).unwrap();
+    let f = g
+        .add_operator_with_defaults(
+            "fwd",
+            OwnPoolForward {
+                input: holo_runtime::Input::default(),
+                out: holo_runtime::Output::default(),
+            },
+        )
+        .unwrap();
+    g.add_flow(s.out, f.input, holo_runtime::ConnectionOptions::default());
+    g.export_topic(f.out, "cam", TopicOptions::DEFAULT.across_processes());
+    let d = holo_runtime::compile(&g, holo_runtime::CompileOptions::default()).unwrap_err();
+    let (code, message) = only_code(&d);
+    assert_eq!(
+        code,
+        holo_runtime::codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED
+    );
+    assert!(
+        message.contains("with a pool of its own that forwards input \"input\""),
+        "{message}"
+    );
+}
+
+/// An output with a pool of its own that also forwards what it receives.
+#[holo_runtime::operator]
+struct OwnPoolForward {
+    #[input(memory = host, dtype = u8, rank = 1)]
+    input: holo_runtime::Input<holo_runtime::Tensor>,
+    #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = 64, forwards = input)]
+    out: holo_runtime::Output<holo_runtime::Tensor>,
+}
+
+impl holo_runtime::Operator for OwnPoolForward {
+    fn compute(
+        &mut self,
+        _ctx: &mut holo_runtime::ExecutionContext<'_>,
+    ) -> holo_runtime::Result<()> {
+        while let Some(t) = self.input.receive() {
+            let _ = self.out.emit(t, holo_runtime::EmitOptions::default());
+        }
+        Ok(())
+    }
 }

@@ -105,6 +105,11 @@ fn the_wrong_client_or_one_publisher_too_many_is_refused_and_a_stopped_session_c
         .unwrap_err();
     assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
     let d = ProcessPublisherOptions::DEFAULT;
+    // A handshake step with no time at all (it failed as `PeerLost`).
+    let e = ProcessPublisher::attach(&catalog, "cam", d.with_handshake_timeout(Duration::ZERO))
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
     let first = ProcessPublisher::attach(&catalog, "cam", d).expect("the publisher attaches");
     // One declared publisher: the second is refused while the first holds the seat.
     let e = ProcessPublisher::attach(&catalog, "cam", d)

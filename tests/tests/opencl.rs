@@ -24,9 +24,9 @@ use holo_runtime::device::{
     OpenClMemPtr, OpenClQueuePtr, SoftwareDevice, StreamOrQueue, synchronize_stream,
 };
 use holo_runtime::{
-    CompileOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph, Input, Operator,
-    Output, ParamSet, Result, RunSession, SessionOptions, Tensor, TensorLoanRequest, compile,
-    operator,
+    CompileOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph, Input, MemoryKind,
+    Operator, Output, ParamSet, Result, RunSession, SessionOptions, Tensor, TensorLoanRequest,
+    compile, operator,
 };
 use opencl3::types::{cl_command_queue, cl_context, cl_device_id, cl_mem};
 
@@ -500,6 +500,8 @@ fn a_wrapped_cl_mem_is_read_only_ordered_and_released_once() {
     let mut t = Tensor::from_cl_mem(&device, buffer.ptr(), &[4, 64], DType::U8).unwrap();
     assert_eq!(buffer.reference_count(), 2, "holo holds its own reference");
     assert_eq!(t.byte_size(), 256);
+    // OpenCL memory, as an OpenCL runtime pool's tensors are (it said `cuda_device`).
+    assert_eq!(t.memory_kind(), MemoryKind::OpenClDevice);
     // The view's own metadata (cargo-mutants found its rank and dtype unchecked; the
     // F32 view below checks the dtype).
     assert_eq!((t.shape(), t.rank()), (&[4, 64][..], 2));

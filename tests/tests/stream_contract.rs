@@ -18,7 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use holo_runtime::__test_support::test_backends;
-use holo_runtime::device::{CounterSnapshot, DeviceApi, DeviceBackend, DeviceCall, Observed};
+use holo_runtime::device::{
+    CounterSnapshot, DeviceApi, DeviceBackend, DeviceCall, Observed, StreamHandle,
+};
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
     Input, Operator, Output, ParamSet, QueuePolicy, Result, RunSession, SessionOptions, Tensor,
@@ -831,6 +833,31 @@ fn the_stream_check_exhaustion_and_read_only_access_give_their_codes() {
     }
 }
 
+/// A delay whose end the host clock cannot represent is refused on every backend: on
+/// OpenCL its end was computed in a driver callback, where the overflow's panic aborted
+/// the process. Nothing is enqueued, nothing counted, and the stream stays usable.
+#[test]
+fn a_delay_past_the_clocks_range_is_invalid_argument_on_every_backend() {
+    for device in test_backends() {
+        let stream = device.create_stream().unwrap();
+        let before = device.counters().snapshot();
+        let error = device.enqueue_delay(stream, Duration::MAX).unwrap_err();
+        assert_eq!(
+            error.code(),
+            ErrorCode::InvalidArgument,
+            "{}: {error}",
+            name(&device)
+        );
+        assert!(error.message().contains("monotonic clock"), "{error}");
+        assert_eq!((device.counters().snapshot() - before).delay, 0);
+        device
+            .enqueue_delay(stream, Duration::from_millis(1))
+            .unwrap();
+        device.synchronize_stream(stream).unwrap();
+        device.destroy_stream(stream).unwrap();
+    }
+}
+
 /// A host-only operator asks for a stream.
 #[operator]
 struct NoStream {
@@ -1029,6 +1056,89 @@ fn pinned_readiness_follows_the_writer_and_a_stream_less_reader_gets_a_host_wait
                     "a host writer records no fence"
                 );
             }
+        }
+    }
+}
+
+/// Per frame: the call's code, and the release streams before and after it.
+type BogusSeen = Arc<Mutex<Vec<(Option<ErrorCode>, u32, u32)>>>;
+
+/// Hands each host-written pinned frame a stream handle no device made.
+#[operator]
+struct BogusStreamReader {
+    #[input(memory = pinned)]
+    frames: Input<Tensor>,
+    seen: BogusSeen,
+}
+
+impl Operator for BogusStreamReader {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.frames.receive() {
+            let before = t.release_stream_count();
+            let code = t
+                .synchronize_for_consumer_stream(StreamHandle::from_raw(0xdead))
+                .err()
+                .map(|e| e.code());
+            self.seen
+                .lock()
+                .unwrap()
+                .push((code, before, t.release_stream_count()));
+        }
+        Ok(())
+    }
+}
+
+/// A host-written frame has no readiness event to wait on, so the stream given to
+/// `synchronize_for_consumer_stream` reached no device call: a bad handle was registered
+/// as a release stream, and the session failed at retirement, naming the pool instead of
+/// the call. It is refused at the call now, and nothing is registered.
+#[test]
+fn a_bad_stream_for_a_host_written_frame_is_refused_at_the_call() {
+    for device in test_backends() {
+        if device.device_id().api == DeviceApi::OpenCl {
+            // No pinned pools on OpenCL (`pinned_readiness_follows_the_writer…`).
+            continue;
+        }
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut g = Graph::new();
+        let w = g
+            .add_operator(
+                "writer",
+                PinnedWriter {
+                    frames: Output::default(),
+                    on_stream: false,
+                    k: 0,
+                },
+                ParamSet::defaults().unwrap(),
+            )
+            .unwrap();
+        let r = g
+            .add_operator(
+                "reader",
+                BogusStreamReader {
+                    frames: Input::default(),
+                    seen: Arc::clone(&seen),
+                },
+                ParamSet::defaults().unwrap(),
+            )
+            .unwrap();
+        g.add_flow(w.frames, r.frames, ConnectionOptions::default());
+        let plan = compile(&g, CompileOptions::default()).unwrap();
+        let session = RunSession::start(
+            g,
+            &plan,
+            SessionOptions::frames(5).on_device(Arc::clone(&device)),
+        )
+        .unwrap();
+        let _ = session.wait_idle(Duration::from_mins(1));
+        session
+            .join()
+            .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
+        let seen = seen.lock().unwrap();
+        assert!(!seen.is_empty(), "{}", name(&device));
+        for &(code, before, after) in seen.iter() {
+            assert_eq!(code, Some(ErrorCode::InvalidArgument), "{}", name(&device));
+            assert_eq!(after, before, "nothing registered");
         }
     }
 }

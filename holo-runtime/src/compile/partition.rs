@@ -1,7 +1,7 @@
 //! Graph checks and partitioning.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use super::fingerprint::Fingerprint;
 use super::index::{Adjacency, Names};
@@ -186,8 +186,31 @@ pub(crate) fn partition(work: &mut Work<'_>) -> Vec<ExecutionPartition> {
                 .enumerate()
                 .filter_map(|(i, o)| Some((o.name.as_str(), u32::try_from(i).ok()?)))
                 .collect();
+            let mut seen = BTreeSet::new();
             for spec in specs {
                 let id = u32::try_from(parts.len()).unwrap_or(u32::MAX);
+                // The name becomes the partition thread's (`holo-<name>`), which takes no
+                // NUL; and two partitions of one name could not be told apart in the plan.
+                if spec.name.is_empty() || spec.name.chars().any(char::is_control) {
+                    work.diagnostics.push(
+                        Diagnostic::error(
+                            codes::PARTITION_INVALID,
+                            format!(
+                                "the partition name {:?} is empty or holds a control character",
+                                spec.name
+                            ),
+                        )
+                        .hint("name the partition with printable characters, e.g. `camera`"),
+                    );
+                } else if !seen.insert(spec.name.as_str()) {
+                    work.diagnostics.push(
+                        Diagnostic::error(
+                            codes::PARTITION_INVALID,
+                            format!("two partitions are named {:?}", spec.name),
+                        )
+                        .hint("give each authored partition its own name"),
+                    );
+                }
                 for name in &spec.operators {
                     match by_name.get(name.as_str()) {
                         None => work.diagnostics.push(

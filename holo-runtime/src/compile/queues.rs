@@ -193,6 +193,21 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
                 // 10,000 operators, reading each again cost a cache miss per port).
                 let port = f.rated.then(|| &node.ports[p]);
                 let p = u32::try_from(p).unwrap_or(u32::MAX);
+                if dir == PortDirection::Input && f.history > super::MAX_QUEUE_DEPTH {
+                    // Its entries are preallocated at start, as a queue's are (a message
+                    // input's history has no pool to bound it).
+                    pass.report(
+                        codes::QUEUE_DEPTH_LIMIT,
+                        o,
+                        Some(f.name),
+                        format!(
+                            "the input's history of {} entries exceeds holo's limit of {} entries per input (every entry is preallocated at start)",
+                            f.history,
+                            super::MAX_QUEUE_DEPTH
+                        ),
+                        "retain what the operator really reads, or lower the parameter the history is derived from",
+                    );
+                }
                 let (rate, parameter, follows) = match (dir, port) {
                     (PortDirection::Input, _) => {
                         (input_rate(&mut pass, &res, o, p, port), None, None)

@@ -797,7 +797,8 @@ pub(crate) fn boundary_pools(
 
 /// Refuses what a topic declared across processes cannot carry, once its memory kind and
 /// pool are known: managed memory (`TOPIC_MEMORY_NOT_SHAREABLE`); a kind whose transport
-/// is not built (`TOPIC_ACROSS_PROCESSES_UNSUPPORTED`); a pass-through output with no
+/// is not built, or an output with a pool of its own that forwards received tensors
+/// (`TOPIC_ACROSS_PROCESSES_UNSUPPORTED`); a pass-through output with no
 /// bound for its boundary pool (`TOPIC_BOUNDARY_UNBOUNDED`). The one copy a topic ever
 /// costs, its boundary's, is in the plan.
 pub(crate) fn check_across_processes(work: &mut Work<'_>, records: &[TopicRecord]) {
@@ -835,6 +836,20 @@ pub(crate) fn check_across_processes(work: &mut Work<'_>, records: &[TopicRecord
                     kind.map_or("undeclared", MemoryKind::wire_name)
                 ),
                 &format!("declare `memory = host`, `pinned` or `cuda_device` on the {side} (docs/IPC.md, \"What crosses\")"),
+            ));
+        } else if r.direction == TopicDirection::Export
+            && r.boundary.is_none()
+            && let Some(input) = work.port(r.operator, r.port_index).forwards
+        {
+            // Its own pool crosses (no boundary copy), but what it emits is a received
+            // tensor in another output's pool, which no other process maps.
+            work.diagnostics.push(diag(
+                codes::TOPIC_ACROSS_PROCESSES_UNSUPPORTED,
+                format!(
+                    "topic {:?} is exported across processes from an output with a pool of its own that forwards input {input:?}: a forwarded tensor lives in another output's pool, which no other process maps",
+                    r.name
+                ),
+                "export a pass-through output instead (`storage = pass_through`, `TopicOptions::with_max_bytes`): each tensor is copied once into the topic's boundary pool to cross",
             ));
         } else if r.pool.is_none() {
             work.diagnostics.push(diag(

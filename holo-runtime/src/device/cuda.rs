@@ -480,6 +480,10 @@ impl DeviceBackend for CudaDevice {
         self.live().streams.contains(&stream.raw())
     }
 
+    fn check_stream(&self, stream: StreamHandle) -> Result<()> {
+        self.stream(&self.live(), stream).map(|_| ())
+    }
+
     fn destroy_stream(&self, stream: StreamHandle) -> Result<()> {
         let mut live = self.live.write().unwrap_or_else(PoisonError::into_inner);
         let raw = self.stream(&live, stream)?;
@@ -752,6 +756,7 @@ impl DeviceBackend for CudaDevice {
     }
 
     fn enqueue_delay(&self, stream: StreamHandle, duration: Duration) -> Result<()> {
+        super::check_delay(duration)?;
         // The duration travels in the argument pointer itself: nothing to allocate or free.
         let nanos = usize::try_from(duration.as_nanos()).unwrap_or(usize::MAX);
         let argument = ptr::without_provenance_mut::<c_void>(nanos);

@@ -331,6 +331,10 @@ impl DeviceBackend for FaultInjecting {
         self.inner.is_backend_stream(stream)
     }
 
+    fn check_stream(&self, stream: StreamHandle) -> Result<()> {
+        self.inner.check_stream(stream)
+    }
+
     fn release_adopted_stream(&self, stream: StreamHandle) {
         self.inner.release_adopted_stream(stream);
     }

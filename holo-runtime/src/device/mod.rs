@@ -57,7 +57,7 @@ mod opencl;
 mod software;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::{Error, ErrorCode, MemoryKind, Result};
 
@@ -221,6 +221,16 @@ pub trait DeviceBackend: Send + Sync + 'static {
     fn is_backend_stream(&self, stream: StreamHandle) -> bool {
         let _ = stream;
         true
+    }
+
+    /// Whether this backend's stream calls accept `stream` now: one of its live streams,
+    /// or a caller's stream adopted for a hand-off. Anything else is `InvalidArgument`,
+    /// as those calls would answer. For a caller that registers a stream for later use
+    /// (a release stream) without making a call on it first. The default accepts every
+    /// handle: a backend that checks its handles overrides it.
+    fn check_stream(&self, stream: StreamHandle) -> Result<()> {
+        let _ = stream;
+        Ok(())
     }
 
     /// Ends one adoption made by [`adopt_stream`](Self::adopt_stream): after the last one
@@ -411,7 +421,8 @@ pub trait DeviceBackend: Send + Sync + 'static {
 
     /// Enqueues an operation that occupies `stream` for `duration` (CUDA: a host function
     /// that sleeps). Test and bench support: it makes a pending completion last long
-    /// enough that an early reuse would show.
+    /// enough that an early reuse would show. A duration whose end the host's monotonic
+    /// clock cannot represent (`Duration::MAX`) is `InvalidArgument`, on every backend.
     fn enqueue_delay(&self, stream: StreamHandle, duration: Duration) -> Result<()>;
 
     /// The call counters of this backend.
@@ -422,6 +433,18 @@ pub trait DeviceBackend: Send + Sync + 'static {
     fn ipc(&self) -> Option<&dyn DeviceIpc> {
         None
     }
+}
+
+/// [`DeviceBackend::enqueue_delay`]'s check: the delay must end at an instant the host's
+/// monotonic clock can represent (an OpenCL delay's end is computed in a driver callback,
+/// where a panic would abort the process).
+pub(crate) fn check_delay(duration: Duration) -> Result<()> {
+    if Instant::now().checked_add(duration).is_none() {
+        return Err(Error::invalid_argument(format!(
+            "a delay of {duration:?} ends past what the host's monotonic clock can represent"
+        )));
+    }
+    Ok(())
 }
 
 /// What `HOLO_DEVICE` asks for.

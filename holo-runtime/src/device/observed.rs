@@ -134,6 +134,10 @@ impl<F: Fn(DeviceCall, Duration) + Send + Sync + 'static> DeviceBackend for Obse
         self.inner.is_backend_stream(stream)
     }
 
+    fn check_stream(&self, stream: StreamHandle) -> Result<()> {
+        self.inner.check_stream(stream)
+    }
+
     fn destroy_stream(&self, stream: StreamHandle) -> Result<()> {
         self.inner.destroy_stream(stream)
     }

@@ -237,6 +237,10 @@ impl DeviceBackend for SoftwareDevice {
         stream.raw() != self.default_raw.load(Ordering::Relaxed)
     }
 
+    fn check_stream(&self, stream: StreamHandle) -> Result<()> {
+        self.stream(stream).map(|_| ())
+    }
+
     fn destroy_stream(&self, stream: StreamHandle) -> Result<()> {
         let removed = self.streams.remove(stream.raw()).ok_or_else(|| {
             Error::invalid_argument(format!(
@@ -483,6 +487,7 @@ impl DeviceBackend for SoftwareDevice {
     }
 
     fn enqueue_delay(&self, stream: StreamHandle, duration: Duration) -> Result<()> {
+        super::check_delay(duration)?;
         self.stream(stream)?.enqueue(Op::Delay(duration))?;
         self.counters.bump(Count::delay);
         Ok(())

@@ -274,10 +274,20 @@ pub(crate) fn payload_segment(pool: &Pool, topic: &str) -> Result<Arc<Segment>> 
 /// new server first removes the iceoryx2 resources dead processes left (a killed
 /// predecessor, exporter or client, of an earlier run).
 pub(crate) fn control_segment(topic: &str, layout: &ControlLayout) -> Result<(Arc<Segment>, u64)> {
-    let control = Arc::new(Segment::create(
-        &format!("holo:{topic}:control"),
-        layout.bytes().next_multiple_of(rustix::param::page_size()),
-    )?);
+    let bytes = layout
+        .bytes()
+        .and_then(|b| b.checked_next_multiple_of(rustix::param::page_size()))
+        .ok_or_else(|| {
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!(
+                    "the control segment of {} slots and {} seats does not fit the address space",
+                    layout.slots, layout.seats
+                ),
+            )
+            .at(format!("topic {topic:?}"))
+        })?;
+    let control = Arc::new(Segment::create(&format!("holo:{topic}:control"), bytes)?);
     let incarnation = incarnation();
     let _ = node()?.try_cleanup_dead_nodes();
     if let Some(w) = control.word(0) {
@@ -706,6 +716,14 @@ impl SeatSender {
         let Some((publisher, notifier, _)) = &self.ports else {
             return Err(Error::new(ErrorCode::Cancelled, "the subscriber detached"));
         };
+        if !t.in_pool(&self.served.pool) {
+            // The output's emit refuses such a tensor; a descriptor names a slot of the
+            // served pool, so nothing else may be described.
+            return Err(Error::new(
+                ErrorCode::ProtocolError,
+                "a tensor outside the served pool cannot cross to another process",
+            ));
+        }
         let mut desc = describe(&self.served, &t, stamp);
         fence(&self.served, &mut desc)?;
         self.parked.push((desc.slot, desc.fence_value, t));

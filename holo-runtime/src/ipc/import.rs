@@ -49,6 +49,13 @@ impl ProcessSubscriberOptions {
         handshake_timeout: Duration::from_secs(2),
     };
 
+    /// These options with `timeout` for each handshake step (above zero).
+    #[must_use]
+    pub const fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = timeout;
+        self
+    }
+
     /// These options waiting up to `wait` for the exporter.
     #[must_use]
     pub const fn with_wait_for_exporter(mut self, wait: Duration) -> Self {
@@ -205,24 +212,15 @@ impl ProcessSubscriber {
             "exporter",
             "start the exporter first, or attach with `wait_for_exporter`",
         )?;
-        let layout = ControlLayout {
-            slots: welcome.slot_count as usize,
-            seats: welcome.seats as usize,
-        };
-        let seat = welcome.seat as usize;
-        let sized = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-        if seat >= layout.seats
-            || sized(welcome.control_len) < layout.bytes()
-            || (welcome.per_slot_bytes)
-                .checked_mul(u64::from(welcome.slot_count))
-                .is_none_or(|b| b > welcome.payload_len)
-        {
+        let Some(layout) = welcome.checked_layout(true) else {
             return Err(Error::new(
                 ErrorCode::ProtocolError,
                 "the exporter's welcome describes segments that do not hold its slots",
             )
             .at(at));
-        }
+        };
+        let seat = welcome.seat as usize;
+        let sized = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         let kind = wire::KINDS.get(usize::from(welcome.memory_kind)).copied();
         if kind.map(MemoryKind::wire_name) != Some(entry.memory_kind.as_str()) {
             return Err(Error::new(

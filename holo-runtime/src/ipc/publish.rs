@@ -615,6 +615,13 @@ impl ProcessPublisherOptions {
         self.wait_for_session = Some(wait);
         self
     }
+
+    /// These options with `timeout` for each handshake step (above zero).
+    #[must_use]
+    pub const fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = timeout;
+        self
+    }
 }
 
 /// A standalone publisher into a topic that a session in another process imports
@@ -756,16 +763,7 @@ impl ProcessPublisher {
             "start the session first, or attach with `wait_for_session`",
         )?;
         let sized = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-        let layout = ControlLayout {
-            slots: welcome.slot_count as usize,
-            seats: 0,
-        };
-        if sized(welcome.control_len) < layout.bytes()
-            || welcome
-                .per_slot_bytes
-                .checked_mul(u64::from(welcome.slot_count))
-                .is_none_or(|b| b > welcome.payload_len)
-        {
+        if welcome.checked_layout(false).is_none() {
             return Err(Error::new(
                 ErrorCode::ProtocolError,
                 "the session's welcome describes a pool that does not hold its slots",

@@ -168,6 +168,30 @@ pub(crate) struct Welcome {
     pub(crate) message: [u8; 256],
 }
 
+impl Welcome {
+    /// The control segment's layout this welcome describes, if it is consistent: the seat
+    /// is one of its `seats` (`with_seats`: a subscriber's welcome; a publisher's has
+    /// none), the control segment holds the layout and the payload holds every slot, all
+    /// without overflow (the counts come from the peer: a layout of `1 << 29` slots and
+    /// `u32::MAX` seats wrapped to 64 bytes in release builds). `None`: a `ProtocolError`.
+    pub(crate) fn checked_layout(&self, with_seats: bool) -> Option<ControlLayout> {
+        let layout = ControlLayout {
+            slots: self.slot_count as usize,
+            seats: if with_seats { self.seats as usize } else { 0 },
+        };
+        let sized = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        let consistent = (!with_seats || (self.seat as usize) < layout.seats)
+            && layout
+                .bytes()
+                .is_some_and(|bytes| bytes <= sized(self.control_len))
+            && self
+                .per_slot_bytes
+                .checked_mul(u64::from(self.slot_count))
+                .is_some_and(|bytes| bytes <= self.payload_len);
+        consistent.then_some(layout)
+    }
+}
+
 /// One byte after the handshake: the importer's subscriber exists (`READY`), the seat is
 /// attached (`ACTIVE`, the answer), or the exporter stops serving the topic (`BYE`); the
 /// socket's end without `BYE` means the peer died.
@@ -188,12 +212,18 @@ impl ControlLayout {
     /// Header words: the magic and the incarnation (words 0 and 1); the rest reserved.
     const HEADER: usize = 8;
 
-    pub(crate) fn words(&self) -> usize {
-        Self::HEADER + self.slots * (1 + self.seats)
+    /// The segment's size in words; `None` if it does not fit a `usize` (the counts
+    /// come from a peer's welcome).
+    pub(crate) fn words(&self) -> Option<usize> {
+        self.seats
+            .checked_add(1)
+            .and_then(|per_slot| self.slots.checked_mul(per_slot))
+            .and_then(|w| w.checked_add(Self::HEADER))
     }
 
-    pub(crate) fn bytes(&self) -> usize {
-        self.words() * 8
+    /// The segment's size in bytes; `None` if it does not fit a `usize`.
+    pub(crate) fn bytes(&self) -> Option<usize> {
+        self.words()?.checked_mul(8)
     }
 
     pub(crate) fn fence(slot: usize) -> usize {
@@ -407,6 +437,14 @@ pub(crate) fn connect_and_greet(
 ) -> Result<Greeted> {
     use rustix::net::{AddressFamily, SocketFlags, SocketType};
     let at = format!("topic {topic:?}");
+    if handshake_timeout.is_zero() {
+        // The socket's timeout cannot be zero (the kernel reads it as "none"; rustix
+        // refuses it): it failed later as a lost peer.
+        return Err(Error::invalid_argument(
+            "a handshake_timeout of zero: each handshake step needs some time (the default is 2 s)",
+        )
+        .at(at));
+    }
     let address = socket_address(namespace, topic)?;
     let deadline = wait.and_then(|w| std::time::Instant::now().checked_add(w));
     let conn = loop {
@@ -490,4 +528,61 @@ pub(crate) fn connect_and_greet(
         payload,
         control,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn welcome(slots: u32, seats: u32, control_len: u64) -> Welcome {
+        Welcome {
+            slot_count: slots,
+            seats,
+            seat: 0,
+            per_slot_bytes: 64,
+            payload_len: u64::from(slots) * 64,
+            control_len,
+            ..zeroed()
+        }
+    }
+
+    #[test]
+    fn a_welcome_is_checked_without_overflow() {
+        // 4 slots, 2 seats: 8 header words + 4 × 3 = 20 words, 160 bytes.
+        let layout = welcome(4, 2, 160).checked_layout(true).unwrap();
+        assert_eq!(
+            (layout.slots, layout.seats, layout.bytes()),
+            (4, 2, Some(160))
+        );
+        assert!(welcome(4, 2, 159).checked_layout(true).is_none());
+        // A publisher's welcome has no seats: 8 + 4 words.
+        assert_eq!(
+            welcome(4, 2, 96).checked_layout(false).unwrap().bytes(),
+            Some(96)
+        );
+        // The seat must be one of the seats.
+        let mut w = welcome(4, 2, 160);
+        w.seat = 2;
+        assert!(w.checked_layout(true).is_none());
+        // The payload must hold every slot.
+        let mut w = welcome(4, 2, 160);
+        w.payload_len = 255;
+        assert!(w.checked_layout(true).is_none());
+        w.per_slot_bytes = u64::MAX;
+        assert!(w.checked_layout(true).is_none());
+        // A hostile peer's counts: 8 + 2^29 × 2^32 words is 2^64 + 64 bytes, which wrapped
+        // to 64 in a release build and passed a 64-byte control segment.
+        let mut w = welcome(1 << 29, u32::MAX, 64);
+        w.per_slot_bytes = 0;
+        w.payload_len = 0;
+        assert_eq!(w.checked_layout(true).map(|l| l.bytes()), None);
+        assert_eq!(
+            ControlLayout {
+                slots: 1 << 29,
+                seats: u32::MAX as usize
+            }
+            .bytes(),
+            None
+        );
+    }
 }

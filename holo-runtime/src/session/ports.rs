@@ -570,6 +570,15 @@ fn undeclared_forward(location: &'static str, origin: &'static str) -> Error {
     .at(location)
 }
 
+#[cold]
+fn not_in_served_pool(location: &'static str) -> Error {
+    Error::new(
+        ErrorCode::ProtocolError,
+        "the output exports its topic across processes from its own pool, which is what another process maps, and this tensor is not in it (a pass-through tensor, or one of another pool); nothing was published",
+    )
+    .at(location)
+}
+
 fn check_requirement(t: &Tensor, req: &TensorInputSpec) -> bool {
     req.memory_kind.is_none_or(|k| k.accepts(t.memory_kind()))
         && req.dtype.is_none_or(|d| d == t.dtype())
@@ -666,6 +675,21 @@ impl<T: Clone + Send + 'static> Output<T> {
                     ));
                 }
             }
+        }
+        // A topic across processes from an output with a pool of its own: that pool is
+        // what the other process maps, so a tensor of any other pool (a pass-through one,
+        // `Tensor::from_host_vec`) cannot be described to it; it was sent as the served
+        // pool's slot of the same index.
+        if b.boundary.is_none()
+            && !b.seats.is_empty()
+            && let Some(own) = &b.pool
+            && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
+            && !t.in_pool(own)
+            && b.seats
+                .iter()
+                .any(|s| s.state.1.active.load(std::sync::atomic::Ordering::Acquire))
+        {
+            return Err(Refused::new(value, not_in_served_pool(b.location)));
         }
         // A topic across processes from a pass-through output: the one copy into its
         // boundary pool, which every subscriber in another process receives (before

@@ -75,9 +75,10 @@ impl Tensor {
                 "a view of shape {shape:?} of {dtype:?} needs {bytes} bytes; {memory:?} has {size}"
             )));
         }
-        // OpenCL device memory: the device's own kind (the pool names its backend).
+        // OpenCL device memory, as an OpenCL runtime pool's tensors report it (an input
+        // or topic that declares `opencl_device` takes it; a `cuda_device` one refuses it).
         let pool = Pool::wrap_foreign(ForeignBytes {
-            kind: MemoryKind::CudaDevice,
+            kind: MemoryKind::OpenClDevice,
             addr: object.raw(),
             meta,
             backend: Some(device),

@@ -560,9 +560,16 @@ impl Tensor {
     pub fn synchronize_for_consumer_stream(&self, stream: impl Into<StreamHandle>) -> Result<()> {
         let stream = stream.into();
         // The wait first: a tensor that cannot be ordered, or a stream the backend
-        // refuses, leaves no release registration behind.
-        if let Some((event, backend)) = self.pool.readiness_event(self.slot)? {
-            backend.wait_event(stream, event)?;
+        // refuses, leaves no release registration behind. Bytes written on the host need
+        // no wait, but the stream is checked all the same: a release is recorded on it
+        // later, and a bad handle found only then failed the session at the pool.
+        match self.pool.readiness_event(self.slot)? {
+            Some((event, backend)) => backend.wait_event(stream, event)?,
+            None => {
+                if let Some(d) = self.pool.device() {
+                    d.backend.check_stream(stream)?;
+                }
+            }
         }
         self.pool
             .register_release(self.slot, OrderingDomain::caller(stream))
@@ -718,10 +725,6 @@ impl Tensor {
         }
     }
 
-    /// Where this tensor's slot comes from, when that is a runtime pool of the plan other
-    /// than `own` (the emitting output's pool): the pool's location (`operator "…", port
-    /// "…"`). `None` for a slot of `own` and for a pass-through tensor's own bytes.
-    #[inline]
     /// The tensor of a one-slot foreign pool ([`Pool::wrap_foreign`]), which holds the
     /// slot's one handle.
     pub(crate) fn from_foreign(pool: Arc<Pool>) -> Tensor {
@@ -732,6 +735,16 @@ impl Tensor {
         }
     }
 
+    /// Whether this tensor's slot is one of `pool`'s.
+    #[inline]
+    pub(crate) fn in_pool(&self, pool: &Arc<Pool>) -> bool {
+        Arc::ptr_eq(&self.pool, pool)
+    }
+
+    /// Where this tensor's slot comes from, when that is a runtime pool of the plan other
+    /// than `own` (the emitting output's pool): the pool's location (`operator "…", port
+    /// "…"`). `None` for a slot of `own` and for a pass-through tensor's own bytes.
+    #[inline]
     pub(crate) fn foreign_pool(&self, own: Option<&Arc<Pool>>) -> Option<&'static str> {
         let pool: &Arc<Pool> = &self.pool;
         (!pool.pass_through && own.is_none_or(|own| !Arc::ptr_eq(own, pool)))

@@ -168,8 +168,11 @@ unsafe extern "C" fn on_reached(marker: cl_event, status: cl_int, data: *mut c_v
             }
         }
         Action::Delay(duration) => {
+            // `enqueue_delay` refused a delay whose end the clock cannot represent; this
+            // callback must not panic either way (a panic here aborts the process).
+            let now = Instant::now();
             let timed = Timed {
-                at: Instant::now() + duration,
+                at: now.checked_add(duration).unwrap_or(now),
                 event: done,
             };
             match table.timed.push(timed) {

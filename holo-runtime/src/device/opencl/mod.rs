@@ -301,6 +301,10 @@ impl DeviceBackend for OpenClDevice {
         self.live().queues.contains(&stream.raw())
     }
 
+    fn check_stream(&self, stream: StreamHandle) -> Result<()> {
+        self.queue(&self.live(), stream).map(|_| ())
+    }
+
     fn destroy_stream(&self, stream: StreamHandle) -> Result<()> {
         let mut live = self.live.write().unwrap_or_else(PoisonError::into_inner);
         if !live.queues.remove(&stream.raw()) {
@@ -554,6 +558,7 @@ impl DeviceBackend for OpenClDevice {
     }
 
     fn enqueue_delay(&self, stream: StreamHandle, duration: Duration) -> Result<()> {
+        super::check_delay(duration)?;
         self.on_queue(stream, |queue| {
             self.enqueue_host(queue, host_fn::Action::Delay(duration))
         })?;
