@@ -448,7 +448,9 @@ impl Graph {
     }
 
     /// Adds an operator under a unique name with its accepted parameters, and returns
-    /// its typed port handles.
+    /// its typed port handles. An empty name, one already in the graph, or one with a
+    /// control character (it reaches thread, shared-memory and trace names) is
+    /// `InvalidArgument`.
     #[allow(
         clippy::needless_pass_by_value,
         reason = "the graph takes the accepted parameter set: callers hand it over"

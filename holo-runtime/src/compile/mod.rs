@@ -29,7 +29,9 @@ use index::{Adjacency, Names};
 use crate::graph::{Graph, PortFacts};
 use crate::plan::{CudaComputeStreamPolicy, EdgeRecord, ExecutionPlan, OperatorRecord};
 
-/// An authored partition: a name and the operators it runs, by name.
+/// An authored partition: a name and the operators it runs, by name. The name names the
+/// partition's thread (`holo-<name>`): an empty one, one with a control character, or one
+/// that two partitions share is `PARTITION_INVALID`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PartitionSpec {
@@ -174,8 +176,9 @@ impl Default for AutomaticQueueSizing {
     }
 }
 
-/// The deepest queue one flow may have: every entry is preallocated when the session
-/// starts, so a deeper one is refused by `compile` (`QUEUE_DEPTH_LIMIT`).
+/// The deepest queue one flow may have, and the longest history one input may retain:
+/// every entry is preallocated when the session starts, so a deeper one is refused by
+/// `compile` (`QUEUE_DEPTH_LIMIT`).
 pub const MAX_QUEUE_DEPTH: u32 = 1 << 20;
 
 /// The most release streams one pool slot may register
