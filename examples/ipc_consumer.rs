@@ -11,7 +11,8 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let Some(catalog) = std::env::args().nth(1) else {
+    // `args_os`: a path need not be UTF-8 (`args` panics on one that is not).
+    let Some(catalog) = std::env::args_os().nth(1) else {
         eprintln!("usage: ipc_consumer <endpoint catalog written by ipc_producer>");
         return ExitCode::FAILURE;
     };

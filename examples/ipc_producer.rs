@@ -234,8 +234,9 @@ fn build(app: &mut App, consumer: &Consumer) -> Result<(Graph, CompileOptions)> 
 }
 
 fn main() -> ExitCode {
-    let mut raw = std::env::args().skip(1);
-    if raw.next().as_deref() == Some("--consume") {
+    // `args_os`: the catalog's path (under `TMPDIR`) need not be UTF-8.
+    let mut raw = std::env::args_os().skip(1);
+    if raw.next().is_some_and(|a| a == "--consume") {
         // The second process.
         let Some(catalog) = raw.next() else {
             eprintln!("error: --consume needs the catalog's path");

@@ -101,20 +101,27 @@ fn run(frames: u64) -> Result<holo_runtime::RunReport> {
 }
 
 fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
-    let path = args.next().unwrap_or_else(|| "trace.json".to_owned());
-    let frames = match args.next().map(|n| n.parse::<u64>()) {
+    // `args_os`: a path need not be UTF-8 (`args` panics on one that is not).
+    let mut args = std::env::args_os().skip(1);
+    let path = args
+        .next()
+        .map_or_else(|| std::path::PathBuf::from("trace.json"), Into::into);
+    let frames = match args.next().map(|n| n.to_str().map(str::parse::<u64>)) {
         None => 200,
-        Some(Ok(n)) => n,
-        Some(Err(e)) => {
+        Some(Some(Ok(n))) => n,
+        Some(Some(Err(e))) => {
             eprintln!("error: FRAMES: {e}");
+            return ExitCode::FAILURE;
+        }
+        Some(None) => {
+            eprintln!("error: FRAMES is not a number");
             return ExitCode::FAILURE;
         }
     };
     let file = match std::fs::File::create(&path) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("error: cannot create {path}: {e}");
+            eprintln!("error: cannot create {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
     };
@@ -134,7 +141,8 @@ fn main() -> ExitCode {
     match result {
         Ok(report) => {
             eprintln!(
-                "wrote {path}: {frames} frames, {} received; open it in chrome://tracing or https://ui.perfetto.dev",
+                "wrote {}: {frames} frames, {} received; open it in chrome://tracing or https://ui.perfetto.dev",
+                path.display(),
                 report.received.first().map_or(0, |r| r.1)
             );
             ExitCode::SUCCESS

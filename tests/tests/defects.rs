@@ -808,3 +808,90 @@ fn a_port_handle_of_another_graph_is_a_diagnostic_not_a_panic() {
     );
     assert!(e.to_string().contains("both ports"), "{e}");
 }
+
+/// In `start`, releases a device slot that a caller's stream still reads: the stream is
+/// delayed 300 ms, waits on the slot's readiness and records its release there.
+#[operator]
+struct EarlyRelease {
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 64, max_loans = 1)]
+    out: Output<Tensor>,
+    caller: Arc<Mutex<Option<holo_runtime::device::StreamHandle>>>,
+}
+
+impl Operator for EarlyRelease {
+    fn start(&mut self, ctx: &mut LifecycleContext<'_>) -> Result<()> {
+        let cuda = ctx.cuda()?;
+        let device = Arc::clone(cuda.backend());
+        let loan = self.out.allocate_tensor(TensorLoanRequest {
+            shape: &[64],
+            dtype: DType::U8,
+        })?;
+        let t = loan
+            .write_and_commit(cuda.stream(), |d, ptr, n, s| {
+                // SAFETY: the slot is the loan's, `n` its byte size.
+                unsafe { d.memset_async(ptr, 1, n, s) }
+            })?
+            .into_tensor();
+        let caller = device.create_stream()?;
+        device.enqueue_delay(caller, Duration::from_millis(300))?;
+        drop(t.device_array(holo_runtime::device::StreamOrQueue::Backend(caller))?);
+        *self.caller.lock().unwrap() = Some(caller);
+        // `t` is the slot's last handle: it retires here, during `start`.
+        Ok(())
+    }
+
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The retirement worker started after every operator's `start`: a device slot released
+/// in `start` found no worker and went straight back to its pool, while a caller's stream
+/// was still to read it (its release event 300 ms away). The worker runs before any
+/// `start` now, and the slot comes back only once the release event completed.
+#[test]
+fn a_slot_released_in_start_waits_for_its_release_event() {
+    let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+    let caller = Arc::new(Mutex::new(None));
+    let mut g = Graph::new();
+    g.add_operator(
+        "early",
+        EarlyRelease {
+            out: Output::default(),
+            caller: Arc::clone(&caller),
+        },
+        ParamSet::defaults().unwrap(),
+    )
+    .unwrap();
+    let mut options = CompileOptions::default();
+    options
+        .deployment
+        .bind_tensor_output_device("early", "out", device.device_id());
+    let plan = compile(&g, options).unwrap();
+    let slots = plan.tensor_allocation("early.out").unwrap().slot_count;
+    let started = std::time::Instant::now();
+    let session = RunSession::start(
+        g,
+        &plan,
+        SessionOptions::frames(0).on_device(Arc::clone(&device)),
+    )
+    .unwrap();
+    let free = session.pool_free_slots("early.out").unwrap();
+    if started.elapsed() < Duration::from_millis(250) {
+        assert_eq!(free, slots - 1, "the slot waits for the caller's release");
+    }
+    assert!(session.wait_idle(Duration::from_secs(20)));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while session.pool_free_slots("early.out").unwrap() < slots {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slot never came back"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    session.join().unwrap();
+    let caller = caller.lock().unwrap().take().unwrap();
+    device.synchronize_stream(caller).unwrap();
+    device.destroy_stream(caller).unwrap();
+}

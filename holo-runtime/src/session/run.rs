@@ -1113,6 +1113,28 @@ pub(crate) fn start(
     // plan's compiled nominal rates, and the rejection is kept as evidence.
     let _ = shared.rates.propose(plan, &candidate.unwrap_or_default());
 
+    // The retirement worker, parked until a device slot needs it: before any operator's
+    // `start`, which may already release a device slot a stream still reads (a slot
+    // handed back without the worker would not wait for its release events).
+    let device_slots: usize = pools
+        .iter()
+        .filter(|p| p.device().is_some())
+        .map(|p| p.slot_count as usize)
+        .sum();
+    let retire_thread = if device_slots > 0 {
+        Some(retirer.start(device_slots, options.idle_spin)?)
+    } else {
+        None
+    };
+    // From here a failed start unwinds as the teardown does: device work an operator's
+    // `start` enqueued runs before the pools it writes are freed.
+    let unwind = Unwind {
+        streams: &streams,
+        retirer: &retirer,
+        retire_thread,
+        armed: true,
+    };
+
     crate::trace::phase!(phase, "session.start_operators");
     // 4. Every operator's start, in partition order; the first failure stops the
     //    started ones and fails the session before any compute.
@@ -1153,26 +1175,6 @@ pub(crate) fn start(
         }
     }
 
-    // The retirement worker, parked until a device slot needs it.
-    let device_slots: usize = pools
-        .iter()
-        .filter(|p| p.device().is_some())
-        .map(|p| p.slot_count as usize)
-        .sum();
-    let retire_thread = if device_slots > 0 {
-        match retirer.start(device_slots, options.idle_spin) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                for rt in runtimes.iter_mut().rev() {
-                    stop_operator(&shared, rt);
-                }
-                return Err(e);
-            }
-        }
-    } else {
-        None
-    };
-
     crate::trace::phase!(phase, "session.spawn_partitions");
     // 5. Arm: one thread per partition thread of the plan (a partition's own, or the one
     //    that runs every partition on a shared stream), its partitions' operators in
@@ -1191,7 +1193,7 @@ pub(crate) fn start(
     }
     // The session, stepped or threaded (each branch moves the parts once).
     macro_rules! session {
-        ($threads:expr, $stepped:expr) => {
+        ($threads:expr, $stepped:expr, $retire_thread:expr) => {
             RunSession {
                 shared,
                 threads: $threads,
@@ -1201,7 +1203,7 @@ pub(crate) fn start(
                 pools,
                 streams,
                 retirer,
-                retire_thread,
+                retire_thread: $retire_thread,
                 started: Instant::now(),
                 plan: plan.clone(),
                 topics,
@@ -1214,8 +1216,9 @@ pub(crate) fn start(
         };
     }
     if stepped {
+        let retire_thread = unwind.disarm();
         let stepped = Stepped::new(&shared, by_partition);
-        return Ok(session!(Vec::new(), Some(stepped)));
+        return Ok(session!(Vec::new(), Some(stepped), retire_thread));
     }
     // Every partition thread is spawned before any of them gets its operators: a spawn
     // that fails leaves every operator on this thread, where each is stopped, the
@@ -1266,17 +1269,56 @@ pub(crate) fn start(
         for rt in by_partition.iter_mut().flatten().rev() {
             stop_operator(&shared, rt);
         }
-        retirer.close();
-        retirer.shutdown();
-        if let Some(t) = retire_thread {
-            let _ = t.join();
-        }
         return Err(err);
     }
+    let retire_thread = unwind.disarm();
     for ((h, thread), ops) in handoffs.iter().zip(by_partition) {
         h.give(Some(ops), thread);
     }
-    Ok(session!(threads, None))
+    Ok(session!(threads, None, retire_thread))
+}
+
+/// Undoes a session start that fails after its operators may have run `start` (armed
+/// until the session is built), in the teardown's order: the retirer is closed and its
+/// outstanding slots awaited (bounded), the streams are synchronized, and the worker is
+/// stopped. Then the caller's locals drop: the pools are freed only after every stream
+/// ran what was enqueued on their memory (a software device frees at once, under a fill
+/// still queued), and the streams are destroyed.
+struct Unwind<'a> {
+    streams: &'a Streams,
+    retirer: &'a Arc<Retirer>,
+    retire_thread: Option<std::thread::JoinHandle<()>>,
+    armed: bool,
+}
+
+impl Unwind<'_> {
+    /// The start succeeded: the session owns the worker's thread from here.
+    fn disarm(mut self) -> Option<std::thread::JoinHandle<()>> {
+        self.armed = false;
+        self.retire_thread.take()
+    }
+}
+
+impl Drop for Unwind<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.retirer.close();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.retirer.outstanding() > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        // The start's error is what the caller reports; a stream that cannot be
+        // synchronized leaves nothing better to do than free after the attempt.
+        let _ = self.streams.synchronize();
+        self.retirer.shutdown();
+        if self.retirer.outstanding() == 0
+            && let Some(t) = self.retire_thread.take()
+        {
+            let _ = t.join();
+        }
+    }
 }
 
 /// A partition thread's operators, handed over once every partition thread exists: the
