@@ -12,8 +12,10 @@
 //! 4. `copy_to_host_async` on its stream (enqueued, returns at once), then
 //!    `synchronize_stream`: the one wait, after which the bytes are checked;
 //! 5. drops the array (its release is recorded on the client's stream, so the slot goes
-//!    back to the camera's pool only after the client's copy ran), and at the end detaches
-//!    and destroys its stream — after the last array dropped, as its duty says.
+//!    back to the camera's pool only after the client's copy ran), and at the end
+//!    detaches. Its stream is a holo backend's (`create_stream`), whose release the slot's
+//!    last handle records again (docs/HANDOFF.md, "Your stream's lifetime"): `main`
+//!    destroys it once the session has ended and no handle of a frame is left.
 //!
 //! With no CUDA device the example says so and runs the same on holo's software device.
 //! `HOLO_REQUIRE_DEVICE=cuda` makes that an error instead.
@@ -28,7 +30,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use holo_runtime::app::{App, AppArgs, HumanOutput};
-use holo_runtime::device::StreamOrQueue;
+use holo_runtime::device::{DeviceBackend, StreamHandle, StreamOrQueue};
 use holo_runtime::plan::ExecutionPlan;
 use holo_runtime::{
     ChannelSubscriber, CompileOptions, DType, EmitOptions, Error, ErrorCode, ExecutionContext,
@@ -115,7 +117,12 @@ impl Operator for Camera {
 
 /// The standalone client: takes the frames of `camera/frames` on its own stream until the
 /// session is idle (every frame the camera made was received) or `limit` passes.
-fn client(session: &RunSession, limit: Option<Duration>, human: HumanOutput) -> Result<()> {
+fn client(
+    session: &RunSession,
+    limit: Option<Duration>,
+    human: HumanOutput,
+    kept: &ClientStream,
+) -> Result<()> {
     let device = session.device().ok_or_else(|| {
         Error::new(
             ErrorCode::DeviceUnavailable,
@@ -123,6 +130,8 @@ fn client(session: &RunSession, limit: Option<Duration>, human: HumanOutput) -> 
         )
     })?;
     let stream = device.create_stream()?; // the client's own stream
+    // Kept alive until the session has ended (`main` destroys it).
+    *kept.lock().unwrap_or_else(PoisonError::into_inner) = Some((Arc::clone(device), stream));
     let mut frames: ChannelSubscriber =
         ChannelSubscriber::attach(session, TOPIC, SubscriberOptions::DEFAULT)?;
     let started = Instant::now();
@@ -160,7 +169,6 @@ fn client(session: &RunSession, limit: Option<Duration>, human: HumanOutput) -> 
     };
     drop(frames); // detaches: the seat is free, nothing of the client's stays queued
     device.synchronize_stream(stream)?;
-    device.destroy_stream(stream)?; // every array has dropped: the stream may go
     outcome?;
     human.println(format_args!(
         "client: {received} frames received on its own stream from topic {TOPIC:?}{}, every byte checked after copy_to_host_async + synchronize_stream",
@@ -172,7 +180,10 @@ fn client(session: &RunSession, limit: Option<Duration>, human: HumanOutput) -> 
 /// A client's failure, for `main` to report once the session has ended.
 type Failure = Arc<Mutex<Option<Error>>>;
 
-fn build(app: &mut App, failure: &Failure) -> Result<(Graph, CompileOptions)> {
+/// The client's stream and its device, destroyed by `main` once the session has ended.
+type ClientStream = Arc<Mutex<Option<(Arc<dyn DeviceBackend>, StreamHandle)>>>;
+
+fn build(app: &mut App, failure: &Failure, kept: &ClientStream) -> Result<(Graph, CompileOptions)> {
     app.human_output().println(format_args!(
         "device_array_handoff: camera → topic {TOPIC:?} → a standalone client on its own stream"
     ));
@@ -200,8 +211,9 @@ fn build(app: &mut App, failure: &Failure) -> Result<(Graph, CompileOptions)> {
         .duration
         .and_then(|s| Duration::try_from_secs_f64(s).ok());
     let failure = Arc::clone(failure);
+    let kept = Arc::clone(kept);
     app.on_session(move |_plan: &ExecutionPlan, session, human| {
-        if let Err(e) = client(session, limit, human) {
+        if let Err(e) = client(session, limit, human, &kept) {
             session.stop();
             *failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
         }
@@ -211,15 +223,23 @@ fn build(app: &mut App, failure: &Failure) -> Result<(Graph, CompileOptions)> {
 
 fn main() -> ExitCode {
     let failure = Failure::default();
+    let kept = ClientStream::default();
     let result = App::new(
         AppArgs::from_env(),
         include_str!("config/device_array_handoff.toml"),
     )
     .and_then(|mut app| {
-        let (graph, options) = build(&mut app, &failure)?;
+        let (graph, options) = build(&mut app, &failure, &kept)?;
         app.run(graph, options)
     })
     .and_then(|_| {
+        // The session has ended: no handle of a frame is left, the stream may go.
+        match kept.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            Some((device, stream)) => device.destroy_stream(stream),
+            None => Ok(()),
+        }
+    })
+    .and_then(|()| {
         match failure
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use holo_runtime::app::{App, AppArgs, HumanOutput};
 use holo_runtime::device::{
     AdoptedStream, DeviceBackend, DeviceId, OpenClDevice, OpenClQueuePtr, SoftwareDevice,
-    StreamOrQueue,
+    StreamHandle, StreamOrQueue,
 };
 use holo_runtime::plan::ExecutionPlan;
 use holo_runtime::{
@@ -309,6 +309,7 @@ fn client(
     reader: &Reader,
     limit: Option<Duration>,
     human: HumanOutput,
+    kept: &ClientStream,
 ) -> Result<()> {
     let device = session
         .device()
@@ -359,8 +360,9 @@ fn client(
     drop(frames);
     adopted.synchronize()?;
     if let (Reader::Copy, StreamOrQueue::Backend(stream)) = (reader, queue) {
-        drop(adopted);
-        device.destroy_stream(stream)?;
+        // A holo backend's stream: the slot's last handle records its release again
+        // (docs/HANDOFF.md), so `main` destroys it once the session has ended.
+        *kept.lock().unwrap_or_else(PoisonError::into_inner) = Some((Arc::clone(device), stream));
     }
     outcome?;
     human.println(format_args!(
@@ -399,6 +401,10 @@ fn graph(
 /// A caller's failure, for `main` to report once the session has ended.
 type Failure = Arc<Mutex<Option<Error>>>;
 
+/// The copying caller's stream and its device, destroyed by `main` once the session has
+/// ended.
+type ClientStream = Arc<Mutex<Option<(Arc<dyn DeviceBackend>, StreamHandle)>>>;
+
 /// The second run: the caller makes a context, gives it to holo, and takes `frames` frames
 /// on its queue there.
 fn given_context_run(
@@ -435,7 +441,15 @@ fn given_context_run(
         SessionOptions::frames(frames).on_device(Arc::clone(&backend)),
     )?;
     let reader = Reader::Kernel(given, caller);
-    let result = client(&session, &reader, Some(Duration::from_secs(30)), human);
+    // A kernel reader: its queue is the caller's own, nothing for `kept`.
+    let kept = ClientStream::default();
+    let result = client(
+        &session,
+        &reader,
+        Some(Duration::from_secs(30)),
+        human,
+        &kept,
+    );
     session.stop();
     let report = session.join();
     result?;
@@ -486,13 +500,19 @@ fn main() -> ExitCode {
             .and_then(|s| Duration::try_from_secs_f64(s).ok());
         let client_failure = Arc::clone(&failure);
         let client_reader = Rc::clone(&reader);
+        let kept = ClientStream::default();
+        let client_kept = Arc::clone(&kept);
         app.on_session(move |_plan: &ExecutionPlan, session, human| {
-            if let Err(e) = client(session, &client_reader, limit, human) {
+            if let Err(e) = client(session, &client_reader, limit, human, &client_kept) {
                 session.stop();
                 *client_failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
             }
         });
         let report = app.run(g, options)?;
+        // The session has ended: no handle of a frame is left, the stream may go.
+        if let Some((device, stream)) = kept.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            device.destroy_stream(stream)?;
+        }
         if let Some(e) = failure.lock().unwrap_or_else(PoisonError::into_inner).take() {
             return Err(e.at("the caller (adopted context)"));
         }

@@ -143,7 +143,19 @@ impl Operator for DeviceCamera {
 /// The consumer process and its stdout, once started.
 type Consumer = Arc<Mutex<Option<(Child, BufReader<ChildStdout>)>>>;
 
-fn build(app: &mut App, consumer: &Consumer) -> Result<(Graph, CompileOptions)> {
+/// What went wrong before the consumer process ran (the catalog or the spawn), and the
+/// catalog's path to remove at exit: `main` reports the one and removes the other.
+#[derive(Default)]
+struct Setup {
+    failure: Option<String>,
+    catalog: Option<std::path::PathBuf>,
+}
+
+fn build(
+    app: &mut App,
+    consumer: &Consumer,
+    setup: &Arc<Mutex<Setup>>,
+) -> Result<(Graph, CompileOptions)> {
     app.human_output().println(format_args!(
         "ipc_producer: camera → topic {TOPIC:?} across processes → a consumer process"
     ));
@@ -192,13 +204,20 @@ fn build(app: &mut App, consumer: &Consumer) -> Result<(Graph, CompileOptions)> 
             .across_processes(),
     );
     let consumer = Arc::clone(consumer);
+    let setup = Arc::clone(setup);
     app.on_session(move |_plan, session, human| {
+        // Stops the session: with no consumer there is nothing to serve.
+        let fail = |message: String| {
+            session.stop();
+            setup.lock().unwrap_or_else(PoisonError::into_inner).failure = Some(message);
+        };
         let path =
             std::env::temp_dir().join(format!("holo-ipc-producer-{}.toml", std::process::id()));
         if let Err(e) = session.endpoint_catalog().write(&path) {
-            human.println(format_args!("error: {e}"));
+            fail(e.to_string());
             return;
         }
+        setup.lock().unwrap_or_else(PoisonError::into_inner).catalog = Some(path.clone());
         human.println(format_args!(
             "endpoint catalog written to {} (namespace {:?})",
             path.display(),
@@ -214,13 +233,12 @@ fn build(app: &mut App, consumer: &Consumer) -> Result<(Graph, CompileOptions)> 
         let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
-                human.println(format_args!(
-                    "error: cannot start the consumer process: {e}"
-                ));
+                fail(format!("cannot start the consumer process: {e}"));
                 return;
             }
         };
         let Some(out) = child.stdout.take() else {
+            fail("the consumer process has no stdout".to_owned());
             return;
         };
         let mut out = BufReader::new(out);
@@ -251,11 +269,20 @@ fn main() -> ExitCode {
         };
     }
     let consumer: Consumer = Arc::default();
+    let setup = Arc::new(Mutex::new(Setup::default()));
     let code = App::main(
         AppArgs::from_env(),
         include_str!("config/ipc_producer.toml"),
-        |app| build(app, &consumer),
+        |app| build(app, &consumer, &setup),
     );
+    let setup = std::mem::take(&mut *setup.lock().unwrap_or_else(PoisonError::into_inner));
+    if let Some(path) = &setup.catalog {
+        let _ = std::fs::remove_file(path);
+    }
+    if let Some(message) = setup.failure {
+        eprintln!("error: {message}");
+        return ExitCode::FAILURE;
+    }
     // The session has ended (its `join` said BYE to the consumer): the consumer's report.
     let taken = consumer
         .lock()

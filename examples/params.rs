@@ -225,6 +225,23 @@ fn main() -> ExitCode {
             );
             return ExitCode::FAILURE;
         }
+        // The schema is the same for every config and run: a flag that would change
+        // either is a mistake to say, not to ignore.
+        let ignored: Vec<&str> = [
+            (a.config.is_some(), "--config"),
+            (a.frames.is_some(), "--frames"),
+            (a.duration.is_some(), "--duration"),
+        ]
+        .into_iter()
+        .filter_map(|(given, flag)| given.then_some(flag))
+        .collect();
+        if !ignored.is_empty() {
+            eprintln!(
+                "error: InvalidArgument: --schema prints the parameter schema, which no {} changes; give it alone",
+                ignored.join(" or ")
+            );
+            return ExitCode::FAILURE;
+        }
         // A closed pipe (`--schema | head`) is ignored: the reader has what it wanted.
         let schema = holo_runtime::params::schema_json::<ResizeParams>();
         let _ = writeln!(std::io::stdout(), "{schema:#}");

@@ -240,3 +240,94 @@ fn params_takes_the_standard_flags() {
         "{schema}"
     );
 }
+
+/// `run` with OS-string arguments and extra environment.
+fn run_os(name: &str, args: &[&std::ffi::OsStr], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(binary(name));
+    cmd.args(args).env_remove("HOLO_REQUIRE_DEVICE");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("the example starts");
+    assert_ne!(
+        out.status.code(),
+        Some(101),
+        "{name} {args:?} panicked:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A path need not be UTF-8: `std::env::args` panicked on one (exit 101).
+#[test]
+fn a_path_that_is_not_utf8_is_an_error_not_a_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::OsStr::from_bytes(b"/nonexistent/\xff.toml");
+    let out = run_os("ipc_consumer", &[path], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).starts_with("error: "),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run_os(
+        "ipc_producer",
+        &[std::ffi::OsStr::new("--consume"), path],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("consumer: error: "),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// The producer could not write the catalog its consumer reads: it said so and exited 0.
+#[test]
+fn ipc_producer_fails_when_its_consumer_cannot_start() {
+    let out = run_os(
+        "ipc_producer",
+        &[std::ffi::OsStr::new("--frames"), std::ffi::OsStr::new("20")],
+        &[
+            ("TMPDIR", "/nonexistent/holo-dir"),
+            ("HOLO_DEVICE", "software"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("cannot write the endpoint catalog"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// `--schema` prints the same document whatever the run flags: giving one is refused.
+#[test]
+fn params_schema_refuses_the_run_flags_it_would_ignore() {
+    for flags in [
+        &["--schema", "--frames", "3"][..],
+        &["--schema", "--duration", "1"],
+    ] {
+        let out = run("params", flags);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}");
+        assert!(
+            text(&out.stderr).contains("--schema prints the parameter schema"),
+            "{}",
+            text(&out.stderr)
+        );
+        assert!(out.stdout.is_empty());
+    }
+}
+
+/// The client's stream is a holo backend's: the slot's last handle records its release
+/// on it again, so it must outlive the session. The example destroyed it when its time
+/// ran out, while the session still ran, and failed about one run in two with
+/// `InvalidArgument` ("not a live stream").
+#[test]
+fn device_array_handoff_ends_cleanly_when_its_time_runs_out() {
+    for _ in 0..6 {
+        let out = run("device_array_handoff", &["--duration", "0.1"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+}

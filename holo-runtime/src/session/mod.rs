@@ -539,10 +539,12 @@ impl RunSession {
         for p in &self.pools {
             let free = p.free_slots();
             if free != p.slot_count && leak.is_none() {
+                // Held by handles kept past the session (a subscriber's tensor, a
+                // DeviceArray, a publisher's loan): the caller's, not a fault of holo's.
                 leak = Some(Error::new(
-                    ErrorCode::Internal,
+                    ErrorCode::ResourceExhausted,
                     format!(
-                        "pool {} has {} of {} slots still held after teardown",
+                        "pool {} has {} of {} slots still held after teardown, by tensors, arrays or loans kept past the session: each returns its slot when it drops, and the pool is freed after the last",
                         p.name,
                         p.slot_count - free,
                         p.slot_count
