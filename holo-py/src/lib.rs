@@ -58,6 +58,12 @@ fn cuda() -> PyResult<Arc<dyn DeviceBackend>> {
     }
 }
 
+/// The source pool's slot: the largest frame (its `bounds`).
+const MAX_FRAME_BYTES: u64 = 1 << 20;
+
+/// The longest delay before a frame (a minute).
+const MAX_DELAY_MS: u64 = 60_000;
+
 /// Frame k: `delay` on the runtime stream, then every byte `k + 1` (mod 256).
 #[operator]
 struct Source {
@@ -126,6 +132,18 @@ impl FrameSource {
     #[new]
     #[pyo3(signature = (nbytes, delay_ms, frames = 8))]
     fn new(nbytes: u64, delay_ms: u64, frames: u64) -> PyResult<Self> {
+        // Checked here, naming the argument: past these the session would start and fail
+        // on its first frame, seen only as a `next()` that times out.
+        if !(1..=MAX_FRAME_BYTES).contains(&nbytes) {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "nbytes is {nbytes}: a frame is 1 to {MAX_FRAME_BYTES} bytes (the source pool's slot)"
+            )));
+        }
+        if delay_ms > MAX_DELAY_MS {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "delay_ms is {delay_ms}: at most {MAX_DELAY_MS} ms before each frame"
+            )));
+        }
         let device = cuda()?;
         let (tx, rx) = channel();
         let mut g = Graph::new();
@@ -303,6 +321,10 @@ impl HoloTensor {
 /// Imports `array` through `__dlpack__(stream=-1)`, refuses a read before the readiness
 /// contract (returns that error's code name), records `stream` as its readiness stream,
 /// and reads its first `nbytes` on a holo stream. Returns `(code, bytes)`.
+///
+/// `stream` is a raw `CUstream` (CuPy's `Stream.ptr`), live for the call: like DLPack's
+/// `stream` argument it cannot be checked before the driver sees it. `nbytes` past the
+/// array's size is `ValueError`.
 #[pyfunction]
 fn import_and_read(
     py: Python<'_>,
@@ -332,6 +354,14 @@ fn import_and_read(
     // SAFETY: an owned DLPack tensor handed over by its producer (CuPy).
     let tensor =
         unsafe { Tensor::from_dlpack_raw(managed, Some(&device)) }.map_err(|e| py_err(&e))?;
+    // Before the buffer is allocated: a huge `nbytes` panicked (capacity overflow) or
+    // aborted the interpreter (a failed allocation).
+    if nbytes > tensor.byte_size() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "nbytes is {nbytes}: the array holds {} bytes",
+            tensor.byte_size()
+        )));
+    }
     let holo_stream = device.create_stream().map_err(|e| py_err(&e))?;
     let mut bytes = vec![0_u8; nbytes];
     let refused = tensor
