@@ -897,3 +897,94 @@ fn a_slot_released_in_start_waits_for_its_release_event() {
     device.synchronize_stream(caller).unwrap();
     device.destroy_stream(caller).unwrap();
 }
+
+/// Fires on arrival at an optional input nothing feeds: never.
+#[operator(trigger = on_arrival(input))]
+struct NeverFires {
+    #[input(optional)]
+    input: Input<u64>,
+    fired: Arc<AtomicU64>,
+}
+
+impl Operator for NeverFires {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        self.fired.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Fires when any connected input has data: it has none connected.
+#[operator(trigger = any_input)]
+struct NeverFiresEither {
+    #[input(optional)]
+    input: Input<u64>,
+    fired: Arc<AtomicU64>,
+}
+
+impl Operator for NeverFiresEither {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        self.fired.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// An operator with no connected input counted as a pending source even when it can
+/// never fire, so `wait_idle` never saw the run end (it returned `false` at every
+/// timeout). It is done from the start now.
+#[test]
+fn an_operator_that_can_never_fire_does_not_keep_the_run_from_ending() {
+    let mut g = Graph::new();
+    let d = || ParamSet::defaults().unwrap();
+    let s = g
+        .add_operator(
+            "source",
+            Counter {
+                out: Output::default(),
+                n: 0,
+            },
+            d(),
+        )
+        .unwrap();
+    let k = g
+        .add_operator(
+            "sink",
+            Sink64 {
+                input: Input::default(),
+                started: Arc::default(),
+            },
+            d(),
+        )
+        .unwrap();
+    g.add_flow(s.out, k.input, ConnectionOptions::default());
+    let fired = Arc::new(AtomicU64::new(0));
+    g.add_operator(
+        "never",
+        NeverFires {
+            input: Input::default(),
+            fired: Arc::clone(&fired),
+        },
+        d(),
+    )
+    .unwrap();
+    g.add_operator(
+        "never_either",
+        NeverFiresEither {
+            input: Input::default(),
+            fired: Arc::clone(&fired),
+        },
+        d(),
+    )
+    .unwrap();
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(3)).unwrap();
+    assert!(session.wait_idle(Duration::from_secs(20)), "the run ends");
+    let report = session.join().unwrap();
+    assert_eq!(fired.load(Ordering::Relaxed), 0);
+    assert!(
+        report
+            .received
+            .iter()
+            .any(|(name, n)| name == "sink" && *n == 3),
+        "{report:?}"
+    );
+}

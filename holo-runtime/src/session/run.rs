@@ -1046,7 +1046,12 @@ pub(crate) fn start(
             } else {
                 None
             },
-            done: is_source && options.max_source_activations == Some(0),
+            // An operator that can never fire (an `on_arrival` input nothing feeds, an
+            // `any_input` trigger with no connected input) is done from the start: counted
+            // as a pending source, it kept `wait_idle` from ever seeing the run end.
+            done: (is_source && options.max_source_activations == Some(0))
+                || matches!(schedule, Schedule::Never)
+                || (matches!(schedule, Schedule::AnyInput) && connected_inputs.is_empty()),
             started: false,
             stalled_at: None,
             schedule,
