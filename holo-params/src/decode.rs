@@ -36,7 +36,8 @@ fn found(value: &Value, field: &FieldDescriptor) -> String {
     }
     match value {
         Value::Integer(i) => format!("{i}"),
-        Value::Float(f) => format!("{f}"),
+        // `{:?}`: `1e300`, not 301 digits; `NaN` and `inf` as Rust spells them.
+        Value::Float(f) => format!("{f:?}"),
         Value::Bool(b) => format!("{b}"),
         Value::String(s) => format!("{s:?}"),
         other => other.kind_name().to_owned(),
@@ -98,7 +99,9 @@ pub fn decode_integer(
     Ok(*i)
 }
 
-/// Decodes a float (an integer literal is accepted) and checks the field's bounds.
+/// Decodes a float (an integer literal is accepted) and checks the field's bounds. A
+/// parameter is a finite number: TOML's `nan` and `inf` are `OutOfBounds` for every float
+/// field, bounded or not (a NaN compares false with every bound and reached operators).
 pub fn decode_float(value: &Value, field: &FieldDescriptor, path: &FieldPath) -> Result<f64> {
     let f = match value {
         Value::Float(f) => *f,
@@ -109,6 +112,13 @@ pub fn decode_float(value: &Value, field: &FieldDescriptor, path: &FieldPath) ->
         Value::Integer(i) => *i as f64,
         other => return Err(wrong_type("a float", other, field, path)),
     };
+    if !f.is_finite() {
+        return Err(Error::param(
+            ParamErrorKind::OutOfBounds,
+            path.to_string(),
+            format!("expected a finite float, found {}", found(value, field)),
+        ));
+    }
     #[allow(
         clippy::cast_precision_loss,
         reason = "bounds are small integers written in the schema"

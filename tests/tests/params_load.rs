@@ -247,6 +247,20 @@ fn out_of_bounds_values_are_rejected() {
     );
 }
 
+/// A parameter is a finite number: `nan` and `inf` passed every unbounded float field.
+#[test]
+fn non_finite_floats_are_rejected() {
+    for (text, found) in [("nan", "NaN"), ("inf", "inf"), ("-inf", "-inf")] {
+        let err = load_err(&format!("{TOML}\n").replace("scale = 2.0", &format!("scale = {text}")));
+        assert_param_err(
+            &err,
+            ParamErrorKind::OutOfBounds,
+            "scale",
+            &format!("expected a finite float, found {found}"),
+        );
+    }
+}
+
 #[test]
 fn values_outside_the_enum_domain_are_rejected() {
     let err = load_err(
