@@ -988,3 +988,71 @@ fn an_operator_that_can_never_fire_does_not_keep_the_run_from_ending() {
         "{report:?}"
     );
 }
+
+/// Keeps the last device frame it received, on the producer's stream (a fused edge).
+#[operator]
+struct DeviceKeeper {
+    #[input(memory = device, dtype = u8, rank = 1)]
+    frames: Input<Tensor>,
+    kept: Arc<Mutex<Option<Tensor>>>,
+}
+
+impl Operator for DeviceKeeper {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.frames.receive() {
+            *self.kept.lock().unwrap() = Some(t);
+        }
+        Ok(())
+    }
+}
+
+/// A tensor of a fused edge has its readiness elided: a host wait or a copy from another
+/// stream records it lazily on the writer's stream. Kept past its session, that stream is
+/// destroyed: `synchronize_for_host` and `copy_to_host` failed with `InvalidArgument`
+/// ("not a live stream"), though the teardown had synchronized the stream and the bytes
+/// were complete. They work now, and `sdk_stream` names no dead stream.
+#[test]
+fn a_fused_tensor_kept_past_its_session_is_readable() {
+    let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+    let kept = Arc::new(Mutex::new(None));
+    let mut g = Graph::new();
+    let d = || ParamSet::defaults().unwrap();
+    let s = g.add_operator("src", DevSource::new(), d()).unwrap();
+    let k = g
+        .add_operator(
+            "keep",
+            DeviceKeeper {
+                frames: Input::default(),
+                kept: Arc::clone(&kept),
+            },
+            d(),
+        )
+        .unwrap();
+    g.add_flow(s.frames, k.frames, ConnectionOptions::default());
+    let mut options = CompileOptions::default();
+    options
+        .deployment
+        .bind_tensor_output_device("src", "frames", device.device_id());
+    let plan = compile(&g, options).unwrap();
+    assert!(plan.edges()[0].fusion.is_some(), "a fused edge");
+    let session = RunSession::start(
+        g,
+        &plan,
+        SessionOptions::frames(3).on_device(Arc::clone(&device)),
+    )
+    .unwrap();
+    assert!(session.wait_idle(Duration::from_secs(20)));
+    // The kept frame holds its slot: join says so.
+    let e = session.join().unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ResourceExhausted, "{e}");
+    let t = kept.lock().unwrap().take().expect("a kept frame");
+    assert_eq!(t.sdk_stream(), None, "the writer's stream is gone");
+    t.synchronize_for_host().unwrap_or_else(|e| panic!("{e}"));
+    let stream = device.create_stream().unwrap();
+    let mut bytes = [0u8; 64];
+    t.copy_to_host(&mut bytes, stream)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(bytes.iter().all(|&b| b == 7));
+    drop(t);
+    device.destroy_stream(stream).unwrap();
+}

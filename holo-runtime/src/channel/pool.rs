@@ -1458,6 +1458,12 @@ impl Pool {
 
     /// The stream `slot`'s loan was written on (`None`: written on the host).
     #[inline]
+    /// Whether the session that owns this pool synchronized its streams in its teardown
+    /// (they are gone: nothing may be recorded or waited on them).
+    pub(crate) fn session_quiesced(&self) -> bool {
+        self.device().is_some_and(|d| d.retirer.is_quiesced())
+    }
+
     pub(crate) fn writer_stream(&self, slot: u32) -> Option<StreamHandle> {
         match self.slots[slot as usize].writer.load(Ordering::Acquire) {
             0 => None,
@@ -1522,6 +1528,9 @@ impl Pool {
                 readiness::HOST => return Ok(None),
                 readiness::RECORDED => return Ok(Some((d.readiness[slot as usize], &d.backend))),
                 readiness::UNCONTRACTED => return Err(self.uncontracted(slot)),
+                // The session's teardown synchronized the writer's stream (and destroys
+                // it): the elided writes are complete, and there is nothing to record on.
+                readiness::ELIDED if d.retirer.is_quiesced() => return Ok(None),
                 readiness::ELIDED => {
                     if s.state
                         .compare_exchange(

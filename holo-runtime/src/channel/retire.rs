@@ -35,6 +35,11 @@ pub(crate) struct Retirer {
     /// slot released late (a tensor kept past its session) is returned by the releasing
     /// thread itself, recording nothing on the session's streams (see [`Self::enter`]).
     closed: AtomicBool,
+    /// Set by the teardown once its streams were synchronized: every write enqueued on
+    /// them has run, and they are about to be destroyed. A tensor kept past the session
+    /// whose readiness was elided (a fused edge) is complete then, and nothing may be
+    /// recorded on its writer's stream any more.
+    quiesced: AtomicBool,
     /// Slots announced ([`Self::enter`]) or handed to the worker, and not yet returned.
     outstanding: AtomicU64,
     error: Mutex<Option<Error>>,
@@ -50,6 +55,7 @@ impl Retirer {
             thread: OnceLock::new(),
             stop: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            quiesced: AtomicBool::new(false),
             outstanding: AtomicU64::new(0),
             error: Mutex::new(None),
             on_error: OnceLock::new(),
@@ -123,6 +129,16 @@ impl Retirer {
         // thread is about to record on (found by the loom model
         // `loom_teardown_waits_for_every_entered_slot`). Once per session.
         sync::fence(Ordering::SeqCst);
+    }
+
+    /// The teardown synchronized the session's streams (see the field).
+    pub(crate) fn mark_quiesced(&self) {
+        self.quiesced.store(true, Ordering::Release);
+    }
+
+    /// Whether the session's streams were synchronized by its teardown.
+    pub(crate) fn is_quiesced(&self) -> bool {
+        self.quiesced.load(Ordering::Acquire)
     }
 
     /// Hands a slot whose release events were just recorded to the worker. The caller

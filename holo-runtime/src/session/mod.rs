@@ -517,8 +517,9 @@ impl RunSession {
         while self.retirer.outstanding() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(200));
         }
-        if let Err(e) = self.streams.synchronize() {
-            self.shared.fail(e);
+        match self.streams.synchronize() {
+            Ok(()) => self.retirer.mark_quiesced(),
+            Err(e) => self.shared.fail(e),
         }
         // The servers' fence words are registered with the device until they drop: after
         // the streams that write them ran everything.

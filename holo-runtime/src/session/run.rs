@@ -1316,7 +1316,9 @@ impl Drop for Unwind<'_> {
         }
         // The start's error is what the caller reports; a stream that cannot be
         // synchronized leaves nothing better to do than free after the attempt.
-        let _ = self.streams.synchronize();
+        if self.streams.synchronize().is_ok() {
+            self.retirer.mark_quiesced();
+        }
         self.retirer.shutdown();
         if self.retirer.outstanding() == 0
             && let Some(t) = self.retire_thread.take()

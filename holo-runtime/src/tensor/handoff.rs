@@ -104,10 +104,12 @@ impl Tensor {
     /// The stream the tensor's producer wrote it on — the runtime's own stream, the seed's
     /// "SDK stream" — or `None` for bytes written on the host. Passing it to
     /// [`device_array`](Self::device_array) costs no device call: the caller's work then
-    /// shares the producer's stream.
+    /// shares the producer's stream. `None` too for a tensor kept past its session: the
+    /// session's streams are gone then (and its writes complete).
     pub fn sdk_stream(&self) -> Option<StreamOrQueue> {
         self.pool
             .device()
+            .filter(|_| !self.pool.session_quiesced())
             .and(self.pool.writer_stream(self.slot))
             .map(StreamOrQueue::Backend)
     }
