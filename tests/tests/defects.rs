@@ -1056,3 +1056,48 @@ fn a_fused_tensor_kept_past_its_session_is_readable() {
     drop(t);
     device.destroy_stream(stream).unwrap();
 }
+
+/// A stepped session owns its pools' private free lists on the stepping thread. Joined on
+/// another thread, the slots on that thread's private stack kept a count of their pool
+/// each, so the pool (its device memory, its events) was never freed, and `join` said
+/// nothing. The teardown gives them back from any thread now.
+#[test]
+fn a_stepped_session_joined_on_another_thread_frees_its_pools() {
+    let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+    let before = device.counters().snapshot();
+    let mut g = Graph::new();
+    let d = || ParamSet::defaults().unwrap();
+    let s = g.add_operator("src", DevSource::new(), d()).unwrap();
+    let k = g
+        .add_operator(
+            "sink",
+            DeviceKeeper {
+                frames: Input::default(),
+                kept: Arc::default(),
+            },
+            d(),
+        )
+        .unwrap();
+    g.add_flow(s.frames, k.frames, ConnectionOptions::default());
+    let mut options = CompileOptions::default();
+    options
+        .deployment
+        .bind_tensor_output_device("src", "frames", device.device_id());
+    let plan = compile(&g, options).unwrap();
+    let mut session = RunSession::start_stepped(
+        g,
+        &plan,
+        SessionOptions::frames(5).on_device(Arc::clone(&device)),
+    )
+    .unwrap();
+    for _ in 0..20 {
+        session.step().unwrap();
+    }
+    std::thread::spawn(move || session.join())
+        .join()
+        .unwrap()
+        .unwrap();
+    let calls = device.counters().snapshot() - before;
+    assert_eq!(calls.alloc, 1, "one pool");
+    assert_eq!(calls.free, 1, "the pool was freed");
+}

@@ -508,8 +508,15 @@ impl Stepped {
         Ok(ran)
     }
 
-    /// Gives the free lists back and unbinds the ports (before teardown).
+    /// Gives the free lists back and unbinds the ports (before teardown), on whichever
+    /// thread tears the session down: the stepping thread's private free slots are given
+    /// back from here too (they kept their pools from ever being freed when the session
+    /// was joined on another thread). That thread steps no more: its last step happens
+    /// before the teardown, which holds the session exclusively.
     pub(crate) fn finish(self) -> Vec<OpRuntime> {
+        for p in &self.adopted.0 {
+            p.give_back_free_list_for(self.thread);
+        }
         drop(self.adopted);
         self.partitions.into_iter().flatten().collect()
     }
