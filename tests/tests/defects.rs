@@ -1101,3 +1101,79 @@ fn a_stepped_session_joined_on_another_thread_frees_its_pools() {
     assert_eq!(calls.alloc, 1, "one pool");
     assert_eq!(calls.free, 1, "the pool was freed");
 }
+
+/// Receives every frame; after the last one, hands its input to a thread of its own that
+/// receives once `go` is set (a port used on another thread: `NotSupported`).
+#[operator]
+struct HandsItsInputAway {
+    input: Input<u64>,
+    seen: u64,
+    go: Arc<std::sync::atomic::AtomicBool>,
+    helper: Arc<Mutex<Option<std::thread::JoinHandle<bool>>>>,
+}
+
+impl Operator for HandsItsInputAway {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while self.input.receive().is_some() {
+            self.seen += 1;
+        }
+        if self.seen == 3 && self.helper.lock().unwrap().is_none() {
+            let mut input = std::mem::take(&mut self.input);
+            let go = Arc::clone(&self.go);
+            *self.helper.lock().unwrap() = Some(std::thread::spawn(move || {
+                while !go.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                input.receive().is_none()
+            }));
+        }
+        Ok(())
+    }
+}
+
+/// A port used on another thread records `NotSupported` for the session, which only an
+/// activation took: after the operator's last activation it was lost, and `join` said
+/// `Ok`. The operator's stop takes it now.
+#[test]
+fn a_port_used_on_another_thread_after_the_last_activation_fails_the_session() {
+    let go = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let helper = Arc::new(Mutex::new(None));
+    let mut g = Graph::new();
+    let d = || ParamSet::defaults().unwrap();
+    let s = g
+        .add_operator(
+            "source",
+            Counter {
+                out: Output::default(),
+                n: 0,
+            },
+            d(),
+        )
+        .unwrap();
+    let k = g
+        .add_operator(
+            "sink",
+            HandsItsInputAway {
+                input: Input::default(),
+                seen: 0,
+                go: Arc::clone(&go),
+                helper: Arc::clone(&helper),
+            },
+            d(),
+        )
+        .unwrap();
+    g.add_flow(s.out, k.input, ConnectionOptions::default());
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(3)).unwrap();
+    assert!(session.wait_idle(Duration::from_secs(20)));
+    go.store(true, Ordering::Release);
+    let handle = helper
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the input was handed away");
+    assert!(handle.join().unwrap(), "the foreign receive took nothing");
+    let e = session.join().unwrap_err();
+    assert_eq!(e.code(), ErrorCode::NotSupported, "{e}");
+    assert!(e.to_string().contains("sink"), "{e}");
+}

@@ -594,6 +594,12 @@ pub(crate) fn stop_operator(shared: &Shared, op: &mut OpRuntime) {
     };
     let result = catch_unwind(AssertUnwindSafe(|| op.op.stop(&mut ctx)));
     op.activation.unbind_thread();
+    // What a port call left on the activation outside any `compute` (a port used on
+    // another thread after the operator's last activation, a failed host wait in `stop`):
+    // only an activation took it before, so after the last one it was lost.
+    if let Some(e) = op.activation.take_failure() {
+        shared.fail(locate(e, &op.name));
+    }
     match result {
         Ok(Ok(())) => {}
         Ok(Err(e)) => shared.fail(locate(e, &op.name)),
