@@ -504,8 +504,8 @@ fn an_operator_error_stops_the_session_with_that_error_and_no_slot_leaks() {
     assert_eq!(err.code(), ErrorCode::NotFound);
     assert_eq!(err.message(), "calibration table missing");
     assert_eq!(err.location(), Some("operator \"faulty\""));
-    // join checks every pool is whole before it reports the operator's error; a leak
-    // would have been reported as Internal instead.
+    // join checks every pool is whole before it reports the operator's error; a slot
+    // still held would have been reported as ResourceExhausted instead.
 }
 
 #[test]
@@ -746,7 +746,7 @@ fn a_tensor_kept_past_the_session_stays_readable_and_the_join_reports_its_slot()
     let session = RunSession::start(g, &plan, frames(20)).unwrap();
     assert!(session.wait_idle(Duration::from_secs(20)));
     let err = session.join().unwrap_err();
-    assert_eq!(err.code(), ErrorCode::Internal);
+    assert_eq!(err.code(), ErrorCode::ResourceExhausted);
     assert!(
         err.message().contains("1 of") && err.message().contains("still held"),
         "{}",
