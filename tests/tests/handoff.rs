@@ -523,11 +523,14 @@ fn a_per_thread_stream_array_dropped_on_another_thread_records_on_the_legacy_str
 }
 
 #[test]
-fn a_per_thread_array_records_on_its_own_stream_there_and_on_the_legacy_stream_elsewhere() {
+fn a_per_thread_array_records_its_release_on_the_legacy_stream_wherever_it_drops() {
     // Which stream a per-thread default stream's release lands on (found by cargo-mutants,
-    // RELIABILITY.md: the test above counts one record, not where): the thread's own
-    // per-thread stream when the array drops there, CUDA's legacy default stream (ordered
-    // after every per-thread stream of the context) when it drops on another thread.
+    // RELIABILITY.md: the test above counts one record, not where): CUDA's legacy default
+    // stream, ordered after every per-thread stream of the context, wherever the array
+    // drops. Dropped on another thread, that thread's per-thread stream is not the
+    // caller's; and two threads' hand-offs of one tensor on their per-thread streams share
+    // one release position (the same handle value), whose last record must cover both
+    // (a read-only audit, 2026-12-05: it recorded on its own thread's stream there).
     // CUDA only: the software device has one default stream for all three.
     for device in test_backends() {
         if device.backend_kind() != BackendKind::Cuda {
@@ -564,13 +567,63 @@ fn a_per_thread_array_records_on_its_own_stream_there_and_on_the_legacy_stream_e
             } else {
                 drop(array);
             }
-            let want = if elsewhere { legacy } else { per_thread };
             assert_eq!(
                 *recorded.lock().unwrap(),
-                vec![want],
+                vec![legacy],
                 "dropped on another thread: {elsewhere}"
             );
         }
+        drop(t);
+        s.finish();
+    }
+}
+
+/// An array on CUDA's per-thread default stream names another stream on every thread: a
+/// copy enqueued there ran unordered after the tensor's writes, and a wait there could
+/// return before the copy wrote its destination (a host use-after-free from safe code).
+#[test]
+fn a_per_thread_array_is_copied_and_waited_on_only_on_its_own_thread() {
+    for device in test_backends() {
+        let s = start(&device, 1, Duration::ZERO);
+        let (k, t) = next(&s);
+        if refuses_cuda_default_streams(&device, &t) {
+            drop(t);
+            s.finish();
+            continue;
+        }
+        let array = t
+            .clone()
+            .into_device_array(CudaStreamPtr::PER_THREAD)
+            .unwrap();
+        let (copy, wait) = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    (
+                        array
+                            .copy_to_host_async(vec![0; 8])
+                            .map(|_| ())
+                            .unwrap_err(),
+                        array.synchronize_stream().unwrap_err(),
+                    )
+                })
+                .join()
+                .unwrap()
+        });
+        for e in [copy, wait] {
+            assert_eq!(e.code(), ErrorCode::NotSupported, "{}: {e}", name(&device));
+            assert!(
+                e.message()
+                    .contains("per-thread default stream of another thread")
+            );
+        }
+        // On its own thread both work.
+        let bytes = array
+            .copy_to_host_async(vec![0; 8])
+            .unwrap()
+            .synchronize_stream()
+            .unwrap();
+        assert_eq!(bytes, vec![expected(k); 8], "{}", name(&device));
+        drop(array);
         drop(t);
         s.finish();
     }

@@ -389,6 +389,7 @@ impl DeviceArray<'_> {
     /// `dst` is ordinary (pageable) memory: CUDA may stage such a copy, so for a copy that
     /// overlaps the host use pinned memory and [`Tensor::copy_to_host_async`].
     pub fn copy_to_host_async(&self, mut dst: Vec<u8>) -> Result<HostCopy<'_>> {
+        self.check_thread("copy_to_host_async")?;
         let n = dst.len();
         self.tensor.get().check_copy_len(n, "copy_to_host_async")?;
         let Some(d) = self.tensor.get().pool.device() else {
@@ -419,9 +420,26 @@ impl DeviceArray<'_> {
     /// Blocks the calling thread until everything enqueued on the array's stream has run
     /// (the one wait of the hand-off). Returns at once for host bytes.
     pub fn synchronize_stream(&self) -> Result<()> {
+        self.check_thread("synchronize_stream")?;
         match self.tensor.get().pool.device() {
             Some(d) => d.backend.synchronize_stream(self.device_stream()),
             None => Ok(()),
+        }
+    }
+
+    /// An array on CUDA's per-thread default stream names another stream on every thread:
+    /// enqueued or waited on from another thread than the one that made it, a copy would
+    /// run unordered after the tensor's writes, or a wait would return before the copy
+    /// wrote its destination. `NotSupported` there.
+    fn check_thread(&self, call: &str) -> Result<()> {
+        match self.adoption.as_ref().and_then(|a| a.per_thread) {
+            Some(owner) if owner != std::thread::current().id() => Err(Error::new(
+                ErrorCode::NotSupported,
+                format!(
+                    "{call} on a DeviceArray made on CUDA's per-thread default stream of another thread: the stream is that thread's; call it there, or hand off on a stream of your own"
+                ),
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -441,10 +459,13 @@ impl Drop for DeviceArray<'_> {
         let backend = tensor.pool.device().map(|d| &d.backend);
         if let (Some(a), Some(backend)) = (&self.adoption, backend) {
             let r = match a.per_thread {
-                // Another thread's per-thread default stream is not the one the caller
-                // used: CUDA's legacy default stream is ordered after every per-thread
-                // default stream of the context, so the release is recorded there.
-                Some(owner) if owner != std::thread::current().id() => backend
+                // A per-thread default stream is recorded on as CUDA's legacy default
+                // stream, which is ordered after every per-thread default stream of the
+                // context: dropped on another thread, the per-thread stream there is not
+                // the one the caller used; and hand-offs of one tensor on two threads'
+                // per-thread streams share one release position (the handle is the same
+                // value), whose last record must cover both threads' work.
+                Some(_) => backend
                     .adopt_stream(StreamOrQueue::Cuda(CudaStreamPtr::LEGACY))
                     .and_then(|legacy| {
                         let r = tensor.pool.record_release_at(
