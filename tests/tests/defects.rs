@@ -1177,3 +1177,62 @@ fn a_port_used_on_another_thread_after_the_last_activation_fails_the_session() {
     assert_eq!(e.code(), ErrorCode::NotSupported, "{e}");
     assert!(e.to_string().contains("sink"), "{e}");
 }
+
+/// A tensor kept past its session, handed to a caller's stream after the teardown: the
+/// array's release is recorded on that stream when it drops, behind the caller's work.
+/// The tensor's last handle then went back to the closed pool and freed its memory at
+/// once, under that work (it waited only for streams a user call had registered). It
+/// waits for every release event of the slot now.
+#[test]
+fn a_kept_tensors_pool_is_not_freed_under_a_callers_work() {
+    let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+    let kept = Arc::new(Mutex::new(None));
+    let mut g = Graph::new();
+    let d = || ParamSet::defaults().unwrap();
+    let s = g.add_operator("src", DevSource::new(), d()).unwrap();
+    let k = g
+        .add_operator(
+            "keep",
+            DeviceKeeper {
+                frames: Input::default(),
+                kept: Arc::clone(&kept),
+            },
+            d(),
+        )
+        .unwrap();
+    g.add_flow(s.frames, k.frames, ConnectionOptions::default());
+    let mut options = CompileOptions::default();
+    options
+        .deployment
+        .bind_tensor_output_device("src", "frames", device.device_id());
+    let plan = compile(&g, options).unwrap();
+    let session = RunSession::start(
+        g,
+        &plan,
+        SessionOptions::frames(3).on_device(Arc::clone(&device)),
+    )
+    .unwrap();
+    assert!(session.wait_idle(Duration::from_secs(20)));
+    let _ = session.join();
+    let t = kept.lock().unwrap().take().expect("a kept frame");
+    let caller = device.create_stream().unwrap();
+    let array = t.device_array(caller).unwrap();
+    device
+        .enqueue_delay(caller, Duration::from_millis(200))
+        .unwrap();
+    let mut dst = vec![0u8; 64];
+    // SAFETY: `dst` lives until the end of the test, after the caller's stream ran the
+    // copy (the release the tensor's drop waits for is recorded behind it).
+    unsafe {
+        device
+            .copy_to_host_async(dst.as_mut_ptr(), array.data_ptr(), 64, caller)
+            .unwrap();
+    }
+    drop(array);
+    drop(t);
+    // The pool is gone: the caller's copy ran before its memory was freed.
+    assert!(dst.iter().all(|&b| b == 7), "{:?}", &dst[..4]);
+    assert_eq!((device.counters().snapshot()).free, 1);
+    device.synchronize_stream(caller).unwrap();
+    device.destroy_stream(caller).unwrap();
+}

@@ -1302,9 +1302,11 @@ impl Pool {
     /// retirer (a tensor kept past `join`): the session's streams were synchronized then
     /// and may be destroyed now, so nothing is recorded on them; a stream a user call
     /// registered (`copy_to_host_async`, `synchronize_for_consumer_stream`) is the
-    /// caller's own, and the slot waits on the host for its release event (a cold path:
-    /// once per late release). Then the slot and its count go back without the worker —
-    /// the pool is freed once nothing else holds it.
+    /// caller's own: its release event is recorded there. Then the slot waits on the host
+    /// for every release event of the slot (a cold path: once per late release) — a
+    /// hand-off's (a `DeviceArray`, a DLPack capsule) was recorded on the caller's stream
+    /// when it ended, and the caller's work there may still run — and goes back without
+    /// the worker: the pool is freed once nothing else holds it, so not under that work.
     #[cold]
     #[inline(never)]
     fn release_after_teardown(this: &Arc<Pool>, d: &DeviceBacking, slot: u32) {
@@ -1312,14 +1314,18 @@ impl Pool {
         let base = slot as usize * d.release_capacity as usize;
         let sticky = s.release_sticky.load(Ordering::Acquire);
         let n = s.release_count.load(Ordering::Acquire) as usize;
-        for i in (0..n.min(CLEAN_BITS)).filter(|i| sticky & (1 << i) != 0) {
-            let stream =
-                StreamHandle::from_raw(d.release_streams[base + i].load(Ordering::Relaxed));
+        for i in 0..n.min(CLEAN_BITS) {
             let event = d.release_events[base + i];
-            // A failure here has no session left to report to; the slot goes back anyway.
-            if d.backend.record_event(event, stream).is_ok() {
-                let _ = d.backend.synchronize_event(event);
+            if sticky & (1 << i) != 0 {
+                let stream =
+                    StreamHandle::from_raw(d.release_streams[base + i].load(Ordering::Relaxed));
+                // A failure here has no session left to report to; the wait below covers
+                // the event's earlier recording at least.
+                let _ = d.backend.record_event(event, stream);
             }
+            // A session stream's event completed with the teardown's synchronization;
+            // an event never recorded completes at once.
+            let _ = d.backend.synchronize_event(event);
         }
         // SAFETY: the caller's handle carried the slot's count, which `park` takes over
         // (and drops, the pool being closed).
