@@ -1236,3 +1236,85 @@ fn a_kept_tensors_pool_is_not_freed_under_a_callers_work() {
     device.synchronize_stream(caller).unwrap();
     device.destroy_stream(caller).unwrap();
 }
+
+/// Abandons a device write of a pinned slot (a fill 100 ms away on its stream), then
+/// writes the next loan on the host; notes whether it got the same slot and what the
+/// host-written frame reads 150 ms later.
+#[operator]
+struct AbandonsAWrite {
+    #[output(storage = runtime_pool, memory = pinned, dtype = u8, rank = 1, bounds = 64, max_loans = 1)]
+    frames: Output<Tensor>,
+    seen: Arc<Mutex<Option<(bool, Vec<u8>)>>>,
+}
+
+impl Operator for AbandonsAWrite {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        if self.seen.lock().unwrap().is_some() {
+            return Ok(());
+        }
+        let device = Arc::clone(ctx.device().unwrap());
+        let req = TensorLoanRequest {
+            shape: &[64],
+            dtype: DType::U8,
+        };
+        let guard = self
+            .frames
+            .allocate_tensor(req)?
+            .write(ctx.cuda_stream()?)?;
+        let first = guard.device_ptr();
+        device.enqueue_delay(guard.stream(), Duration::from_millis(100))?;
+        // SAFETY: the slot is the guard's, 64 bytes.
+        unsafe { device.memset_async(first, 0xAA, 64, guard.stream())? };
+        drop(guard); // uncommitted: the fill is abandoned, still pending
+        let t = self
+            .frames
+            .allocate_tensor(req)?
+            .write_host_and_commit(|b| b.fill(0x11))?
+            .into_tensor();
+        let same = t.device_ptr() == first;
+        std::thread::sleep(Duration::from_millis(150));
+        *self.seen.lock().unwrap() = Some((same, t.data()?.to_vec()));
+        Ok(())
+    }
+}
+
+/// An uncommitted device write went back to its pool with its writes still pending: a
+/// host write of the slot's next loan was then overwritten by the abandoned fill. The
+/// guard waits for its stream when its writes could be overtaken (host-accessible memory,
+/// or another stream than the planned one).
+#[test]
+fn an_abandoned_device_write_does_not_land_on_the_slots_next_use() {
+    let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+    let seen = Arc::new(Mutex::new(None));
+    let mut g = Graph::new();
+    g.add_operator(
+        "w",
+        AbandonsAWrite {
+            frames: Output::default(),
+            seen: Arc::clone(&seen),
+        },
+        ParamSet::defaults().unwrap(),
+    )
+    .unwrap();
+    let mut options = CompileOptions::default();
+    options
+        .deployment
+        .bind_tensor_output_device("w", "frames", device.device_id());
+    let plan = compile(&g, options).unwrap();
+    let session = RunSession::start(
+        g,
+        &plan,
+        SessionOptions::frames(1).on_device(Arc::clone(&device)),
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while seen.lock().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "no frame");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    session.stop();
+    session.join().unwrap();
+    let (same, bytes) = seen.lock().unwrap().take().unwrap();
+    assert!(same, "the next loan got the abandoned slot");
+    assert!(bytes.iter().all(|&b| b == 0x11), "{:?}", &bytes[..4]);
+}

@@ -26,7 +26,7 @@ impl TensorOutputLoan {
         self.pool
             .set_writer(self.slot, OrderingDomain::caller(adopted));
         Ok(DeviceWriteGuard {
-            loan: self,
+            loan: std::mem::ManuallyDrop::new(self),
             stream: adopted,
         })
     }

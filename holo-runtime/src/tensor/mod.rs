@@ -160,7 +160,10 @@ impl TensorOutputLoan {
         // The operator's planned stream: the readiness is recorded there.
         self.pool
             .set_writer(self.slot, OrderingDomain::partition(stream));
-        Ok(DeviceWriteGuard { loan: self, stream })
+        Ok(DeviceWriteGuard {
+            loan: std::mem::ManuallyDrop::new(self),
+            stream,
+        })
     }
 
     /// Writes the slot on `stream` with `fill` (which enqueues work on the stream) and
@@ -244,7 +247,8 @@ impl TensorOutputLoan {
 #[must_use = "uncommitted writes are abandoned when the guard drops"]
 #[derive(Debug)]
 pub struct DeviceWriteGuard {
-    loan: TensorOutputLoan,
+    /// Dropped by the guard's Drop, unless abandoned writes withhold the slot.
+    loan: std::mem::ManuallyDrop<TensorOutputLoan>,
     stream: StreamHandle,
 }
 
@@ -276,11 +280,59 @@ impl DeviceWriteGuard {
     /// record, no flush, no host wait — or, on an edge the plan proved fused onto this
     /// same stream, records nothing.
     pub fn commit(self) -> Result<CommittedTensor> {
-        let loan = self.loan;
-        let elide = loan.pool.loan_streams().fused == Some(self.stream);
-        loan.pool
-            .commit(loan.slot, OrderingDomain::partition(self.stream), elide)?;
+        let mut this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is not used again and its Drop is suppressed: the loan moves out
+        // once.
+        let loan = unsafe { std::mem::ManuallyDrop::take(&mut this.loan) };
+        let stream = this.stream;
+        let elide = loan.pool.loan_streams().fused == Some(stream);
+        if let Err(e) = loan
+            .pool
+            .commit(loan.slot, OrderingDomain::partition(stream), elide)
+        {
+            if !abandon_writes(&loan, stream) {
+                std::mem::forget(loan);
+            }
+            return Err(e);
+        }
         Ok(CommittedTensor(loan.into_tensor()))
+    }
+}
+
+impl Drop for DeviceWriteGuard {
+    /// Uncommitted: the writes enqueued on the stream are abandoned, and the slot goes
+    /// back to its pool.
+    fn drop(&mut self) {
+        if abandon_writes(&self.loan, self.stream) {
+            // SAFETY: dropped once, here; not used afterwards.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.loan) };
+        }
+    }
+}
+
+/// A device write of `loan` on `stream` ends uncommitted (the guard dropped, a fill or
+/// the commit failed): the slot goes back to its pool with the writes maybe still
+/// pending. Its next write on the same planned stream is ordered after them in a device
+/// pool. Anything else could overtake them — a host write of a pinned or managed slot,
+/// a publisher's write on another stream — so the stream is waited for first (a cold
+/// path). Returns whether the slot may go back: a stream that cannot be waited on
+/// withholds it (the caller leaks the loan) rather than return it under the writes.
+#[cold]
+fn abandon_writes(loan: &TensorOutputLoan, stream: StreamHandle) -> bool {
+    let pool = &loan.pool;
+    if pool.loan_streams().planned == Some(stream) && !pool.kind.is_host_accessible() {
+        return true;
+    }
+    match pool.device() {
+        Some(d) if d.backend.synchronize_stream(stream).is_err() => {
+            crate::trace::event!(
+                warn,
+                pool = pool.location,
+                "abandoned writes on a stream that cannot be waited on: the slot is withheld"
+            );
+            false
+        }
+        _ => true,
     }
 }
 

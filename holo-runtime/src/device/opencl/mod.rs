@@ -468,11 +468,20 @@ impl DeviceBackend for OpenClDevice {
     fn synchronize_event(&self, event: EventHandle) -> Result<()> {
         let live = self.live();
         let slot = Self::event_slot(&live, event)?;
-        let latest = *slot.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        let latest = {
+            let guard = slot.latest.lock().unwrap_or_else(PoisonError::into_inner);
+            let latest = *guard;
+            if latest != 0 {
+                // A reference of its own, taken while the slot still holds its: a
+                // concurrent record releases the slot's reference under this lock, so
+                // retained after the lock the marker could be freed already.
+                let marker: cl_event = ffi::handle(latest as u64);
+                check("clRetainEvent", cl!(self.lib, clRetainEvent(marker)))?;
+            }
+            latest
+        };
         if latest != 0 {
             let marker: cl_event = ffi::handle(latest as u64);
-            // A reference of its own: a concurrent record may release the slot's.
-            check("clRetainEvent", cl!(self.lib, clRetainEvent(marker)))?;
             let waited = check(
                 "clWaitForEvents",
                 cl!(self.lib, clWaitForEvents(1, &raw const marker)),
