@@ -1237,6 +1237,9 @@ fn a_kept_tensors_pool_is_not_freed_under_a_callers_work() {
     device.destroy_stream(caller).unwrap();
 }
 
+/// Whether the next loan got the abandoned slot, and what its host-written frame read.
+type Abandoned = Arc<Mutex<Option<(bool, Vec<u8>)>>>;
+
 /// Abandons a device write of a pinned slot (a fill 100 ms away on its stream), then
 /// writes the next loan on the host; notes whether it got the same slot and what the
 /// host-written frame reads 150 ms later.
@@ -1244,7 +1247,7 @@ fn a_kept_tensors_pool_is_not_freed_under_a_callers_work() {
 struct AbandonsAWrite {
     #[output(storage = runtime_pool, memory = pinned, dtype = u8, rank = 1, bounds = 64, max_loans = 1)]
     frames: Output<Tensor>,
-    seen: Arc<Mutex<Option<(bool, Vec<u8>)>>>,
+    seen: Abandoned,
 }
 
 impl Operator for AbandonsAWrite {
