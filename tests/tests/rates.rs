@@ -1060,3 +1060,37 @@ fn reuse_last_returns_the_last_sample_once_per_activation() {
         assert_eq!((*a, *b), (Some(7), None), "{got:?}");
     }
 }
+
+/// A clock slower than one tick in 584 years: its period does not fit 64 bits of
+/// nanoseconds, which the session ticks in.
+#[operator(trigger = clock(rate = holo_runtime::Rate::new(1, 20_000_000_000)))]
+struct GlacialClock {
+    out: Output<u64>,
+}
+
+impl Operator for GlacialClock {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// It compiled, and every `RunSession::start` then refused the plan ("no usable period").
+#[test]
+fn a_clock_whose_period_does_not_fit_64_bits_of_nanoseconds_is_invalid() {
+    let mut g = Graph::new();
+    g.add_operator(
+        "glacial",
+        GlacialClock {
+            out: Output::default(),
+        },
+        ParamSet::defaults().unwrap(),
+    )
+    .unwrap();
+    let d = compile(&g, CompileOptions::default()).unwrap_err();
+    assert_eq!(d.codes(), vec![codes::RATE_INVALID], "{d}");
+    assert_eq!(d.items[0].operator.as_deref(), Some("glacial"));
+    assert!(
+        d.items[0].message.contains("past 64 bits of nanoseconds"),
+        "{d}"
+    );
+}

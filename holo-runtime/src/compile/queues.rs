@@ -180,6 +180,23 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
         if let Trigger::Clock(expr) = &node.trigger
             && let Some((a, _, _)) = pass.resolve(o, NO_PORT, expr, "clock rate")
         {
+            // The session ticks in whole nanoseconds of 64 bits: a period past that (a
+            // clock slower than one tick in 584 years) compiled and then failed at start.
+            let period_ns = (a.recip() * num_rational::Ratio::from_integer(1_000_000_000i128))
+                .ceil()
+                .to_integer();
+            if u64::try_from(period_ns).is_err() {
+                pass.report(
+                    codes::RATE_INVALID,
+                    o,
+                    None,
+                    format!(
+                        "the clock rate {} Hz has a period of {period_ns} ns, past 64 bits of nanoseconds (584 years)",
+                        crate::spec::rates::exact_ratio(&a)
+                    ),
+                    "give a clock rate the pipeline can tick at",
+                );
+            }
             res.clocks[o as usize] = Some(a);
         }
         let facts = graph.port_facts_of(o as usize);
