@@ -828,6 +828,35 @@ fn cuda_pools_need_a_bound_device_and_one_operator_uses_one_device() {
     assert!(d.has(codes::PLACEMENT_UNKNOWN_BINDING));
 }
 
+/// Two subgraphs bound to two devices, no operator spanning both: it compiled, and no
+/// session could start the plan (one session drives one device).
+#[test]
+fn a_plan_on_two_devices_is_a_placement_conflict() {
+    let mut g = Graph::new();
+    for name in ["left", "right"] {
+        g.add_operator(
+            name,
+            CudaSource {
+                frames: Output::default(),
+            },
+            no_params(),
+        )
+        .unwrap();
+    }
+    let mut options = CompileOptions::default();
+    options
+        .deployment
+        .bind_tensor_output_device("left", "frames", 0)
+        .bind_tensor_output_device("right", "frames", 1);
+    let d = compile(&g, options).unwrap_err();
+    let d = only(&d, codes::PLACEMENT_DEVICE_CONFLICT);
+    assert_eq!(d.operator, None);
+    assert_eq!(
+        d.message,
+        "the plan places work on cuda:0 and cuda:1: one session drives one device"
+    );
+}
+
 #[operator]
 struct Huge {
     #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = u64::MAX / 2 + 1)]

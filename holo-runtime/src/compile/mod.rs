@@ -441,6 +441,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
     binding::host_waits(&mut edges, &allocations, &placed);
     let topics = topics::records(&work, &resolved, &placed, &allocations);
     topics::check_across_processes(&mut work, &topics);
+    one_device(&mut work, &placed, &allocations);
     if !work.diagnostics.is_empty() {
         return Err(Diagnostics {
             items: work.diagnostics,
@@ -551,6 +552,43 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
     plan.warnings
         .sort_by(|a, b| (a.code.name(), &a.message).cmp(&(b.code.name(), &b.message)));
     Ok(plan)
+}
+
+/// A session drives one device (`RunSession::start` refuses a plan with work on another):
+/// work placed on two — unconnected subgraphs bound to `cuda:0` and `cuda:1`, say —
+/// compiled, and then no session could start it. `PLACEMENT_DEVICE_CONFLICT`.
+fn one_device(
+    work: &mut Work<'_>,
+    placed: &placement::Placed,
+    allocations: &[crate::plan::TensorAllocationPlanRecord],
+) {
+    let mut used: Vec<crate::device::DeviceId> = placed
+        .device_of
+        .iter()
+        .flatten()
+        .copied()
+        .chain(placed.streams.iter().map(|s| s.device))
+        .chain(allocations.iter().filter_map(|a| a.device))
+        .collect();
+    used.sort_unstable();
+    used.dedup();
+    // An operator whose own tensors span two devices was reported already, by name.
+    let reported = work
+        .diagnostics
+        .iter()
+        .any(|d| d.code == codes::PLACEMENT_DEVICE_CONFLICT);
+    if used.len() > 1 && !reported {
+        work.diagnostics.push(
+            Diagnostic::error(
+                codes::PLACEMENT_DEVICE_CONFLICT,
+                format!(
+                    "the plan places work on {}: one session drives one device",
+                    used.iter().map(ToString::to_string).collect::<Vec<_>>().join(" and ")
+                ),
+            )
+            .hint("bind every device output of the graph to one device, or run one session per device"),
+        );
+    }
 }
 
 fn edge_records(
