@@ -1094,3 +1094,64 @@ fn a_clock_whose_period_does_not_fit_64_bits_of_nanoseconds_is_invalid() {
         "{d}"
     );
 }
+
+/// Expects its input's rate from `live_hz`, which the compiler may not read (neither
+/// `compile_time` nor `recompile_required`).
+#[operator(params = SrcParams, trigger = clock(hz = 30))]
+struct LivePoll {
+    #[input(expected_rate = parameter_rate(param_ref!(SrcParams::live_hz)))]
+    values: Input<u64>,
+}
+
+impl Operator for LivePoll {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while self.values.receive().is_some() {}
+        Ok(())
+    }
+}
+
+/// An expected rate is a fallback; fed by an upstream that declares its rate, it was not
+/// resolved as the input's rate, but it was read for the plan's record: an unreadable
+/// parameter's value reached `expected_rate_hz` in the plan's JSON (its operator's
+/// parameters are redacted there). It is refused as any unreadable rate parameter is.
+#[test]
+fn an_unreadable_expected_rate_is_refused_even_behind_a_declared_upstream_rate() {
+    let mut g = Graph::new();
+    let s = add(
+        &mut g,
+        "imu",
+        Fixed {
+            out: Output::default(),
+        },
+    );
+    let p = g
+        .add_operator(
+            "poll",
+            LivePoll {
+                values: Input::default(),
+            },
+            src_params(60),
+        )
+        .unwrap();
+    g.add_flow(s.out, p.values, ConnectionOptions::default());
+    let d = compile(&g, CompileOptions::default()).unwrap_err();
+    assert_eq!(d.codes(), vec![codes::RATE_UNREADABLE_PARAMETER], "{d}");
+    assert_eq!(d.items[0].port.as_deref(), Some("values"));
+    assert_eq!(d.items[0].field_path.as_deref(), Some("live_hz"));
+    // Unconnected, the expected rate is the input's rate: reported once.
+    let mut g = Graph::new();
+    g.add_operator(
+        "poll",
+        LivePoll {
+            values: Input::default(),
+        },
+        src_params(60),
+    )
+    .unwrap();
+    let d = compile(&g, CompileOptions::default()).unwrap_err();
+    assert_eq!(
+        d.with_code(codes::RATE_UNREADABLE_PARAMETER).count(),
+        1,
+        "{d}"
+    );
+}

@@ -239,12 +239,28 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
                         None,
                     ),
                 };
-                let expected = port
-                    .and_then(|port| port.temporal.expected_rate.as_ref())
-                    .and_then(|e| {
-                        let params = graph.operators[o as usize].params.as_ref();
-                        e.resolve(params).0.ratio()
-                    });
+                let expected = port.and_then(|port| {
+                    let e = port.temporal.expected_rate.as_ref()?;
+                    if e.dependency()
+                        .is_some_and(|dep| !dep.descriptor.is_compile_readable())
+                    {
+                        // Not read, so not shown in the plan (it is redacted from the
+                        // operator's parameters): reported, unless resolving it as the
+                        // input's rate did already.
+                        let name = pass.op_name(o);
+                        let reported = pass.work.diagnostics.iter().any(|d| {
+                            d.code == codes::RATE_UNREADABLE_PARAMETER
+                                && d.operator.as_deref() == Some(name.as_str())
+                                && d.port.as_deref() == Some(port.name)
+                        });
+                        if !reported {
+                            let _ = pass.resolve(o, port.name, e, "expected rate");
+                        }
+                        return None;
+                    }
+                    let params = graph.operators[o as usize].params.as_ref();
+                    e.resolve(params).0.ratio()
+                });
                 res.records.push(PortRateRecord {
                     operator: o,
                     operator_name: pass.op_name(o),
