@@ -274,6 +274,37 @@ fn an_import_without_a_contract_is_refused_by_every_stream_consumer() {
     }
 }
 
+/// A refused hand-off of an uncontracted import registered its stream as a release stream
+/// first: each fresh stream took one of the slot's release positions for good, and after
+/// as many refusals as the cap, the import could not be handed off at all, even once its
+/// readiness contract was set. A refused hand-off registers nothing now.
+#[test]
+fn a_refused_hand_off_takes_no_release_position() {
+    for device in backends() {
+        let foreign = device.create_stream().unwrap();
+        let (d, deleted) = foreign_device_bytes(&device, 64, foreign, Duration::ZERO);
+        let t = Tensor::from_dlpack(d, Some(&device)).unwrap();
+        let streams: Vec<_> = (0..12).map(|_| device.create_stream().unwrap()).collect();
+        for &s in &streams {
+            let e = t.device_array(s).map(|_| ()).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::ProtocolError, "{}: {e}", name(&device));
+        }
+        assert_eq!(t.release_stream_count(), 0, "{}", name(&device));
+        t.set_readiness_stream(foreign).unwrap();
+        let consumer = device.create_stream().unwrap();
+        drop(
+            t.device_array(consumer)
+                .unwrap_or_else(|e| panic!("{}: {e}", name(&device))),
+        );
+        drop(t);
+        assert!(wait_for(&deleted, 1));
+        for s in streams.into_iter().chain([foreign, consumer]) {
+            device.synchronize_stream(s).unwrap();
+            device.destroy_stream(s).unwrap();
+        }
+    }
+}
+
 #[test]
 fn set_readiness_stream_orders_a_consumer_behind_a_delayed_foreign_producer() {
     for device in backends() {

@@ -255,22 +255,22 @@ impl Tensor {
     /// (nothing of the caller's was ordered yet).
     #[inline]
     fn order_on(&self, stream: StreamHandle, wait: bool, mark_clean: bool) -> Result<Holder> {
+        // The readiness first: a tensor that cannot be ordered (a foreign one without its
+        // readiness contract) is refused before its slot registers the stream, which
+        // would take one of the slot's few release positions for good.
+        let ready = if wait {
+            self.pool.readiness_event(self.slot)?
+        } else {
+            None
+        };
         // A stream whose releases are marked clean is a caller's raw stream: only
         // hand-offs use its position.
         let position = self.pool.enter_borrowed(self.slot, stream, mark_clean)?;
-        let waited = if wait {
-            match self.pool.readiness_event(self.slot) {
-                // SAFETY: the readiness event is the pool's, live while this handle
-                // keeps the pool; `stream` is adopted by the caller of `order_on` until
-                // the array drops.
-                Ok(Some((event, backend))) => unsafe {
-                    backend.wait_event_unchecked(stream, event)
-                },
-                Ok(None) => Ok(()),
-                Err(error) => Err(error),
-            }
-        } else {
-            Ok(())
+        let waited = match ready {
+            // SAFETY: the readiness event is the pool's, live while this handle keeps the
+            // pool; `stream` is adopted by the caller of `order_on` until the array drops.
+            Some((event, backend)) => unsafe { backend.wait_event_unchecked(stream, event) },
+            None => Ok(()),
         };
         if let Err(error) = waited {
             // A failed record leaves the position unclean; the last handle then records it.
