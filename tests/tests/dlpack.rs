@@ -117,6 +117,17 @@ fn a_host_round_trip_keeps_shape_dtype_and_bytes() {
     }
 }
 
+/// A shape whose byte count overflows is `ArithmeticOverflow`, as a loan's is; a rank
+/// past 8 `InvalidArgument` (both were `InvalidArgument`, one message for the two).
+#[test]
+fn a_host_vec_of_an_overflowing_or_too_deep_shape_says_which() {
+    let e = Tensor::from_host_vec(&[u64::MAX, 2], DType::F32, Vec::new()).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ArithmeticOverflow, "{e}");
+    let e = Tensor::from_host_vec(&[1; 9], DType::U8, vec![0]).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+    assert!(e.message().contains("9 extents"), "{e}");
+}
+
 #[test]
 fn a_legacy_only_consumer_is_refused_with_not_supported() {
     let t = Tensor::from_host_vec(&[4], DType::U8, vec![1, 2, 3, 4]).unwrap();

@@ -427,10 +427,20 @@ impl Tensor {
     /// `storage = pass_through` output). `bytes.len()` must equal the shape's byte size.
     pub fn from_host_vec(shape: &[u64], dtype: DType, bytes: Vec<u8>) -> Result<Tensor> {
         let meta = meta_for(shape, dtype).ok_or_else(|| {
-            Error::new(
-                ErrorCode::InvalidArgument,
-                "the shape has more than 8 extents or overflows",
-            )
+            if shape.len() > MAX_TENSOR_RANK as usize {
+                Error::new(
+                    ErrorCode::InvalidArgument,
+                    format!(
+                        "the shape {shape:?} has {} extents; a tensor has at most {MAX_TENSOR_RANK}",
+                        shape.len()
+                    ),
+                )
+            } else {
+                Error::new(
+                    ErrorCode::ArithmeticOverflow,
+                    format!("the shape {shape:?} of {dtype} overflows a byte count"),
+                )
+            }
         })?;
         if meta.byte_size != bytes.len() {
             return Err(Error::new(
