@@ -83,8 +83,13 @@ pub(super) fn cl_error(call: &'static str, status: cl_int) -> Error {
         // CL_DEVICE_NOT_FOUND, CL_DEVICE_NOT_AVAILABLE, CL_PLATFORM_NOT_FOUND_KHR, and the
         // loader's own failures.
         -1 | -2 | -1001 | -2000 | -2001 => ErrorCode::DeviceUnavailable,
-        // The CL_INVALID_* range.
-        -72..=-30 => ErrorCode::InvalidArgument,
+        // The CL_INVALID_* range, and what a caller's own objects can cause:
+        // CL_MEM_COPY_OVERLAP, CL_IMAGE_FORMAT_NOT_SUPPORTED, CL_MISALIGNED_SUB_BUFFER_OFFSET
+        // (a caller's sub-buffer wrapped with `Tensor::from_cl_mem`).
+        -72..=-30 | -8 | -10 | -13 => ErrorCode::InvalidArgument,
+        // CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST: work the call waited on failed
+        // (a device fault earlier on the queue), not a fault of holo's.
+        -14 => ErrorCode::DeviceUnavailable,
         _ => ErrorCode::Internal,
     };
     Error::new(
@@ -228,6 +233,12 @@ mod tests {
         assert_eq!(cl_error("clX", -36).code(), ErrorCode::InvalidArgument);
         assert_eq!(cl_error("clX", -2001).code(), ErrorCode::DeviceUnavailable);
         assert_eq!(cl_error("clX", -9999).code(), ErrorCode::Internal);
+        // A caller's misaligned sub-buffer, overlapping copy or image format: theirs, not
+        // holo's (they were `Internal`); a failed earlier event: the device's.
+        for status in [-13, -8, -10] {
+            assert_eq!(cl_error("clX", status).code(), ErrorCode::InvalidArgument);
+        }
+        assert_eq!(cl_error("clX", -14).code(), ErrorCode::DeviceUnavailable);
         assert_eq!(
             cl_error("clEnqueueMarkerWithWaitList", -36).message(),
             "clEnqueueMarkerWithWaitList failed: CL_INVALID_COMMAND_QUEUE (-36)"
