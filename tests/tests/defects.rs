@@ -209,6 +209,20 @@ fn an_absurd_queue_depth_is_a_compile_diagnostic() {
     );
 }
 
+/// Adds a `source` counting 1, 2, 3, … and its flow into `input`.
+fn counted(g: &mut Graph, input: holo_runtime::InPort<u64>) {
+    let s = g
+        .add_operator_with_defaults(
+            "source",
+            Counter {
+                out: Output::default(),
+                n: 0,
+            },
+        )
+        .unwrap();
+    g.add_flow(s.out, input, ConnectionOptions::default());
+}
+
 /// How many messages [`Historian`] retains: a deployment parameter.
 #[derive(Clone, Debug, holo_runtime::ParamSchema)]
 #[param(schema = "holo.tests.Historian", version = 1)]
@@ -239,16 +253,6 @@ impl Operator for Historian {
 fn an_absurd_history_from_a_parameter_is_a_compile_diagnostic() {
     let build = |history: &str| {
         let mut g = Graph::new();
-        let s = g
-            .add_operator(
-                "source",
-                Counter {
-                    out: Output::default(),
-                    n: 0,
-                },
-                ParamSet::defaults().unwrap(),
-            )
-            .unwrap();
         let k = g
             .add_operator(
                 "historian",
@@ -258,7 +262,7 @@ fn an_absurd_history_from_a_parameter_is_a_compile_diagnostic() {
                 ParamSet::from_toml_str(&format!("history = {history}")).unwrap(),
             )
             .unwrap();
-        g.add_flow(s.out, k.input, ConnectionOptions::default());
+        counted(&mut g, k.input);
         g
     };
     let e = compile(&build("4294967295"), CompileOptions::default()).unwrap_err();
@@ -811,6 +815,31 @@ fn a_port_handle_of_another_graph_is_a_diagnostic_not_a_panic() {
     assert!(e.to_string().contains("both ports"), "{e}");
 }
 
+/// A session of the one operator `op` (named `name`), its output `port` bound to
+/// `device`, running `frames` frames: its plan and the session.
+fn one_operator_on<O: Operator>(
+    device: &Arc<dyn DeviceBackend>,
+    name: &str,
+    op: O,
+    port: &str,
+    frames: u64,
+) -> (holo_runtime::plan::ExecutionPlan, RunSession) {
+    let mut g = Graph::new();
+    g.add_operator_with_defaults(name, op).unwrap();
+    let mut options = CompileOptions::default();
+    options
+        .deployment
+        .bind_tensor_output_device(name, port, device.device_id());
+    let plan = compile(&g, options).unwrap();
+    let session = RunSession::start(
+        g,
+        &plan,
+        SessionOptions::frames(frames).on_device(Arc::clone(device)),
+    )
+    .unwrap();
+    (plan, session)
+}
+
 /// In `start`, releases a device slot that a caller's stream still reads: the stream is
 /// delayed 300 ms, waits on the slot's readiness and records its release there.
 #[operator]
@@ -855,29 +884,18 @@ impl Operator for EarlyRelease {
 fn a_slot_released_in_start_waits_for_its_release_event() {
     let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
     let caller = Arc::new(Mutex::new(None));
-    let mut g = Graph::new();
-    g.add_operator(
+    let started = std::time::Instant::now();
+    let (plan, session) = one_operator_on(
+        &device,
         "early",
         EarlyRelease {
             out: Output::default(),
             caller: Arc::clone(&caller),
         },
-        ParamSet::defaults().unwrap(),
-    )
-    .unwrap();
-    let mut options = CompileOptions::default();
-    options
-        .deployment
-        .bind_tensor_output_device("early", "out", device.device_id());
-    let plan = compile(&g, options).unwrap();
+        "out",
+        0,
+    );
     let slots = plan.tensor_allocation("early.out").unwrap().slot_count;
-    let started = std::time::Instant::now();
-    let session = RunSession::start(
-        g,
-        &plan,
-        SessionOptions::frames(0).on_device(Arc::clone(&device)),
-    )
-    .unwrap();
     let free = session.pool_free_slots("early.out").unwrap();
     if started.elapsed() < Duration::from_millis(250) {
         assert_eq!(free, slots - 1, "the slot waits for the caller's release");
@@ -935,16 +953,6 @@ impl Operator for NeverFiresEither {
 fn an_operator_that_can_never_fire_does_not_keep_the_run_from_ending() {
     let mut g = Graph::new();
     let d = || ParamSet::defaults().unwrap();
-    let s = g
-        .add_operator(
-            "source",
-            Counter {
-                out: Output::default(),
-                n: 0,
-            },
-            d(),
-        )
-        .unwrap();
     let k = g
         .add_operator(
             "sink",
@@ -955,7 +963,7 @@ fn an_operator_that_can_never_fire_does_not_keep_the_run_from_ending() {
             d(),
         )
         .unwrap();
-    g.add_flow(s.out, k.input, ConnectionOptions::default());
+    counted(&mut g, k.input);
     let fired = Arc::new(AtomicU64::new(0));
     g.add_operator(
         "never",
@@ -1006,14 +1014,15 @@ impl Operator for DeviceKeeper {
     }
 }
 
-/// A tensor of a fused edge has its readiness elided: a host wait or a copy from another
-/// stream records it lazily on the writer's stream. Kept past its session, that stream is
-/// destroyed: `synchronize_for_host` and `copy_to_host` failed with `InvalidArgument`
-/// ("not a live stream"), though the teardown had synchronized the stream and the bytes
-/// were complete. They work now, and `sdk_stream` names no dead stream.
-#[test]
-fn a_fused_tensor_kept_past_its_session_is_readable() {
-    let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+/// `src` (device frames of 7s, bound to `device`) → `keep`, which keeps the last frame it
+/// received in the returned slot: the graph and its plan.
+fn keeper_graph(
+    device: &Arc<dyn DeviceBackend>,
+) -> (
+    Graph,
+    holo_runtime::plan::ExecutionPlan,
+    Arc<Mutex<Option<Tensor>>>,
+) {
     let kept = Arc::new(Mutex::new(None));
     let mut g = Graph::new();
     let d = || ParamSet::defaults().unwrap();
@@ -1034,6 +1043,18 @@ fn a_fused_tensor_kept_past_its_session_is_readable() {
         .deployment
         .bind_tensor_output_device("src", "frames", device.device_id());
     let plan = compile(&g, options).unwrap();
+    (g, plan, kept)
+}
+
+/// A tensor of a fused edge has its readiness elided: a host wait or a copy from another
+/// stream records it lazily on the writer's stream. Kept past its session, that stream is
+/// destroyed: `synchronize_for_host` and `copy_to_host` failed with `InvalidArgument`
+/// ("not a live stream"), though the teardown had synchronized the stream and the bytes
+/// were complete. They work now, and `sdk_stream` names no dead stream.
+#[test]
+fn a_fused_tensor_kept_past_its_session_is_readable() {
+    let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+    let (g, plan, kept) = keeper_graph(&device);
     assert!(plan.edges()[0].fusion.is_some(), "a fused edge");
     let session = RunSession::start(
         g,
@@ -1065,25 +1086,7 @@ fn a_fused_tensor_kept_past_its_session_is_readable() {
 fn a_stepped_session_joined_on_another_thread_frees_its_pools() {
     let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
     let before = device.counters().snapshot();
-    let mut g = Graph::new();
-    let d = || ParamSet::defaults().unwrap();
-    let s = g.add_operator("src", DevSource::new(), d()).unwrap();
-    let k = g
-        .add_operator(
-            "sink",
-            DeviceKeeper {
-                frames: Input::default(),
-                kept: Arc::default(),
-            },
-            d(),
-        )
-        .unwrap();
-    g.add_flow(s.frames, k.frames, ConnectionOptions::default());
-    let mut options = CompileOptions::default();
-    options
-        .deployment
-        .bind_tensor_output_device("src", "frames", device.device_id());
-    let plan = compile(&g, options).unwrap();
+    let (g, plan, _) = keeper_graph(&device);
     let mut session = RunSession::start_stepped(
         g,
         &plan,
@@ -1140,16 +1143,6 @@ fn a_port_used_on_another_thread_after_the_last_activation_fails_the_session() {
     let helper = Arc::new(Mutex::new(None));
     let mut g = Graph::new();
     let d = || ParamSet::defaults().unwrap();
-    let s = g
-        .add_operator(
-            "source",
-            Counter {
-                out: Output::default(),
-                n: 0,
-            },
-            d(),
-        )
-        .unwrap();
     let k = g
         .add_operator(
             "sink",
@@ -1162,7 +1155,7 @@ fn a_port_used_on_another_thread_after_the_last_activation_fails_the_session() {
             d(),
         )
         .unwrap();
-    g.add_flow(s.out, k.input, ConnectionOptions::default());
+    counted(&mut g, k.input);
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let session = RunSession::start(g, &plan, SessionOptions::frames(3)).unwrap();
     assert!(session.wait_idle(Duration::from_secs(20)));
@@ -1186,26 +1179,7 @@ fn a_port_used_on_another_thread_after_the_last_activation_fails_the_session() {
 #[test]
 fn a_kept_tensors_pool_is_not_freed_under_a_callers_work() {
     let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
-    let kept = Arc::new(Mutex::new(None));
-    let mut g = Graph::new();
-    let d = || ParamSet::defaults().unwrap();
-    let s = g.add_operator("src", DevSource::new(), d()).unwrap();
-    let k = g
-        .add_operator(
-            "keep",
-            DeviceKeeper {
-                frames: Input::default(),
-                kept: Arc::clone(&kept),
-            },
-            d(),
-        )
-        .unwrap();
-    g.add_flow(s.frames, k.frames, ConnectionOptions::default());
-    let mut options = CompileOptions::default();
-    options
-        .deployment
-        .bind_tensor_output_device("src", "frames", device.device_id());
-    let plan = compile(&g, options).unwrap();
+    let (g, plan, kept) = keeper_graph(&device);
     let session = RunSession::start(
         g,
         &plan,
@@ -1289,27 +1263,16 @@ impl Operator for AbandonsAWrite {
 fn an_abandoned_device_write_does_not_land_on_the_slots_next_use() {
     let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
     let seen = Arc::new(Mutex::new(None));
-    let mut g = Graph::new();
-    g.add_operator(
+    let (_, session) = one_operator_on(
+        &device,
         "w",
         AbandonsAWrite {
             frames: Output::default(),
             seen: Arc::clone(&seen),
         },
-        ParamSet::defaults().unwrap(),
-    )
-    .unwrap();
-    let mut options = CompileOptions::default();
-    options
-        .deployment
-        .bind_tensor_output_device("w", "frames", device.device_id());
-    let plan = compile(&g, options).unwrap();
-    let session = RunSession::start(
-        g,
-        &plan,
-        SessionOptions::frames(1).on_device(Arc::clone(&device)),
-    )
-    .unwrap();
+        "frames",
+        1,
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while seen.lock().unwrap().is_none() {
         assert!(std::time::Instant::now() < deadline, "no frame");
