@@ -407,6 +407,81 @@ fn an_undeclared_forward_of_a_pool_tensor_is_a_protocol_error() {
     assert!(got.lock().unwrap().is_empty());
 }
 
+/// Forwards what it receives through an output with a pool of its own that declares
+/// `f32` tensors of rank 2.
+#[operator]
+struct PooledRelay {
+    input: Input<Tensor>,
+    #[output(storage = runtime_pool, memory = host, dtype = f32, rank = 2, bounds = 64, forwards = input)]
+    out: Output<Tensor>,
+}
+
+impl Operator for PooledRelay {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.input.receive() {
+            self.out.emit(t, EmitOptions::default())?;
+        }
+        Ok(())
+    }
+}
+
+/// Wants host `f32` tensors of rank 2.
+#[operator]
+struct F32Sink {
+    #[input(memory = host, dtype = f32, rank = 2)]
+    frames: Input<Tensor>,
+    got: Arc<Mutex<Vec<(DType, u32)>>>,
+}
+
+impl Operator for F32Sink {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.frames.receive() {
+            self.got.lock().unwrap().push((t.dtype(), t.rank()));
+        }
+        Ok(())
+    }
+}
+
+/// An output with a pool of its own was checked against its consumers at compile by what
+/// it declares; the received tensors it forwards (here `u8` of rank 1) are another pool's
+/// and reached an `f32` rank-2 consumer unchecked. They are checked on emit, as a
+/// pass-through output's are.
+#[test]
+fn a_forwarded_tensor_is_checked_against_the_consumer_even_through_a_pooled_output() {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::new();
+    let s = g.add_operator_with_defaults("src", source()).unwrap();
+    let f = g
+        .add_operator_with_defaults(
+            "relay",
+            PooledRelay {
+                input: Input::default(),
+                out: Output::default(),
+            },
+        )
+        .unwrap();
+    let k = g
+        .add_operator_with_defaults(
+            "sink",
+            F32Sink {
+                frames: Input::default(),
+                got: Arc::clone(&got),
+            },
+        )
+        .unwrap();
+    g.add_flow(s.frames, f.input, ConnectionOptions::default());
+    g.add_flow(f.out, k.frames, ConnectionOptions::default());
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(1)).unwrap();
+    let _ = session.wait_idle(Duration::from_secs(20));
+    let err = session
+        .join()
+        .expect_err("the forwarded u8 tensor is refused");
+    assert_eq!(err.code(), ErrorCode::ProtocolError, "{err}");
+    assert!(err.to_string().contains("TensorInputSpec"), "{err}");
+    assert!(got.lock().unwrap().is_empty(), "{:?}", got.lock().unwrap());
+}
+
 /// Forwarded terms are counted with checked arithmetic: a fan-out whose forwarded queues
 /// add up past `u32::MAX` is `POOL_CAPACITY_OVERFLOW` on the origin pool, not a wrap.
 #[test]

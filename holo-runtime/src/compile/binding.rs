@@ -44,11 +44,12 @@ pub(crate) fn edge_contract(
     let ops = &work.graph.operators;
     let producer = &ops[fo as usize].ports[fp as usize].decl;
     let consumer = &ops[to as usize].ports[tp as usize].decl;
-    // A pool output was checked against its consumers' requirements here; a pass-through
-    // output's values are checked on emit.
+    // A pool output's own tensors were checked against its consumers' requirements here; a
+    // pass-through output's values, and the received tensors an output forwards (of
+    // another pool, whatever its own declares), are checked on emit.
     let emit_check = match (producer, consumer) {
         (PortDecl::TensorOutput(d), PortDecl::TensorInput(req))
-            if d.storage == TensorOutputStorage::PassThrough
+            if (d.storage == TensorOutputStorage::PassThrough || d.forwards.is_some())
                 && *req != TensorInputSpec::default() =>
         {
             Some((*req).into())
