@@ -12,7 +12,7 @@ echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_cl
 status=0
 # fork and worker_placement: the session's teardown in a fork and the workers' CPU set,
 # on CUDA (the child must make no driver call); run when the bundle holds them.
-for n in stream_contract holo_runtime handoff defects device_hot_path_no_alloc fork worker_placement; do
+for n in stream_contract holo_runtime handoff defects dlpack device_hot_path_no_alloc fork worker_placement; do
   for b in .gpu/bin/$n-*; do
     [ -e "$b" ] || { echo "test $n: not in the bundle"; continue; }
     timeout 180 "$b" --test-threads=1 > "$out/$n.log" 2>&1; rc=$?
