@@ -1284,3 +1284,62 @@ fn an_abandoned_device_write_does_not_land_on_the_slots_next_use() {
     assert!(same, "the next loan got the abandoned slot");
     assert!(bytes.iter().all(|&b| b == 0x11), "{:?}", &bytes[..4]);
 }
+
+/// Loans two `f32` frames of its pool at once and notes their addresses.
+#[operator]
+struct OddBound {
+    #[output(storage = runtime_pool, memory = host, dtype = f32, rank = 1, bounds = 1002, max_loans = 2)]
+    out: Output<Tensor>,
+    addresses: Arc<Mutex<Vec<usize>>>,
+}
+
+impl Operator for OddBound {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let req = TensorLoanRequest {
+            shape: &[250],
+            dtype: DType::F32,
+        };
+        let mut a = self.out.allocate_tensor(req)?.write_host()?;
+        let mut b = self.out.allocate_tensor(req)?.write_host()?;
+        self.addresses.lock().unwrap().extend([
+            a.as_mut_slice().as_ptr() as usize,
+            b.as_mut_slice().as_ptr() as usize,
+        ]);
+        ctx.request_stop();
+        Ok(())
+    }
+}
+
+/// Slots are `per_slot_bytes` apart: a bound of 1002 bytes for `f32` put every other slot
+/// at an address no `f32` may start at (a kernel's typed loads fault). The bound is
+/// rounded up to the dtype's size, and the derivation says so.
+#[test]
+fn a_slot_bound_is_aligned_to_its_dtype() {
+    let addresses = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::new();
+    g.add_operator_with_defaults(
+        "odd",
+        OddBound {
+            out: Output::default(),
+            addresses: Arc::clone(&addresses),
+        },
+    )
+    .unwrap();
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    assert_eq!(
+        plan.tensor_allocation("odd.out").unwrap().per_slot_bytes,
+        1004
+    );
+    assert_eq!(
+        plan.tensor_byte_span_derivations()[0].expression,
+        "align(tensor_bounds(1002), 4)"
+    );
+    let session = RunSession::start(g, &plan, SessionOptions::frames(1)).unwrap();
+    let _ = session.wait_idle(Duration::from_secs(20));
+    session.join().unwrap();
+    let addresses = addresses.lock().unwrap();
+    assert_eq!(addresses.len(), 2);
+    for a in addresses.iter() {
+        assert_eq!(a % 4, 0, "{a:#x} is no f32 address");
+    }
+}

@@ -424,6 +424,30 @@ pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
                     .hint("give `bounds = N` or a `byte_span = ...` expression"),
                 );
             }
+            // Slots are `per_slot_bytes` apart: a bound that is no multiple of the declared
+            // dtype's size left every other slot misaligned for it (`f32` slots 1002 bytes
+            // apart: a kernel's typed loads fault, CUDA_ERROR_MISALIGNED_ADDRESS). It is
+            // rounded up to one, as the derivation shows; no tensor of the dtype fits the
+            // bound but not the rounded one, but for the elements the padding adds.
+            if let (Some(bytes), Some(dtype)) = (out.per_slot_bytes, out.dtype) {
+                let size = dtype.size_bytes();
+                if size > 1 && bytes % size != 0 {
+                    if let Some(aligned) = bytes.checked_next_multiple_of(size) {
+                        out.per_slot_bytes = Some(aligned);
+                        out.expression = format!("align({}, {size})", out.expression);
+                    } else {
+                        work.diagnostics.push(
+                            Diagnostic::error(
+                                codes::PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW,
+                                format!("the slot bound {bytes}, aligned to {dtype}, overflows"),
+                            )
+                            .operator(&op.name)
+                            .port(port.name),
+                        );
+                        out.per_slot_bytes = None;
+                    }
+                }
+            }
             // A derivation that failed already reported why; don't report it twice.
             if decl.storage == TensorOutputStorage::RuntimePool
                 && out.memory_kind.is_none()
