@@ -49,7 +49,7 @@
 /// | `dtype = u8 \| … \| f64` | the element type |
 /// | `rank = N` | the exact rank, 1 to [`MAX_TENSOR_RANK`](crate::spec::MAX_TENSOR_RANK) |
 /// | `max_rank = N` | the largest rank a loan may request (default: `rank`, else [`MAX_TENSOR_RANK`](crate::spec::MAX_TENSOR_RANK)) |
-/// | `bounds = EXPR` | a hard per-slot byte cap, fixed when the program is built: a `u64` const expression (`4096`, `FRAME_BYTES`, `64 * 1024`) that rustc evaluates; zero rejects every loan. Slots sized from a parameter are a `byte_span` |
+/// | `bounds = EXPR` | a hard per-slot byte cap, fixed when the program is built: a `u64` const expression (`4096`, `FRAME_BYTES`, `64 * 1024`) that rustc evaluates; zero rejects every loan. Slots sized from a parameter are a `byte_span`. With a declared `dtype`, a cap (or span) that is no multiple of its size is rounded up to one, so every slot starts aligned for it |
 /// | `byte_span = EXPR` | a per-slot byte span resolved when the plan is compiled (below) |
 /// | `max_loans = N` | loans the producer may hold at once (default 1) |
 /// | `nominal_rate = EXPR` | the output's declared rate (`Rate::hz(60)`, `parameter_rate(…)`) |
