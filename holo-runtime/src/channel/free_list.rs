@@ -149,20 +149,6 @@ impl FreeList {
                 .compare_exchange(NO_OWNER, token(), Ordering::Acquire, Ordering::Relaxed);
     }
 
-    /// Takes over from the owner whose token is `from` and gives its private slots back:
-    /// for an owner known to touch the list no more, its last use ordered before this
-    /// call (a stepped session's thread, which stepped under the lock its session's
-    /// teardown takes on another thread). A no-op if `from` is not the owner.
-    pub(crate) fn give_back_for(&self, from: usize) {
-        if self
-            .owner
-            .compare_exchange(from, token(), Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
-            self.give_back();
-        }
-    }
-
     /// The owner gives its private slots back to the shared queue and stops being the
     /// owner. A no-op on any other thread.
     pub(crate) fn give_back(&self) {

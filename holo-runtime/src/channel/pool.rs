@@ -1446,12 +1446,6 @@ impl Pool {
         self.free.give_back();
     }
 
-    /// Gives back the private free slots of the owner whose token is `from`, from any
-    /// thread: see [`FreeList::give_back_for`].
-    pub(crate) fn give_back_free_list_for(&self, from: usize) {
-        self.free.give_back_for(from);
-    }
-
     /// Slots currently free.
     pub(crate) fn free_slots(&self) -> u32 {
         u32::try_from(self.free.len()).unwrap_or(u32::MAX)

@@ -476,8 +476,17 @@ impl Stepped {
         for signal in &shared.signals {
             signal.register();
         }
+        let adopted = Adopted::take(shared, partitions.iter().flatten(), "the stepping thread");
+        // The free lists are claimed for the length of each step only (`step`): between
+        // steps the caller's thread may end, or the session move to another thread and be
+        // joined there, and a private stack left owned by a thread that no longer runs
+        // kept a count of its pool each (never freed), or passed to an unrelated thread
+        // that reused the dead thread's token.
+        for p in &adopted.0 {
+            p.give_back_free_list();
+        }
         Stepped {
-            adopted: Adopted::take(shared, partitions.iter().flatten(), "the stepping thread"),
+            adopted,
             fresh: vec![UNSET; partitions.len()],
             partitions,
             thread: crate::channel::free_list::token(),
@@ -492,12 +501,18 @@ impl Stepped {
                 "a stepped session is stepped on the thread that started it",
             ));
         }
+        for p in &self.adopted.0 {
+            p.claim_free_list();
+        }
         let mut ran = 0;
         for (k, ops) in self.partitions.iter_mut().enumerate() {
             if shared.stop.load(Ordering::Acquire) {
                 break;
             }
             ran += scan(shared, &shared.signals[k], ops, &mut self.fresh[k]);
+        }
+        for p in &self.adopted.0 {
+            p.give_back_free_list();
         }
         if shared.stop.load(Ordering::Acquire) {
             return Err(Error::new(
@@ -508,15 +523,9 @@ impl Stepped {
         Ok(ran)
     }
 
-    /// Gives the free lists back and unbinds the ports (before teardown), on whichever
-    /// thread tears the session down: the stepping thread's private free slots are given
-    /// back from here too (they kept their pools from ever being freed when the session
-    /// was joined on another thread). That thread steps no more: its last step happens
-    /// before the teardown, which holds the session exclusively.
+    /// Unbinds the ports (before teardown), on whichever thread tears the session down
+    /// (each step gave its free lists back already).
     pub(crate) fn finish(self) -> Vec<OpRuntime> {
-        for p in &self.adopted.0 {
-            p.give_back_free_list_for(self.thread);
-        }
         drop(self.adopted);
         self.partitions.into_iter().flatten().collect()
     }
