@@ -482,6 +482,87 @@ fn a_forwarded_tensor_is_checked_against_the_consumer_even_through_a_pooled_outp
     assert!(got.lock().unwrap().is_empty(), "{:?}", got.lock().unwrap());
 }
 
+/// Per input, the first emit's result.
+type FirstEmits = Arc<Mutex<Vec<(&'static str, Option<ErrorCode>)>>>;
+
+/// Declares that it forwards `a`, and forwards what `b` receives too: the first emit of
+/// each is noted.
+#[operator]
+struct Pick {
+    a: Input<Tensor>,
+    b: Input<Tensor>,
+    #[output(forwards = a)]
+    out: Output<Tensor>,
+    codes: FirstEmits,
+}
+
+impl Operator for Pick {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        for (name, t) in [("a", self.a.receive()), ("b", self.b.receive())] {
+            let Some(t) = t else { continue };
+            // No wait for room: the sink may run on this thread. The refusal of `b`'s
+            // comes before the room check; `a`'s first emit finds the queue empty.
+            let code = self
+                .out
+                .emit(t, EmitOptions::default())
+                .err()
+                .map(|e| e.code());
+            let mut codes = self.codes.lock().unwrap();
+            if !codes.iter().any(|(n, _)| *n == name) {
+                codes.push((name, code));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `forwards = a` sizes `a`'s origin pool for the queues and holds after the output; a
+/// tensor of `b`'s was emitted all the same, held downstream where no pool counted it,
+/// until `b`'s source found its pool empty with every queue legal. It is refused now.
+#[test]
+fn a_tensor_of_another_inputs_pool_is_refused_by_a_forwarding_output() {
+    let codes = Arc::new(Mutex::new(Vec::new()));
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::new();
+    let cam_a = g.add_operator_with_defaults("cam_a", source()).unwrap();
+    let cam_b = g.add_operator_with_defaults("cam_b", source()).unwrap();
+    let pick = g
+        .add_operator_with_defaults(
+            "pick",
+            Pick {
+                a: Input::default(),
+                b: Input::default(),
+                out: Output::default(),
+                codes: Arc::clone(&codes),
+            },
+        )
+        .unwrap();
+    let sink = g
+        .add_operator_with_defaults(
+            "sink",
+            SlowSink {
+                frames: Input::default(),
+                got: Arc::clone(&got),
+            },
+        )
+        .unwrap();
+    g.add_flow(cam_a.frames, pick.a, ConnectionOptions::default());
+    g.add_flow(cam_b.frames, pick.b, ConnectionOptions::default());
+    g.add_flow(pick.out, sink.frames, ConnectionOptions::default());
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::frames(2)).unwrap();
+    assert!(session.wait_idle(Duration::from_secs(20)));
+    session.stop();
+    let _ = session.join();
+    let mut codes = codes.lock().unwrap().clone();
+    codes.sort_unstable();
+    assert_eq!(
+        codes,
+        vec![("a", None), ("b", Some(ErrorCode::ProtocolError))],
+        "a's tensors pass, b's are refused"
+    );
+}
+
 /// Forwarded terms are counted with checked arithmetic: a fan-out whose forwarded queues
 /// add up past `u32::MAX` is `POOL_CAPACITY_OVERFLOW` on the origin pool, not a wrap.
 #[test]

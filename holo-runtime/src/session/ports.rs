@@ -430,6 +430,10 @@ struct OutputBinding<T> {
     boundary: Option<Arc<Pool>>,
     /// The operator's planned stream (the boundary copy's).
     stream: Option<StreamHandle>,
+    /// An output that forwards an input: the pools sized for what follows it. A runtime
+    /// pool's tensor of another (one another input received) is refused: no pool counts
+    /// this output's queues and holds for it. Empty: nothing to check.
+    forward_origins: Box<[Arc<Pool>]>,
 }
 
 /// One subscriber seat of the topic an output exports: its queue, and whether a
@@ -571,6 +575,17 @@ fn undeclared_forward(location: &'static str, origin: &'static str) -> Error {
 }
 
 #[cold]
+fn unsized_forward(location: &'static str, origin: &'static str) -> Error {
+    Error::new(
+        ErrorCode::ProtocolError,
+        format!(
+            "the output forwards one input, and this tensor is of the runtime pool of {origin}, which that input does not receive from: no pool is sized for the queues and holds after this output for it (emit the forwarded input's tensors, or forward from the input that received this one); nothing was published"
+        ),
+    )
+    .at(location)
+}
+
+#[cold]
 fn not_in_served_pool(location: &'static str) -> Error {
     Error::new(
         ErrorCode::ProtocolError,
@@ -630,6 +645,13 @@ impl<T: Clone + Send + 'static> Output<T> {
             && let Some(origin) = t.foreign_pool(b.pool.as_ref())
         {
             return Err(Refused::new(value, undeclared_forward(b.location, origin)));
+        }
+        if !b.forward_origins.is_empty()
+            && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
+            && let Some(origin) = t.foreign_pool(b.pool.as_ref())
+            && !b.forward_origins.iter().any(|p| t.in_pool(p))
+        {
+            return Err(Refused::new(value, unsized_forward(b.location, origin)));
         }
         if !b.requirements.is_empty()
             && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
@@ -818,6 +840,9 @@ pub struct PortBinder<'a> {
     /// Per port: the boundary pool of the topic a pass-through output exports across
     /// processes.
     pub(crate) boundaries: &'a [Option<Arc<Pool>>],
+    /// Per port: for an output that forwards an input (`forwards = input`), the pools the
+    /// plan sized for its downstream queues and holds (`slot_terms.forwarded_through`).
+    pub(crate) forward_origins: &'a [Vec<Arc<Pool>>],
 }
 
 impl PortBinder<'_> {
@@ -966,6 +991,12 @@ impl PortBinder<'_> {
             seats,
             boundary,
             stream: self.stream,
+            forward_origins: self
+                .forward_origins
+                .get(i)
+                .cloned()
+                .unwrap_or_default()
+                .into(),
         });
         Ok(())
     }

@@ -951,6 +951,28 @@ pub(crate) fn start(
                 *b = Some(Arc::clone(&**pool));
             }
         }
+        // A forwarding output's origin pools: those the plan sized for what follows it.
+        let forward_origins: Vec<Vec<Arc<Pool>>> = rec
+            .ports
+            .iter()
+            .map(|p| {
+                if p.forwards.is_none() {
+                    return Vec::new();
+                }
+                let through = format!("{}.{}", rec.name, p.name);
+                plan.tensor_allocations()
+                    .iter()
+                    .zip(&pools)
+                    .filter(|(a, _)| {
+                        a.slot_terms
+                            .forwarded_through
+                            .iter()
+                            .any(|t| t.through == through)
+                    })
+                    .map(|(_, pool)| Arc::clone(&**pool))
+                    .collect()
+            })
+            .collect();
         let requirements = std::mem::take(&mut requirements_of[i]);
         let mut op =
             instance.ok_or_else(|| Error::new(ErrorCode::Internal, "operator instance missing"))?;
@@ -966,6 +988,7 @@ pub(crate) fn start(
             stream: streams.of_operator(plan, i),
             seats: &seats_of[i],
             boundaries: &boundaries,
+            forward_origins: &forward_origins,
         };
         op.bind(&mut binder).map_err(|e| locate(e, &rec.name))?;
         let connected_inputs = &erased_in[i];
