@@ -79,8 +79,11 @@
 /// naming a field that is not an `Input<Tensor>` of the operator is a compile error on that
 /// name. An output without it that emits a tensor of another operator's pool is refused
 /// on emit with `ProtocolError` naming the port and the pool: that pool was not sized for
-/// it. Tensors a pass-through output makes itself (`Tensor::from_host_vec`) need no
-/// declaration.
+/// it. So is a tensor that an output declaring `forwards = frames` emits from a pool
+/// `frames` does not receive from (one another input received), and, for an output with
+/// a pool of its own, a forwarded tensor that does not meet a consumer's declared
+/// memory kind, dtype or rank. Tensors a pass-through output makes itself
+/// (`Tensor::from_host_vec`) need no declaration.
 ///
 /// Byte-span expressions see, in scope: `tensor_byte_span(n)`,
 /// `parameter_contiguous_byte_span(param_ref!(P::shape))` (the shape's product times the
