@@ -497,11 +497,8 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
                 },
                 clock_hz: clock.map(crate::spec::rates::exact_ratio),
                 clock_exact: clock.copied(),
-                clock_period_ns: clock.and_then(|c| {
-                    let ns =
-                        (c.recip() * num_rational::Ratio::from_integer(1_000_000_000i128)).ceil();
-                    u64::try_from(*ns.numer()).ok()
-                }),
+                clock_period_ns: clock
+                    .and_then(|c| u64::try_from(crate::spec::rates::clock_period_ns(c)).ok()),
                 clock_parameter: match &op.trigger {
                     crate::spec::Trigger::Clock(rate) => rate.dependency().map(|d| d.path.clone()),
                     _ => None,

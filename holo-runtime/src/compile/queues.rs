@@ -182,9 +182,7 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
         {
             // The session ticks in whole nanoseconds of 64 bits: a period past that (a
             // clock slower than one tick in 584 years) compiled and then failed at start.
-            let period_ns = (a.recip() * num_rational::Ratio::from_integer(1_000_000_000i128))
-                .ceil()
-                .to_integer();
+            let period_ns = crate::spec::rates::clock_period_ns(&a);
             if u64::try_from(period_ns).is_err() {
                 pass.report(
                     codes::RATE_INVALID,

@@ -468,7 +468,7 @@ fn cross_boundary<T: 'static>(
     let Some(t) = (value as &dyn Any).downcast_ref::<Tensor>() else {
         return Ok(None);
     };
-    if t.pool_name() == Some(pool.name.as_str()) {
+    if t.in_pool(pool) {
         return Ok(None);
     }
     let mut copy = Some(t.copy_across_boundary(pool, stream)?);

@@ -134,6 +134,14 @@ pub(crate) fn exact(n: i128, d: i128) -> String {
     }
 }
 
+/// The period of a clock of `rate` hertz in whole nanoseconds, rounded up (a positive
+/// rate: the session ticks in these).
+pub(crate) fn clock_period_ns(rate: &Ratio<i128>) -> i128 {
+    (rate.recip() * Ratio::from_integer(1_000_000_000))
+        .ceil()
+        .to_integer()
+}
+
 /// `n` or `n/d` for a `Ratio`.
 pub(crate) fn exact_ratio(r: &Ratio<i128>) -> String {
     exact(*r.numer(), *r.denom())

@@ -809,8 +809,7 @@ impl Tensor {
     #[inline]
     pub(crate) fn foreign_pool(&self, own: Option<&Arc<Pool>>) -> Option<&'static str> {
         let pool: &Arc<Pool> = &self.pool;
-        (!pool.pass_through && own.is_none_or(|own| !Arc::ptr_eq(own, pool)))
-            .then_some(pool.location)
+        (!pool.pass_through && own.is_none_or(|own| !self.in_pool(own))).then_some(pool.location)
     }
 
     /// The stream contract's producer half, applied when the runtime publishes this
