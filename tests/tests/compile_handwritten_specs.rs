@@ -1,20 +1,20 @@
 //! Diagnostics that `#[operator]` makes unreachable (rustc rejects the same mistakes), but
 //! that `compile` still enforces for an operator whose `OperatorPorts` is written by hand
 //! (a generator, a binding from another language): a runtime pool with no bound, one with
-//! no memory kind, a parameter-contiguous span with no dtype, and a flow between two
-//! ports of the wrong directions.
+//! no memory kind, a parameter-contiguous span with no dtype, zero loans, a zero burst or
+//! window, and a flow between two ports of the wrong directions.
 
 use holo_runtime::__private::{
     OperatorId, OperatorSpec, PortBinder, PortDirection, PortPayload, PortSpec, TensorInputSpec,
     TensorOutputSpec, TensorOutputStorage, TensorRepresentation,
 };
-use holo_runtime::Trigger;
 use holo_runtime::spec::PortTemporalSpec;
 use holo_runtime::{
     CompileOptions, ConnectionOptions, ExecutionContext, Graph, InPort, MemoryKind, NoParams,
     Operator, OperatorPorts, OutPort, ParamSchema, ParamSet, Result, Tensor, codes, compile,
     param_ref, parameter_contiguous_byte_span,
 };
+use holo_runtime::{InputMode, Trigger};
 
 #[derive(Clone, Debug, ParamSchema)]
 #[param(schema = "test.HandParams", version = 1)]
@@ -30,6 +30,9 @@ enum Flavor {
     NoMemoryKind,
     NoDtype,
     Ports,
+    ZeroLoans,
+    ZeroBurst,
+    ZeroWindow,
 }
 
 struct Hand<const F: u8>;
@@ -39,6 +42,9 @@ const fn flavor(f: u8) -> Flavor {
         0 => Flavor::NoBound,
         1 => Flavor::NoMemoryKind,
         2 => Flavor::NoDtype,
+        4 => Flavor::ZeroLoans,
+        5 => Flavor::ZeroBurst,
+        6 => Flavor::ZeroWindow,
         _ => Flavor::Ports,
     }
 }
@@ -85,8 +91,22 @@ impl<const F: u8> OperatorPorts for Hand<F> {
                 ))),
                 ..TensorOutputSpec::default()
             },
-            Flavor::Ports => TensorOutputSpec::default(),
+            Flavor::ZeroLoans => TensorOutputSpec {
+                representation,
+                bounds: Some(holo_runtime::tensor_bounds(64)),
+                storage: TensorOutputStorage::RuntimePool,
+                max_loans: 0,
+                ..TensorOutputSpec::default()
+            },
+            Flavor::Ports | Flavor::ZeroBurst | Flavor::ZeroWindow => TensorOutputSpec::default(),
         };
+        let (mut out_temporal, mut in_temporal) =
+            (PortTemporalSpec::default(), PortTemporalSpec::default());
+        match flavor(F) {
+            Flavor::ZeroBurst => out_temporal.burst = 0,
+            Flavor::ZeroWindow => in_temporal.mode = InputMode::Window { min: 0 },
+            _ => {}
+        }
         OperatorSpec {
             type_name: "Hand",
             ports: vec![
@@ -96,7 +116,7 @@ impl<const F: u8> OperatorPorts for Hand<F> {
                     payload: PortPayload::Tensor(out),
                     payload_type: "Tensor",
                     optional: false,
-                    temporal: PortTemporalSpec::default(),
+                    temporal: out_temporal,
                 },
                 PortSpec {
                     name: "input",
@@ -104,7 +124,7 @@ impl<const F: u8> OperatorPorts for Hand<F> {
                     payload: PortPayload::TensorInput(TensorInputSpec::default()),
                     payload_type: "Tensor",
                     optional: true,
-                    temporal: PortTemporalSpec::default(),
+                    temporal: in_temporal,
                 },
             ],
             trigger: Trigger::AllInputs,
@@ -158,6 +178,33 @@ fn a_runtime_pool_without_a_memory_kind() {
 fn a_parameter_contiguous_span_without_a_dtype() {
     let d = only::<2>();
     assert_eq!(d.code, codes::PHYSICAL_TENSOR_BYTE_SPAN_DTYPE_MISSING);
+}
+
+#[test]
+fn zero_loans_on_a_hand_written_pool() {
+    let d = only::<4>();
+    assert_eq!(
+        (d.code, d.port.as_deref()),
+        (codes::POOL_LOANS_ZERO, Some("out"))
+    );
+}
+
+#[test]
+fn a_zero_burst_or_window_on_a_hand_written_port() {
+    let d = only::<5>();
+    assert_eq!(
+        (d.code, d.port.as_deref()),
+        (codes::RATE_INVALID, Some("out")),
+        "{d}"
+    );
+    assert!(d.message.contains("`burst = 0`"), "{d}");
+    let d = only::<6>();
+    assert_eq!(
+        (d.code, d.port.as_deref()),
+        (codes::RATE_INVALID, Some("input")),
+        "{d}"
+    );
+    assert!(d.message.contains("`window = 0`"), "{d}");
 }
 
 #[test]

@@ -21,10 +21,11 @@ use holo_runtime::__test_support::test_backends;
 use holo_runtime::device::{
     CounterSnapshot, DeviceApi, DeviceBackend, DeviceCall, Observed, StreamHandle,
 };
+use holo_runtime::plan::ExecutionPlan;
 use holo_runtime::{
-    CompileOptions, ConnectionOptions, DType, EmitOptions, ErrorCode, ExecutionContext, Graph,
-    Input, Operator, Output, ParamSet, QueuePolicy, Result, RunSession, SessionOptions, Tensor,
-    TensorLoanRequest, TensorReadiness, codes, compile, operator,
+    CompileOptions, ConnectionOptions, DType, Diagnostics, EmitOptions, ErrorCode,
+    ExecutionContext, Graph, Input, Operator, Output, ParamSet, QueuePolicy, Result, RunSession,
+    SessionOptions, Tensor, TensorLoanRequest, TensorReadiness, codes, compile, operator,
 };
 
 /// Frame `k` is `64 + k % 128` bytes, every byte `k % 128`: a consumer knows what it must
@@ -530,30 +531,128 @@ fn fan_out_to_three_has_one_readiness_event_and_three_release_streams() {
     }
 }
 
+/// Three consumers in three partitions: three consumer streams on every slot of `src`'s
+/// pool.
+fn three_stream_fan_out(
+    device: &Arc<dyn DeviceBackend>,
+    cap: u32,
+) -> Result<ExecutionPlan, Diagnostics> {
+    let stats = Arc::new(Stats::default());
+    let counts = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::new();
+    let src = DevSource {
+        frames: Output::default(),
+        k: 0,
+        delay: Duration::ZERO,
+        stats: Arc::clone(&stats),
+    };
+    let s = g
+        .add_operator("src", src, ParamSet::defaults().unwrap())
+        .unwrap();
+    for i in 0..3 {
+        let c = g
+            .add_operator(
+                &format!("check{i}"),
+                checker(Check::Drop, &stats, &counts),
+                ParamSet::defaults().unwrap(),
+            )
+            .unwrap();
+        g.add_flow(s.frames, c.frames, ConnectionOptions::default());
+    }
+    let mut options = CompileOptions::default().with_max_fanout_release_streams(cap);
+    options
+        .deployment
+        .bind_tensor_output_device("src", "frames", device.device_id());
+    compile(&g, options)
+}
+
 #[test]
-fn the_release_stream_past_the_cap_is_rejected() {
+fn a_fan_out_to_more_streams_than_the_cap_does_not_compile() {
     for device in test_backends() {
-        let options = CompileOptions::default().with_max_fanout_release_streams(2);
-        let r = run(
-            &device,
-            3,
-            Check::Drop,
-            5,
-            Duration::ZERO,
-            ConnectionOptions::default(),
-            options,
+        // The third consumer stream could never be registered: every emit would be
+        // refused, so compile refuses the graph and names the pool.
+        let d = three_stream_fan_out(&device, 2).unwrap_err();
+        assert_eq!(d.codes(), [codes::POOL_RELEASE_STREAMS_EXCEEDED], "{d}");
+        let item = &d.items[0];
+        assert_eq!(item.operator.as_deref(), Some("src"));
+        assert_eq!(item.port.as_deref(), Some("frames"));
+        assert!(item.message.contains("3 distinct device streams"), "{item}");
+        assert!(
+            item.hint.contains("max_fanout_release_streams to 3"),
+            "{item}"
         );
-        // The third consumer stream does not fit: emit refuses the frame, never serializes.
-        assert_eq!(
-            *r.stats.codes.lock().unwrap().first().unwrap(),
-            ErrorCode::ResourceExhausted,
-            "{}",
-            name(&device)
-        );
-        assert_eq!(r.stats.emitted.load(Ordering::Relaxed), 0);
-        assert_eq!(r.stats.received.load(Ordering::Relaxed), 0);
-        let report = r.result.unwrap();
-        assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
+        let plan = three_stream_fan_out(&device, 3).unwrap();
+        assert_eq!(plan.tensor_allocations()[0].release_stream_capacity, 3);
+    }
+}
+
+/// Forwards every tensor it receives (`forwards = input`).
+#[operator]
+struct DevRelay {
+    input: Input<Tensor>,
+    #[output(forwards = input)]
+    out: Output<Tensor>,
+}
+
+impl Operator for DevRelay {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.input.receive() {
+            self.out.emit(t, EmitOptions::default())?;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn the_streams_after_a_forwarding_output_count_toward_the_cap() {
+    for device in test_backends() {
+        // src → check0, and src → relay → check1, check2: each partition its own. The
+        // source's slots reach three consumer streams, two of them through the relay.
+        let stats = Arc::new(Stats::default());
+        let counts = Arc::new(Mutex::new(Vec::new()));
+        let mut g = Graph::new();
+        let src = DevSource {
+            frames: Output::default(),
+            k: 0,
+            delay: Duration::ZERO,
+            stats: Arc::clone(&stats),
+        };
+        let s = g.add_operator_with_defaults("src", src).unwrap();
+        let relay = DevRelay {
+            input: Input::default(),
+            out: Output::default(),
+        };
+        let r = g.add_operator_with_defaults("relay", relay).unwrap();
+        g.add_flow(s.frames, r.input, ConnectionOptions::default());
+        for (i, from) in [s.frames, r.out, r.out].into_iter().enumerate() {
+            let c = g
+                .add_operator_with_defaults(
+                    &format!("check{i}"),
+                    checker(Check::Drop, &stats, &counts),
+                )
+                .unwrap();
+            g.add_flow(from, c.frames, ConnectionOptions::default());
+        }
+        let options = |cap| {
+            let mut o = CompileOptions::default().with_max_fanout_release_streams(cap);
+            o.deployment
+                .bind_tensor_output_device("src", "frames", device.device_id());
+            o
+        };
+        let d = compile(&g, options(2)).unwrap_err();
+        assert_eq!(d.codes(), [codes::POOL_RELEASE_STREAMS_EXCEEDED], "{d}");
+        assert_eq!(d.items[0].operator.as_deref(), Some("src"));
+        let plan = compile(&g, options(4)).unwrap();
+        let streams: std::collections::BTreeSet<_> = plan
+            .edges()
+            .iter()
+            .filter(|e| !e.contract.fused)
+            .filter_map(|e| e.contract.consumer_stream)
+            .collect();
+        assert!(streams.len() > 2, "{streams:?}");
+        let d = compile(&g, options(u32::try_from(streams.len()).unwrap() - 1)).unwrap_err();
+        assert!(d.has(codes::POOL_RELEASE_STREAMS_EXCEEDED), "{d}");
+        compile(&g, options(u32::try_from(streams.len()).unwrap())).unwrap();
     }
 }
 

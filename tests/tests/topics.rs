@@ -183,6 +183,24 @@ impl Operator for CudaIn {
     }
 }
 
+/// An imported CUDA input forwarded on.
+#[operator]
+struct CudaRelay {
+    #[input(memory = device, dtype = u8, rank = 1)]
+    frames: Input<Tensor>,
+    #[output(forwards = frames)]
+    out: Output<Tensor>,
+}
+
+impl Operator for CudaRelay {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.frames.receive() {
+            self.out.emit(t, EmitOptions::default())?;
+        }
+        Ok(())
+    }
+}
+
 /// A message sink.
 #[operator]
 struct Numbers {
@@ -552,6 +570,55 @@ fn a_topic_depth_of_zero_or_below_an_imported_window() {
             plan.topics()[0].depth_source.as_str()
         ),
         (3, "default")
+    );
+}
+
+#[test]
+fn an_imported_topic_reaching_more_streams_than_the_cap_does_not_compile() {
+    // topic "gpu" → relay (its own stream) → c0, c1 (a stream each): every published
+    // tensor is registered on three consumer streams.
+    let mut g = Graph::new();
+    let r = g
+        .add_operator(
+            "relay",
+            CudaRelay {
+                frames: Input::default(),
+                out: Output::default(),
+            },
+            defaults(),
+        )
+        .unwrap();
+    g.import_topic(r.frames, "gpu", TopicOptions::DEFAULT.with_max_bytes(256));
+    for name in ["c0", "c1"] {
+        let c = g
+            .add_operator(
+                name,
+                CudaIn {
+                    frames: Input::default(),
+                },
+                defaults(),
+            )
+            .unwrap();
+        g.add_flow(r.out, c.frames, ConnectionOptions::default());
+    }
+    let options = |cap| {
+        let mut o = CompileOptions::default().with_max_fanout_release_streams(cap);
+        o.deployment.bind_imported_topic_device("gpu", 0);
+        o
+    };
+    let d = rejected(&g, options(2));
+    let x = only(&d, codes::POOL_RELEASE_STREAMS_EXCEEDED);
+    assert_eq!(
+        (x.operator.as_deref(), x.port.as_deref()),
+        (Some("relay"), Some("frames"))
+    );
+    assert!(x.message.contains("3 distinct device streams"), "{x}");
+    let plan = compile(&g, options(3)).unwrap();
+    assert_eq!(
+        plan.tensor_allocation("topic:gpu")
+            .unwrap()
+            .release_stream_capacity,
+        3
     );
 }
 

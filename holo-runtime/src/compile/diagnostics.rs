@@ -324,6 +324,12 @@ stable_codes! {
     PoolCapacityOverflow = POOL_CAPACITY_OVERFLOW,
     /// An output's `forwards` names no `Tensor` input of its operator.
     PoolForwardsInvalid = POOL_FORWARDS_INVALID,
+    /// A tensor output written by hand (not by `#[operator]`) declares `max_loans = 0`.
+    PoolLoansZero = POOL_LOANS_ZERO,
+    /// A device pool's tensors reach consumers on more distinct streams (its own flows and
+    /// those after forwarding outputs, fused flows aside) than
+    /// `CompileOptions::max_fanout_release_streams`: every emit would be refused.
+    PoolReleaseStreamsExceeded = POOL_RELEASE_STREAMS_EXCEEDED,
     /// An explicit queue depth below the edge's semantic hard floor.
     RateQueueDepthBelowHardFloor = RATE_QUEUE_DEPTH_BELOW_HARD_FLOOR,
     /// (Warning.) An explicit queue depth at or above the hard floor but below the nominal
@@ -334,7 +340,8 @@ stable_codes! {
     RateHorizonMissing = RATE_HORIZON_MISSING,
     /// The profile requires bounded arrival evidence and an edge has only nominal rates.
     RateNominalOnlyEvidence = RATE_NOMINAL_ONLY_EVIDENCE,
-    /// A rate or ratio that is zero, negative or has a zero denominator.
+    /// A rate or ratio that is zero, negative or has a zero denominator; or, on a port
+    /// written by hand (not by `#[operator]`), `burst = 0` or `window = 0`.
     RateInvalid = RATE_INVALID,
     /// Checked rational rate arithmetic overflowed (or an entry count exceeds `u32`).
     RateArithmeticOverflow = RATE_ARITHMETIC_OVERFLOW,

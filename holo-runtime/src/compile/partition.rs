@@ -7,7 +7,7 @@ use super::fingerprint::Fingerprint;
 use super::index::{Adjacency, Names};
 use super::{Diagnostic, Partitioning, Work, codes};
 use crate::plan::ExecutionPartition;
-use crate::spec::PortDirection;
+use crate::spec::{InputMode, PortDirection};
 
 /// Builds the indexes (names, ports, edge maps) and the fingerprint, and a topological
 /// order; reports fan-in, unconnected required inputs and cycles.
@@ -70,6 +70,23 @@ pub(crate) fn check_graph(work: &mut Work<'_>) {
         let o = u32::try_from(o).unwrap_or(u32::MAX);
         for (p, port) in ports.iter().enumerate() {
             let p = u32::try_from(p).unwrap_or(u32::MAX);
+            // `#[operator]` refuses both on the user's token; an operator whose ports are
+            // written by hand meets them here.
+            let zero = match (port.direction, port.mode) {
+                (PortDirection::Output, _) if port.burst == 0 => Some("burst"),
+                (PortDirection::Input, InputMode::Window { min: 0 }) => Some("window"),
+                _ => None,
+            };
+            if let Some(key) = zero {
+                work.diagnostics.push(
+                    Diagnostic::error(
+                        codes::RATE_INVALID,
+                        format!("`{key} = 0` admits no entry; it is at least 1"),
+                    )
+                    .operator(&op.name)
+                    .port(port.name),
+                );
+            }
             if port.direction != PortDirection::Input {
                 continue;
             }

@@ -7,7 +7,7 @@ use holo_params::TypeDescriptor;
 use super::forwards::{composed, floor_records, forwarded_flows, forwarded_terms};
 use super::index::Adjacency;
 use super::placement::Placed;
-use super::{Diagnostic, DiagnosticCode, Work, codes};
+use super::{Diagnostic, DiagnosticCode, MAX_FANOUT_RELEASE_STREAMS, Work, codes};
 use crate::graph::{OperatorNode, PortDecl, TensorOutputDecl};
 use crate::plan::{
     EdgeRecord, HardFloorContributorRecord, PoolCapacityDependencyRecord,
@@ -346,6 +346,18 @@ pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
                 dependencies: Vec::new(),
                 max_loans: decl.max_loans.max(1),
             };
+            // `#[operator]` refuses it on the user's token; a hand-written port meets it
+            // here.
+            if decl.max_loans == 0 {
+                work.diagnostics.push(
+                    Diagnostic::error(
+                        codes::POOL_LOANS_ZERO,
+                        "`max_loans = 0` would never let the producer allocate; it is at least 1",
+                    )
+                    .operator(&op.name)
+                    .port(port.name),
+                );
+            }
             if let Some(expr) = &decl.byte_span {
                 let mut shape = Shape {
                     nodes: 0,
@@ -569,6 +581,52 @@ fn check_layouts(work: &mut Work<'_>, resolved: &Resolved) {
     }
 }
 
+/// Reports a device pool whose slots every frame would register on more distinct consumer
+/// streams than a slot has release positions (`capacity`): the pool's own flows and every
+/// flow after a forwarding output, less the fused ones (which register nothing), and
+/// `importer`, the stream of an imported topic's input. Such a graph could never emit:
+/// its first emit would be refused (`ResourceExhausted`) at run time.
+pub(crate) fn check_release_streams(
+    work: &mut Work<'_>,
+    edges: &[EdgeRecord],
+    flows: impl Iterator<Item = u32>,
+    importer: Option<u32>,
+    capacity: u32,
+    (op_name, port): (&str, &str),
+) {
+    let mut streams: Vec<u32> = flows
+        .filter_map(|e| {
+            let c = &edges[e as usize].contract;
+            c.consumer_stream.filter(|_| !c.fused)
+        })
+        .chain(importer)
+        .collect();
+    streams.sort_unstable();
+    streams.dedup();
+    if streams.len() > capacity as usize {
+        work.diagnostics.push(
+            Diagnostic::error(
+                codes::POOL_RELEASE_STREAMS_EXCEEDED,
+                format!(
+                    "each tensor of this pool reaches consumers on {} distinct device streams ({}), and a slot registers at most {capacity} release streams: every emit would be refused",
+                    streams.len(),
+                    streams
+                        .iter()
+                        .map(|s| format!("stream {s}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+            .operator(op_name)
+            .port(port)
+            .hint(format!(
+                "raise CompileOptions::max_fanout_release_streams to {} or more (at most {MAX_FANOUT_RELEASE_STREAMS}), or put consumers in fewer partitions or on a shared stream",
+                streams.len()
+            )),
+        );
+    }
+}
+
 /// Allocations, derivations, capacity dependencies, provider plans and pool floors.
 pub(crate) type PoolRecords = (
     Vec<TensorAllocationPlanRecord>,
@@ -750,6 +808,25 @@ pub(crate) fn allocations(
             continue;
         };
         let pool = format!("{op_name}.{port}");
+        let release_stream_capacity =
+            if kind.is_device() || placed.output_device.contains_key(&(o, p)) {
+                work.options.max_fanout_release_streams
+            } else {
+                0
+            };
+        if release_stream_capacity > 0 {
+            check_release_streams(
+                work,
+                edges,
+                out_edges
+                    .iter()
+                    .map(|e| e.id)
+                    .chain(forwarded.iter().copied()),
+                None,
+                release_stream_capacity,
+                (&op_name, port),
+            );
+        }
         allocations.push(TensorAllocationPlanRecord {
             pool: pool.clone(),
             operator: o,
@@ -765,13 +842,7 @@ pub(crate) fn allocations(
             slot_count,
             slot_terms: terms.clone(),
             aggregate_bytes: aggregate,
-            release_stream_capacity: if kind.is_device()
-                || placed.output_device.contains_key(&(o, p))
-            {
-                work.options.max_fanout_release_streams
-            } else {
-                0
-            },
+            release_stream_capacity,
             topic: None,
         });
         let retention = holds.saturating_add(history);

@@ -554,6 +554,17 @@ pub(crate) fn import_pools(
         let device = placed.import_device[i];
         // A neutral `device` import is its bound device's API's kind.
         let kind = device.map_or(kind, |d| d.api.resolve(kind));
+        let release_stream_capacity = release_capacity(work, kind, device);
+        if release_stream_capacity > 0 {
+            super::pools::check_release_streams(
+                work,
+                edges,
+                forwarded.iter().copied(),
+                placed.stream_of[o as usize],
+                release_stream_capacity,
+                (&op_name, port_name),
+            );
+        }
         records.0.push(TensorAllocationPlanRecord {
             pool: pool.clone(),
             operator: o,
@@ -569,7 +580,7 @@ pub(crate) fn import_pools(
             slot_count,
             slot_terms: terms.clone(),
             aggregate_bytes: aggregate,
-            release_stream_capacity: release_capacity(work, kind, device),
+            release_stream_capacity,
             topic: Some(t.name.clone()),
         });
         let retention = holds.saturating_add(history);
