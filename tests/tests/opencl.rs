@@ -614,6 +614,38 @@ fn exhaustion_and_bad_memory_names_give_their_codes() {
 }
 
 #[test]
+fn a_buffer_of_one_opencl_backend_is_unknown_to_another() {
+    let Some(one) = opencl() else { return };
+    let Some(other) = opencl() else { return };
+    // Two backends on device 0, each with its own context: a buffer of the first names no
+    // memory of the second (the first buffer of each was named alike, window 0 of its own
+    // numbering, and resolved to the other's buffer).
+    let a = one.alloc(AllocKind::Device, 64).unwrap();
+    let b = other.alloc(AllocKind::Device, 64).unwrap();
+    assert_ne!(a, b);
+    assert_eq!(
+        other.resolve(a).unwrap_err().code(),
+        ErrorCode::InvalidArgument
+    );
+    let stream = other.create_stream().unwrap();
+    // SAFETY: refused before anything is enqueued.
+    let error = unsafe { other.memset_async(a, 0, 64, stream) }.unwrap_err();
+    assert_eq!(error.code(), ErrorCode::InvalidArgument, "{error}");
+    // SAFETY: refused before anything is enqueued.
+    let error = unsafe { other.copy_async(b, a, 64, stream) }.unwrap_err();
+    assert_eq!(error.code(), ErrorCode::InvalidArgument, "{error}");
+    // SAFETY: `a` is not `other`'s: refused, nothing freed.
+    let error = unsafe { other.free(AllocKind::Device, a, 64) }.unwrap_err();
+    assert_eq!(error.code(), ErrorCode::InvalidArgument, "{error}");
+    other.destroy_stream(stream).unwrap();
+    // SAFETY: nothing used either buffer.
+    unsafe {
+        one.free(AllocKind::Device, a, 64).unwrap();
+        other.free(AllocKind::Device, b, 64).unwrap();
+    }
+}
+
+#[test]
 fn an_opencl_tensor_is_not_exported_as_cuda_memory() {
     let Some(cl) = opencl() else { return };
     let device: Arc<dyn DeviceBackend> = cl;

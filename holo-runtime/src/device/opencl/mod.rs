@@ -23,8 +23,9 @@
 //!   so an event never recorded and one completed cost the same. `clFinish` and
 //!   `clWaitForEvents` serve only the blocking host-access calls.
 //! - **Memory.** OpenCL has no unified addressing ([`DeviceBackend::unified_addressing`]
-//!   is `false`). Each `cl_mem` gets a never-reused *window* in a backend-local address
-//!   space, so the slot ledger's memory object is the window's base and `object + offset`
+//!   is `false`). Each `cl_mem` gets a never-reused *window* in an address space that
+//!   every OpenCL backend of the process numbers together (one backend's buffer is never
+//!   a live window of another's), so the slot ledger's memory object is the window's base and `object + offset`
 //!   is a [`DevicePtr`] the backend resolves to `(cl_mem, offset)` (see `memory.rs`): the
 //!   trait, the ledger and the CUDA and software backends keep their address-based calls
 //!   unchanged, and a caller's kernel gets the `cl_mem` and offset from
