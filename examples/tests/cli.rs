@@ -1,7 +1,8 @@
 //! Every example as a user runs it: a process with the standard flags.
 //!
 //! A flag that prints a document prints exactly that document on stdout (`--plan-json`
-//! parses as one JSON value, `--plan-dot` is one `digraph { … }`), with or without a run;
+//! parses as one JSON value, `--plan-dot` is one `digraph { … }`, `--print-plan` is the
+//! plan's text and nothing else), with or without a run;
 //! human text goes to stderr then. A bad flag value is a usage error, never a panic.
 //!
 //! `cargo test` builds every example before it runs any test, and this test runs the
@@ -175,6 +176,38 @@ fn with_a_run_the_document_stays_alone_on_stdout_and_the_summary_goes_to_stderr(
 }
 
 #[test]
+fn print_plan_prints_exactly_the_plan_text_on_stdout() {
+    for name in EXAMPLES {
+        let alone = run(name, &["--print-plan"]);
+        assert!(alone.status.success(), "{name}: {}", text(&alone.stderr));
+        let plan = text(&alone.stdout);
+        assert!(
+            plan.starts_with("execution plan "),
+            "{name}: stdout is not the plan:\n{plan}"
+        );
+        assert_eq!(
+            plan.matches("execution plan ").count(),
+            1,
+            "{name}:\n{plan}"
+        );
+        // With a run, stdout is the same document, byte for byte: the title, the device
+        // line and the summary went to stderr.
+        let with_run = run(name, &["--print-plan", "--frames", "3"]);
+        assert!(
+            with_run.status.success(),
+            "{name}: {}",
+            text(&with_run.stderr)
+        );
+        assert_eq!(text(&with_run.stdout), plan, "{name}");
+        assert!(
+            text(&with_run.stderr).contains("run summary: "),
+            "{name}: {}",
+            text(&with_run.stderr)
+        );
+    }
+}
+
+#[test]
 fn two_documents_on_stdout_are_a_usage_error_naming_both_flags() {
     for name in EXAMPLES {
         let out = run(name, &["--plan-json", "--plan-dot"]);
@@ -209,9 +242,16 @@ fn an_out_of_range_duration_is_a_usage_error_not_a_panic() {
 fn params_takes_the_standard_flags() {
     let out = run("params", &["--print-plan", "--frames", "2"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
-    assert!(stdout.contains("run summary: "), "{stdout}");
-    assert!(stdout.contains("resize"), "{stdout}");
+    assert!(
+        text(&out.stderr).contains("run summary: "),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("resize"),
+        "{}",
+        text(&out.stdout)
+    );
 
     let out = run("params", &["--duration", "0.05"]);
     assert!(out.status.success(), "{}", text(&out.stderr));

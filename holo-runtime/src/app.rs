@@ -15,7 +15,7 @@
 //! pool's slots after teardown.
 //!
 //! A flag that prints a document prints exactly that document on stdout: with
-//! `--plan-json` or `--plan-dot`, everything else the application says (its title, its
+//! `--print-plan`, `--plan-json` or `--plan-dot`, everything else the application says (its title, its
 //! explanations, the `device:` line, the run summary) goes to stderr, so
 //! `--plan-json | jq` and `--plan-dot | dot -Tsvg` work. That is what [`HumanOutput`] is
 //! for: an application prints its human text there, never with `println!`. The three plan
@@ -111,14 +111,14 @@ impl AppArgs {
     /// Where human text goes under these flags.
     pub fn human_output(&self) -> HumanOutput {
         HumanOutput {
-            to_stderr: self.plan_json || self.plan_dot,
+            to_stderr: self.print_plan || self.plan_json || self.plan_dot,
         }
     }
 }
 
 /// Where an application's human text goes — its title and explanations, the `device:`
 /// line, the run summary: stdout, or stderr when stdout carries a document
-/// (`--plan-json`, `--plan-dot`).
+/// (`--print-plan`, `--plan-json`, `--plan-dot`).
 ///
 /// A failed write (a closed pipe) is ignored: human text is never worth a panic or an
 /// error of the pipeline.
