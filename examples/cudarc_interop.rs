@@ -185,6 +185,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         "cudarc_interop: camera → cudarc_user (frames read on the user's own cudarc stream)",
     );
     let deployment = app.params::<DeploymentParams>("deployment")?;
+    app.device_binding_from("deployment.device");
     let camera = app.params::<CameraParams>("camera")?;
     let mut graph = Graph::new();
     let source = Camera {

@@ -188,6 +188,7 @@ fn build(app: &mut App, failure: &Failure, kept: &ClientStream) -> Result<(Graph
         "device_array_handoff: camera → topic {TOPIC:?} → a standalone client on its own stream"
     ));
     let deployment = app.params::<DeploymentParams>("deployment")?;
+    app.device_binding_from("deployment.device");
     let camera = app.params::<CameraParams>("camera")?;
     let mut graph = Graph::new();
     let source = Camera {

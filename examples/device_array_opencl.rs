@@ -483,7 +483,14 @@ fn main() -> ExitCode {
                 let backend: Arc<dyn DeviceBackend> = Arc::clone(&cl) as Arc<dyn DeviceBackend>;
                 (Rc::new(Reader::Kernel(cl, caller)), backend)
             }
-            Err(e) if std::env::var("HOLO_REQUIRE_DEVICE").as_deref() == Ok("opencl") => return Err(e),
+            Err(e) if std::env::var("HOLO_REQUIRE_DEVICE").as_deref() == Ok("opencl") => {
+                return Err(e.at(app.config_location("deployment.device")));
+            }
+            // This machine has OpenCL devices, just not this one: a wrong ordinal in the
+            // configuration, not a machine without OpenCL.
+            Err(e) if holo_runtime::device::opencl_device_count().is_ok_and(|n| n > 0) => {
+                return Err(e.at(app.config_location("deployment.device")));
+            }
             Err(e) => {
                 human.println(format_args!(
                     "no OpenCL device here ({e}): the camera runs on holo's software device and the caller copies instead of running its kernel; set HOLO_REQUIRE_DEVICE=opencl to make this an error"

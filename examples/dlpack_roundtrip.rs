@@ -309,6 +309,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         "dlpack_roundtrip: camera → relay (export to another library's stream, import back) → check_frames; library (its own buffers, imported) → check_foreign",
     );
     let deployment = app.params::<DeploymentParams>("deployment")?;
+    app.device_binding_from("deployment.device");
     let frames = app.params::<FrameParams>("frames")?;
     let frame_bytes = frames.values().frame_bytes;
     let mut graph = Graph::new();

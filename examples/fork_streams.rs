@@ -164,6 +164,7 @@ fn print_streams(title: &str, plan: &ExecutionPlan, out: HumanOutput) {
 
 fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
     let deployment = app.params::<DeploymentParams>("deployment")?;
+    app.device_binding_from("deployment.device");
     let a = app.params::<AParams>("a")?;
     let fill = a.values().fill;
     let device = deployment.values().device;

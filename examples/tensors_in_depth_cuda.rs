@@ -138,6 +138,7 @@ fn build(app: &mut App) -> Result<(Graph, CompileOptions)> {
         "tensors_in_depth (CUDA): camera → consumer_a, consumer_b, consumer_c, each on its own stream",
     );
     let deployment = app.params::<DeploymentParams>("deployment")?;
+    app.device_binding_from("deployment.device");
     let camera = app.params::<CameraParams>("camera")?;
     let mut graph = Graph::new();
     let source = CameraSource {

@@ -207,6 +207,46 @@ fn print_plan_prints_exactly_the_plan_text_on_stdout() {
     }
 }
 
+/// The examples whose configuration binds their device (`[deployment] device = N`).
+const DEVICE_BOUND: [&str; 6] = [
+    "cudarc_interop",
+    "device_array_handoff",
+    "dlpack_roundtrip",
+    "fork_streams",
+    "tensors_in_depth_cuda",
+    "device_array_opencl",
+];
+
+#[test]
+fn a_device_this_machine_lacks_is_an_error_naming_the_config_field() {
+    let config = std::env::temp_dir().join(format!("holo-device-99-{}.toml", std::process::id()));
+    std::fs::write(&config, "[deployment]\ndevice = 99\n").unwrap();
+    let path = config.to_str().unwrap();
+    for name in DEVICE_BOUND {
+        // Without an OpenCL device the OpenCL example runs on the software device, which
+        // it says: a machine without OpenCL, not a wrong ordinal.
+        if name == "device_array_opencl"
+            && !holo_runtime::device::opencl_device_count().is_ok_and(|n| n > 0)
+        {
+            continue;
+        }
+        let out = run(name, &["--config", path, "--frames", "2"]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(
+            err.starts_with("error: DeviceUnavailable: ")
+                && err.contains(&format!("(at {path}: deployment.device"))
+                && err.contains("99"),
+            "{name}: {err}"
+        );
+        assert!(
+            !err.contains("run summary"),
+            "{name}: nothing ran on another device: {err}"
+        );
+    }
+    let _ = std::fs::remove_file(&config);
+}
+
 #[test]
 fn two_documents_on_stdout_are_a_usage_error_naming_both_flags() {
     for name in EXAMPLES {

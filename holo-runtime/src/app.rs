@@ -21,6 +21,12 @@
 //! for: an application prints its human text there, never with `println!`. The three plan
 //! flags each print a document, so two of them together are a usage error.
 //!
+//! The device a run opens is the one the plan binds (`open_backend_for`): `cuda:N` or
+//! `opencl:N` exactly, or, for CUDA device 0, the software device where no CUDA device
+//! opens; `HOLO_DEVICE` overrides it. A device this machine lacks is `DeviceUnavailable`
+//! naming the bound pool, and the configuration field that chose the device when the
+//! application said which ([`App::device_binding_from`]); nothing runs elsewhere.
+//!
 //! ```no_run
 //! use holo_runtime::app::{App, AppArgs};
 //! # use holo_runtime::{CompileOptions, Graph};
@@ -158,6 +164,8 @@ pub struct App {
     on_session: Option<Box<SessionHook>>,
     /// The device to run on instead of the one the environment selects.
     device: Option<std::sync::Arc<dyn crate::device::DeviceBackend>>,
+    /// Where the configuration names the plan's device ([`App::device_binding_from`]).
+    binding_source: Option<String>,
 }
 
 type PlanHook = Box<dyn Fn(&ExecutionPlan, HumanOutput)>;
@@ -208,6 +216,7 @@ impl App {
             on_plan: None,
             on_session: None,
             device: None,
+            binding_source: None,
         })
     }
 
@@ -230,6 +239,19 @@ impl App {
     /// context).
     pub fn with_device(&mut self, device: std::sync::Arc<dyn crate::device::DeviceBackend>) {
         self.device = Some(device);
+    }
+
+    /// Says that the configuration's field `field_path` (`deployment.device`) names the
+    /// device the application binds its outputs to: when that device is missing, the
+    /// error then names this file and field, not only the binding.
+    pub fn device_binding_from(&mut self, field_path: &str) {
+        self.binding_source = Some(self.config_location(field_path));
+    }
+
+    /// `field_path` of this application's configuration, as errors name it
+    /// (`config/app.toml: deployment.device`).
+    pub fn config_location(&self, field_path: &str) -> String {
+        format!("{}: {field_path}", self.source)
     }
 
     /// The parsed flags.
@@ -324,7 +346,10 @@ impl App {
             a.duration,
             human,
             self.on_session.as_deref(),
-            self.device.clone(),
+            RunDevice {
+                given: self.device.clone(),
+                binding_source: self.binding_source.as_deref(),
+            },
         )?;
         human.print(summary(&report));
         Ok(Some(report))
@@ -368,8 +393,18 @@ pub fn run_plan(
         duration,
         HumanOutput::stdout(),
         None,
-        None,
+        RunDevice {
+            given: None,
+            binding_source: None,
+        },
     )
+}
+
+/// The device a run opens: `given`, else the plan's, whose missing device names
+/// `binding_source` (the configuration field that chose it) when there is one.
+struct RunDevice<'a> {
+    given: Option<std::sync::Arc<dyn crate::device::DeviceBackend>>,
+    binding_source: Option<&'a str>,
 }
 
 /// `--duration SECS` as a run length: a non-negative number of seconds whose deadline,
@@ -405,8 +440,12 @@ fn run_plan_with(
     duration: Option<f64>,
     human: HumanOutput,
     on_session: Option<&SessionHook>,
-    device: Option<std::sync::Arc<dyn crate::device::DeviceBackend>>,
+    device: RunDevice<'_>,
 ) -> Result<RunReport> {
+    let RunDevice {
+        given: device,
+        binding_source,
+    } = device;
     let frames = match (frames, duration) {
         (None, None) => Some(100),
         (f, _) => f,
@@ -415,7 +454,23 @@ fn run_plan_with(
     let device = if plan_needs_device(plan) {
         let d = match device {
             Some(d) => d,
-            None => crate::device::open_backend_from_env()?,
+            // The device the plan binds (one at most: compile refuses two), not device 0:
+            // a binding to a device this machine lacks is an error naming the binding.
+            None => match plan.devices().first() {
+                Some(r) => crate::device::open_backend_for(r.device).map_err(|e| {
+                    let what = r.pools.first().map_or_else(
+                        || format!("the plan's operators are bound to {}", r.device),
+                        |p| format!("pool {p} is bound to {}", r.device),
+                    );
+                    e.at(match binding_source {
+                        Some(field) => format!("{field} ({what})"),
+                        None => format!(
+                            "{what} (the deployment binding of the application's CompileOptions)"
+                        ),
+                    })
+                })?,
+                None => crate::device::open_backend_from_env()?,
+            },
         };
         match d.backend_kind() {
             crate::device::BackendKind::Cuda => {

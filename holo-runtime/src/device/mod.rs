@@ -563,6 +563,29 @@ pub fn open_backend_from_env() -> Result<Arc<dyn DeviceBackend>> {
     }
 }
 
+/// Opens the backend that runs a plan bound to `device`.
+///
+/// When `HOLO_DEVICE` selects a device (anything but unset or `auto`), that one, as
+/// [`open_backend_from_env`] opens it: the session then checks it is `device`. Otherwise
+/// `device` itself: CUDA device 0 as `auto` opens it (the software device where no CUDA
+/// device opens and `HOLO_REQUIRE_DEVICE` does not forbid it), any other device exactly —
+/// `DeviceUnavailable` naming it when this machine has no such device, never another
+/// device in its place. A `HOLO_REQUIRE_DEVICE` of the other API opens that API's device 0
+/// (which the session then refuses, naming both).
+pub fn open_backend_for(device: DeviceId) -> Result<Arc<dyn DeviceBackend>> {
+    let selection = parse_selection(env_var("HOLO_DEVICE").as_deref())?;
+    let required = required_device(env_var("HOLO_REQUIRE_DEVICE").as_deref())?;
+    match device.api {
+        _ if selection != Selection::Auto => open_backend_from_env(),
+        DeviceApi::Cuda if device.ordinal == 0 || required == Some(BackendKind::OpenCl) => {
+            open_backend_from_env()
+        }
+        DeviceApi::Cuda => open_cuda(device.ordinal),
+        DeviceApi::OpenCl if required == Some(BackendKind::Cuda) => open_backend_from_env(),
+        DeviceApi::OpenCl => open_opencl(device.ordinal),
+    }
+}
+
 /// The CUDA device whose UUID is `uuid` (what a topic served across processes in device
 /// memory names) — a new software device for the software device's UUID: `DeviceUnavailable`
 /// when no CUDA device of this machine has it, or CUDA is absent.
