@@ -94,6 +94,7 @@ mod kinds;
 mod paramref;
 mod schema;
 mod set;
+mod strict_json;
 mod value;
 
 pub use decode::{REDACTED, Redacted};

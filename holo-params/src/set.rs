@@ -52,9 +52,10 @@ impl<S: ParamSchema> ParamSet<S> {
         Self::from_table(&t, path)
     }
 
-    /// Reads a JSON document, whose top level must be an object.
+    /// Reads a JSON document, whose top level must be an object. A key repeated in one
+    /// object is `Malformed` (serde_json alone keeps the last one).
     pub fn from_json_str(text: &str) -> Result<Self> {
-        let json: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        let json: serde_json::Value = crate::strict_json::from_str(text).map_err(|e| {
             Error::param(
                 ParamErrorKind::Malformed,
                 format!("line {}, column {}", e.line(), e.column()),

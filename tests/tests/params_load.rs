@@ -324,6 +324,27 @@ fn malformed_documents_give_line_and_column() {
 }
 
 #[test]
+fn a_json_key_given_twice_is_malformed_not_the_last_one_wins() {
+    // serde_json keeps the last value of a repeated key: `width` would have been 1.
+    for text in [
+        "{\"label\": \"a\", \"label\": \"b\"}",
+        "{\"geometry\": {\"width\": 640, \"width\": 1}}",
+    ] {
+        let err = ParamSet::<ResizeParams>::from_json_str(text).unwrap_err();
+        assert_eq!(err.param_kind(), Some(ParamErrorKind::Malformed), "{err}");
+        assert!(
+            err.message().starts_with("malformed JSON: duplicate key"),
+            "{err}"
+        );
+        assert!(
+            err.location()
+                .is_some_and(|l| l.starts_with("line 1, column ")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn param_refs_name_full_paths_and_descriptors() {
     let width = param_ref!(ResizeParams::geometry.width);
     let storage = param_ref!(ResizeParams::storage);
