@@ -183,7 +183,7 @@ impl std::fmt::Debug for App {
 impl App {
     /// Checks the flags ([`AppArgs::check`]) and loads `--config FILE` (or
     /// `embedded_default` when no file is given). A missing file is `NotFound`; one that
-    /// cannot be a config (a directory, bytes that are not UTF-8 text, malformed TOML) is
+    /// cannot be a config (a directory, more than 16 MiB, bytes that are not UTF-8 text, malformed TOML) is
     /// `InvalidArgument`; both are located at the file.
     pub fn new(args: AppArgs, embedded_default: &str) -> Result<App> {
         args.check()?;
@@ -531,6 +531,9 @@ fn run_plan_with(
     session.join()
 }
 
+/// The largest config file [`App::new`] reads (16 MiB).
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
 /// The text of the config file at `path`, with the errors [`App::new`] documents.
 fn read_config(path: &Path) -> Result<String> {
     let at = || path.display().to_string();
@@ -540,14 +543,31 @@ fn read_config(path: &Path) -> Result<String> {
     if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
         return Err(invalid("the config file is a directory".to_owned()));
     }
-    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+    let unreadable = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::NotFound => Error::new(
             ErrorCode::NotFound,
             format!("cannot read the config file: {e}"),
         )
         .at(at()),
         _ => invalid(format!("cannot read the config file: {e}")),
-    })?;
+    };
+    // At most one byte past the limit is read: `/dev/zero` or a runaway generator behind
+    // a pipe is refused, not read until memory runs out.
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(
+            std::fs::File::open(path).map_err(unreadable)?,
+            MAX_CONFIG_BYTES + 1,
+        ),
+        &mut bytes,
+    )
+    .map_err(unreadable)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(invalid(format!(
+            "the config file is larger than {} MiB: a parameter file is a few kilobytes",
+            MAX_CONFIG_BYTES >> 20
+        )));
+    }
     String::from_utf8(bytes).map_err(|e| {
         invalid(format!(
             "the config file is not UTF-8 text (invalid byte at offset {})",

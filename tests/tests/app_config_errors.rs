@@ -1,5 +1,5 @@
 //! `--config FILE`: a file that is missing is `NotFound`; one that exists but cannot be a
-//! config (a directory, bytes that are not UTF-8) is `InvalidArgument` naming the file and
+//! config (a directory, more than 16 MiB, bytes that are not UTF-8) is `InvalidArgument` naming the file and
 //! what is wrong (issue 11: both were reported as `NotFound`).
 
 use std::path::PathBuf;
@@ -78,4 +78,22 @@ fn a_missing_file_stays_not_found() {
         err.location(),
         Some(missing.0.display().to_string().as_str())
     );
+}
+
+#[test]
+fn an_endless_config_is_refused_past_16_mib_not_read_until_memory_runs_out() {
+    // `/dev/zero` never ends (and its zero bytes are UTF-8): without a limit, reading it
+    // ran until memory did.
+    let err = load(std::path::Path::new("/dev/zero"));
+    assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
+    assert!(err.message().contains("larger than 16 MiB"), "{err}");
+    assert_eq!(err.location(), Some("/dev/zero"));
+    // A file of exactly the limit is read: one comment line, an empty config.
+    let file = Scratch::new("limit.toml");
+    std::fs::write(&file.0, vec![b'#'; 16 << 20]).unwrap();
+    let args = AppArgs {
+        config: Some(file.0.clone()),
+        ..AppArgs::default()
+    };
+    App::new(args, "").unwrap();
 }
