@@ -362,6 +362,66 @@ fn unreservable_queue() {
     }
 }
 
+/// Retains its last `history` huge messages, from an input nothing feeds.
+#[operator(params = HistorianParams)]
+struct HugeHistorian {
+    #[input(optional, history = parameter_count(param_ref!(HistorianParams::history)))]
+    input: Input<Huge>,
+    started: Arc<AtomicU64>,
+}
+impl Operator for HugeHistorian {
+    fn start(&mut self, _ctx: &mut LifecycleContext<'_>) -> Result<()> {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The history a config gives (at the compile limit, a million entries) of a 1 MiB message
+/// is 1 TiB: it was reserved with `VecDeque::with_capacity`, whose failure aborts the
+/// process. Now the start fails with `ResourceExhausted` naming the input.
+#[test]
+fn a_history_that_cannot_be_reserved_is_resource_exhausted_and_nothing_starts() {
+    std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(unreservable_history)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+fn unreservable_history() {
+    let started = Arc::new(AtomicU64::new(0));
+    let mut g = Graph::new();
+    let limit = holo_runtime::MAX_QUEUE_DEPTH;
+    g.add_operator(
+        "historian",
+        HugeHistorian {
+            input: Input::default(),
+            started: Arc::clone(&started),
+        },
+        ParamSet::from_toml_str(&format!("history = {limit}")).unwrap(),
+    )
+    .unwrap();
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let e = RunSession::start(g, &plan, SessionOptions::frames(1)).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ResourceExhausted, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!(
+            "a history of {limit} entries of 1048576 bytes each"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("historian") && text.contains("input"),
+        "{text}"
+    );
+    assert_eq!(started.load(Ordering::SeqCst), 0, "no operator started");
+}
+
 // ---- 4. a device tensor kept past its session frees its pool when dropped -------------
 
 /// Keeps the last tensor it received (in a slot the test can reach).

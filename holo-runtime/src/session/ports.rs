@@ -888,6 +888,23 @@ impl PortBinder<'_> {
             .at(format!("operator {:?}", self.operator)));
         };
         let history_cap = history as usize;
+        // Reserved before the first `compute()`, never grown: a failure (a history from a
+        // parameter, of a large message type) is an error naming the input, not an abort.
+        let mut retained = VecDeque::new();
+        retained.try_reserve_exact(history_cap).map_err(|_| {
+            Error::new(
+                ErrorCode::ResourceExhausted,
+                format!(
+                    "a history of {history_cap} entries of {} bytes each does not fit in memory",
+                    size_of::<T>()
+                ),
+            )
+            .at(self
+                .locations
+                .get(port as usize)
+                .copied()
+                .unwrap_or("an input"))
+        })?;
         let contract = self
             .contracts
             .get(port as usize)
@@ -916,7 +933,7 @@ impl PortBinder<'_> {
             port,
             mode,
             missing,
-            history: VecDeque::with_capacity(history_cap),
+            history: retained,
             history_cap,
             last: None,
             reused_in: u64::MAX,
