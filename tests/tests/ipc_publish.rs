@@ -5,7 +5,8 @@
 //! Provoked here: every frame reaches the importing operator in order with its bytes; a
 //! publisher killed while it holds a granted, unpublished slot gives it back (and not
 //! before it died); attaching the wrong kind of client, or one publisher too many, is
-//! refused with its code; a publisher of a session that stopped gets `Cancelled`.
+//! refused with its code; a frame of the wrong dtype or rank is refused at the publisher;
+//! a publisher of a session that stopped gets `Cancelled`.
 
 #[path = "common/ipc_peer.rs"]
 mod ipc_peer;
@@ -125,6 +126,23 @@ fn the_wrong_client_or_one_publisher_too_many_is_refused_and_a_stopped_session_c
         .publish(&[4097], holo_runtime::DType::U8, 0)
         .unwrap_err();
     assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+    // So is a dtype or rank the topic (`u8`, rank 1) does not admit, though its bytes fit:
+    // it was sent, the session dropped it, and the publisher heard nothing.
+    for (shape, dtype) in [
+        (&[4][..], holo_runtime::DType::F32),
+        (&[2, 2][..], holo_runtime::DType::U8),
+    ] {
+        let loan = first
+            .loan(Duration::from_secs(10))
+            .unwrap()
+            .expect("a grant");
+        let e = loan.publish(shape, dtype, 0).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+        assert!(
+            e.to_string().contains("the topic's contract: u8, rank 1"),
+            "{e}"
+        );
+    }
     session.stop();
     session.join().expect("the session ends cleanly");
     // The session said BYE: the publisher's next loan is `Cancelled`.

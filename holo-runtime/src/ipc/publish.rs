@@ -521,7 +521,11 @@ impl PublisherSeat {
                     continue;
                 };
                 let mut loan = loans.swap_remove(i);
-                let rank = usize::from(d.rank).min(MAX_TENSOR_RANK as usize);
+                // A rank past holo's limit is refused, not cut to its first extents.
+                let rank = usize::from(d.rank);
+                if rank > MAX_TENSOR_RANK as usize {
+                    continue;
+                }
                 let Some(&dtype) = DType::ALL.get(usize::from(d.dtype)) else {
                     continue;
                 };
@@ -1036,8 +1040,8 @@ impl RemoteLoan<'_> {
     /// `frame`: host memory written on the host; pinned and device memory written on the
     /// publisher's stream (the stream writes the fence after the work enqueued before).
     /// `InvalidArgument` (nothing sent, the slot stays this publisher's) for a shape whose
-    /// bytes exceed the slot; the session refuses one the topic's contract does not admit
-    /// (the slot goes back to its pool). `Cancelled` / `PeerLost` once the session is gone.
+    /// bytes exceed the slot, or a dtype or rank the topic's contract does not admit.
+    /// `Cancelled` / `PeerLost` once the session is gone.
     pub fn publish(self, shape: &[u64], dtype: DType, frame: u64) -> Result<()> {
         // Capture time 0: none (the session stamps the frame).
         self.publish_captured(shape, dtype, frame, 0)
@@ -1091,6 +1095,25 @@ impl RemoteLoan<'_> {
                 "a tensor of shape {shape:?} and {dtype} does not fit the slot's {} bytes",
                 d.byte_size
             )));
+        }
+        // The topic's contract, checked here: the importing session refuses such a commit
+        // anyway, and the publisher would never hear of it.
+        let topic = &self.publisher.topic;
+        let rank = u32::try_from(shape.len()).unwrap_or(u32::MAX);
+        if topic
+            .dtype
+            .as_deref()
+            .is_some_and(|want| want != dtype.name())
+            || topic.rank.is_some_and(|want| want != rank)
+            || rank > topic.max_rank
+        {
+            return Err(Error::invalid_argument(format!(
+                "a tensor of {dtype} and rank {rank} does not meet the topic's contract: {}, rank {}, at most rank {}",
+                topic.dtype.as_deref().unwrap_or("any dtype"),
+                topic.rank.map_or_else(|| "any".to_owned(), |r| r.to_string()),
+                topic.max_rank
+            ))
+            .at(format!("topic {:?}", topic.name)));
         }
         let p = self.publisher;
         p.check_link();
