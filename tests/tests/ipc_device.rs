@@ -185,6 +185,60 @@ fn a_killed_device_subscriber_gives_its_slot_back_only_once_its_process_exited()
     session.join().expect("the session ends cleanly");
 }
 
+/// The watchdog belonged to the subscriber: a tensor kept after its subscriber dropped
+/// waited for ever on a dead exporter's fence (its host wait, and every stream ordered
+/// behind it), since only the mirror's drop — after that tensor's — abandoned the fences.
+#[test]
+fn a_tensor_kept_past_its_subscriber_is_not_wedged_by_a_killed_exporter() {
+    let (device, _turn) = device();
+    let test = "device_kept_past_subscriber";
+    let catalog = catalog_path(test);
+    let ns = namespace(test);
+    // Each fill waits 3 s on the exporter's stream: the descriptor is sent long before
+    // its fence would be written.
+    let mut exporter = Peer::spawn(&[
+        "export-device",
+        catalog.to_str().unwrap(),
+        &ns,
+        "cam",
+        "4096",
+        "3000000",
+        "1000",
+    ]);
+    exporter.expect("serving");
+    let cat = EndpointCatalog::read(&catalog).expect("the catalog the exporter wrote");
+    let mut sub = ProcessSubscriber::attach_with_device(
+        &cat,
+        "cam",
+        ProcessSubscriberOptions::DEFAULT,
+        Arc::clone(&device),
+    )
+    .expect("the subscriber attaches");
+    let held = sub
+        .receive(WAIT)
+        .expect("a descriptor")
+        .expect("within the wait");
+    assert!(!held.fence_abandoned(), "the fence is pending");
+    drop(sub);
+    let killed = Instant::now();
+    exporter.kill();
+    // The host wait for the kept tensor's readiness, on a thread: it must end, not hang.
+    let (done, waited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = held.synchronize_for_host();
+        let _ = done.send((r, held.fence_abandoned()));
+    });
+    let (result, abandoned) = waited
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the kept tensor's wait ended after its exporter was killed");
+    result.expect("the wait ends without an error");
+    assert!(abandoned, "the kept tensor says its fence was abandoned");
+    println!(
+        "ipc device kept tensor: its wait ended {:.2?} after SIGKILL",
+        killed.elapsed()
+    );
+}
+
 #[test]
 fn a_killed_device_exporter_never_wedges_its_subscribers_stream() {
     let (device, _turn) = device();

@@ -122,9 +122,6 @@ pub struct ProcessSubscriber {
     layout: ControlLayout,
     /// The mapped segments and the release tickets, shared with every tensor received.
     mirror: Arc<Mirror>,
-    /// Device memory: the thread that ends the fence waits of an exporter that died (held
-    /// for its `Drop`, which stops it).
-    _watchdog: Option<Watchdog>,
     conn: OwnedFd,
     exporter: OwnedFd,
     exporter_pid: i32,
@@ -296,13 +293,10 @@ impl ProcessSubscriber {
             .try_clone()
             .map_err(|e| exhausted("cannot keep the exporter's pidfd", e))?;
         let mirror = Mirror::new(payload, control, layout.slots, watched)?;
-        let watchdog = if mirror.device().is_some() {
-            Some(Watchdog::start(&mirror)?)
-        } else {
-            None
-        };
+        if mirror.device().is_some() {
+            Watchdog::start(&mirror)?;
+        }
         Ok(ProcessSubscriber {
-            _watchdog: watchdog,
             topic: entry,
             seat,
             incarnation: welcome.incarnation,
@@ -984,24 +978,25 @@ unsafe impl Sync for Mirror {}
 
 /// The thread that watches a device subscriber's exporter: when its process exits, it
 /// abandons the fences at once, so that the subscriber's stream — and every consumer
-/// ordered behind it — never waits for a fence that will not come.
-struct Watchdog {
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
+/// ordered behind it — never waits for a fence that will not come. It watches for as long
+/// as the mirror lives — the subscriber, or any tensor received and kept after the
+/// subscriber dropped (a kept tensor's readiness waits on a fence too) — and ends within
+/// one poll period after the mirror dropped.
+struct Watchdog;
 
 impl Watchdog {
-    fn start(mirror: &Arc<Mirror>) -> Result<Watchdog> {
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (m, s) = (Arc::clone(mirror), Arc::clone(&stop));
-        let thread = std::thread::Builder::new()
+    fn start(mirror: &Arc<Mirror>) -> Result<()> {
+        let watched = Arc::downgrade(mirror);
+        std::thread::Builder::new()
             .name("holo-ipc-watchdog".to_owned())
             .spawn(move || {
                 let period = rustix::time::Timespec {
                     tv_sec: 0,
                     tv_nsec: 20_000_000,
                 };
-                while !s.load(Ordering::Acquire) {
+                // A strong count only for one poll: the mirror drops (here, then) once
+                // nothing else holds it.
+                while let Some(m) = watched.upgrade() {
                     let mut fds = [rustix::event::PollFd::new(
                         &m.exporter,
                         rustix::event::PollFlags::IN,
@@ -1012,20 +1007,8 @@ impl Watchdog {
                     }
                 }
             })
-            .map_err(|e| exhausted("cannot start the subscriber's watchdog thread", e))?;
-        Ok(Watchdog {
-            stop,
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+            .map(drop)
+            .map_err(|e| exhausted("cannot start the subscriber's watchdog thread", e))
     }
 }
 
