@@ -599,6 +599,105 @@ fn device_and_pinned_publishers_in_another_process_reach_the_session_behind_thei
     }
 }
 
+/// Waits on the host for each pinned frame's fence (`synchronize_for_host`), blocking its
+/// partition meanwhile, and counts the frames whose fence was abandoned.
+#[holo_runtime::operator]
+struct HostWaitingSink {
+    #[input(memory = pinned, dtype = u8, rank = 1)]
+    frames: holo_runtime::Input<holo_runtime::Tensor>,
+    stats: Arc<holo_tests::ipc_frames::SinkStats>,
+}
+
+impl holo_runtime::Operator for HostWaitingSink {
+    fn compute(
+        &mut self,
+        _ctx: &mut holo_runtime::ExecutionContext<'_>,
+    ) -> holo_runtime::Result<()> {
+        while let Some(t) = self.frames.receive() {
+            t.synchronize_for_host()?;
+            if t.fence_abandoned() {
+                self.stats.abandoned.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A dead publisher's fences were abandoned only once every frame it committed had found
+/// room in the importing input's queue: with the consumer blocked on the first frame's
+/// fence (a host wait), the second filled the queue, the third waited for room for ever,
+/// and so did the consumer.
+#[test]
+fn a_killed_publishers_fences_are_abandoned_while_its_frames_wait_for_room() {
+    let (device, _turn) = device();
+    let test = "publish_device_killed_full";
+    let stats = Arc::new(SinkStats::default());
+    let mut graph = holo_runtime::Graph::new();
+    let sink = graph
+        .add_operator_with_defaults(
+            "sink",
+            HostWaitingSink {
+                frames: holo_runtime::Input::default(),
+                stats: Arc::clone(&stats),
+            },
+        )
+        .unwrap();
+    graph.import_topic(
+        sink.frames,
+        "cam",
+        TopicOptions::DEFAULT
+            .with_depth(1)
+            .with_loans_per_publisher(3)
+            .with_max_bytes(4096)
+            .across_processes(),
+    );
+    let mut options = holo_runtime::CompileOptions::default();
+    options
+        .deployment
+        .bind_imported_topic_device("cam", holo_runtime::device::DeviceId::cuda(0));
+    let plan = holo_runtime::compile(&graph, options).unwrap();
+    let (session, slots) = serve_in(
+        test,
+        graph,
+        &plan,
+        SessionOptions::default().on_device(Arc::clone(&device)),
+        "topic:cam",
+    );
+    let catalog = catalog_path(test);
+    // Three frames, each behind 3 s of spinning on the publisher's stream.
+    let mut peer = Peer::spawn(&[
+        "publish-device",
+        catalog.to_str().unwrap(),
+        "cam",
+        "3",
+        "4096",
+        "3000000",
+        "stream",
+        "die",
+    ]);
+    peer.expect("attached");
+    peer.expect("published");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(stats.abandoned.load(Ordering::Relaxed), 0);
+    let killed = Instant::now();
+    peer.kill();
+    eventually(
+        "the dead publisher's three frames reach the sink, abandoned",
+        || stats.abandoned.load(Ordering::Relaxed) == 3,
+    );
+    let since_kill = killed.elapsed();
+    assert!(
+        since_kill < Duration::from_secs(5),
+        "the sink waited {since_kill:?} after SIGKILL"
+    );
+    assert_eq!(session.ipc_abandoned_frames("cam"), Some(3));
+    eventually("every slot comes back", || {
+        session.pool_free_slots("topic:cam").unwrap() == slots
+    });
+    session.stop();
+    session.join().expect("the session ends cleanly");
+}
+
 #[test]
 fn a_publisher_killed_before_its_fence_never_wedges_the_importing_session() {
     let (device, _turn) = device();

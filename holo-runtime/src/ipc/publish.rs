@@ -428,6 +428,13 @@ impl PublisherSeat {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+        self.abandon_pending(taken);
+    }
+
+    /// Abandons the fences still pending (the publisher's process exited, or the session
+    /// stops and waited long enough): their words take the abandoned value, so that every
+    /// wait on them ends.
+    fn abandon_pending(&mut self, taken: &Taken) {
         for &(slot, value) in &self.unobserved {
             // Only a fence still pending, from the word as read: a use the slot went on
             // to (another seat's grant) is never touched.
@@ -557,13 +564,20 @@ impl PublisherSeat {
             }
             if checked.elapsed() >= LIVENESS_PERIOD {
                 checked = Instant::now();
-                if live && (wire::readable(self.pidfd.as_fd()) || wire::readable(self.conn.as_fd()))
-                {
+                let exited = wire::readable(self.pidfd.as_fd());
+                if live && (exited || wire::readable(self.conn.as_fd())) {
                     // Exited or detached: no new grant; one more pass takes what it
                     // committed before (still published), then its granted, uncommitted
                     // slots go back (with `loans`, when this returns).
                     live = false;
                     continue;
+                }
+                if exited {
+                    // A dead publisher's fences are abandoned now, not when what waits
+                    // for room is gone: a consumer waiting on one of them (a host wait)
+                    // may be what keeps the room from coming.
+                    self.observe(taken);
+                    self.abandon_pending(taken);
                 }
             }
             if !live && pending.is_empty() {

@@ -42,8 +42,9 @@
 //!   [die]`: as `publish`, into a topic the session imports in pinned or CUDA device
 //!   memory: frame k is `device_fill(k)` in each of its `<bytes>` bytes, written on the
 //!   publisher's stream after `<delay_us>` of a spin kernel (`stream`), or on the host
-//!   (`host`, pinned only). With `die`: after the first publish prints `published` and
-//!   waits to be killed (its stream still spins: the fence is not written yet).
+//!   (`host`, pinned only). With `die`: after publishing its `<frames>` prints
+//!   `published` and waits to be killed (its stream still spins: the fences are not
+//!   written yet).
 //!
 //! Every failure prints `error <code> <message>` and exits 1.
 
@@ -369,7 +370,7 @@ fn publish_device(
         holo_tests::ipc_frames::publish_device_frames(&publisher, range, bytes, delay, host_writer)
     };
     if die {
-        publish(0..1)?;
+        publish(0..frames)?;
         hold_until_killed((), "published");
     }
     publish(0..frames)?;
