@@ -64,7 +64,7 @@ fn every_diagnostic_code_name_round_trips_and_is_unique_screaming_snake_case() {
         codes::RATE_QUEUE_DEPTH_BELOW_RECOMMENDATION.name(),
         "RATE_QUEUE_DEPTH_BELOW_RECOMMENDATION"
     );
-    assert_eq!(DiagnosticCode::ALL.len(), 49);
+    assert_eq!(DiagnosticCode::ALL.len(), 50);
 }
 
 #[test]

@@ -574,6 +574,40 @@ fn a_topic_depth_of_zero_or_below_an_imported_window() {
 }
 
 #[test]
+fn two_pools_of_one_id_do_not_compile() {
+    // Operator `topic:cam`'s output `out` is pool `topic:cam.out`; so is the pool of the
+    // imported topic `cam.out`. The session finds pools by id: the topic's publishers
+    // were handed the operator's pool.
+    let mut g = Graph::new();
+    let (source, _) = frames(1);
+    let s = g.add_operator("topic:cam", source, defaults()).unwrap();
+    let (sink, _) = Record::new();
+    let k = g.add_operator("sink", sink, defaults()).unwrap();
+    g.add_flow(s.out, k.frames, ConnectionOptions::default());
+    let (importer, _) = Record::new();
+    let i = g.add_operator("importer", importer, defaults()).unwrap();
+    g.import_topic(i.frames, "cam.out", TopicOptions::DEFAULT.with_max_bytes(8));
+    let d = rejected(&g, CompileOptions::default());
+    let x = only(&d, codes::POOL_NAME_CONFLICT);
+    assert_eq!(
+        x.message,
+        "pool id \"topic:cam.out\" names two pools: output \"out\" of operator \"topic:cam\" and the pool of imported topic \"cam.out\""
+    );
+    // Another topic name: two pools, two ids.
+    let mut g = Graph::new();
+    let (source, _) = frames(1);
+    let s = g.add_operator("topic:cam", source, defaults()).unwrap();
+    let (sink, _) = Record::new();
+    let k = g.add_operator("sink", sink, defaults()).unwrap();
+    g.add_flow(s.out, k.frames, ConnectionOptions::default());
+    let (importer, _) = Record::new();
+    let i = g.add_operator("importer", importer, defaults()).unwrap();
+    g.import_topic(i.frames, "cam", TopicOptions::DEFAULT.with_max_bytes(8));
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    assert_eq!(plan.tensor_allocations().len(), 2);
+}
+
+#[test]
 fn an_imported_topic_reaching_more_streams_than_the_cap_does_not_compile() {
     // topic "gpu" → relay (its own stream) → c0, c1 (a stream each): every published
     // tensor is registered on three consumer streams.

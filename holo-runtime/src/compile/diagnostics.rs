@@ -326,6 +326,9 @@ stable_codes! {
     PoolForwardsInvalid = POOL_FORWARDS_INVALID,
     /// A tensor output written by hand (not by `#[operator]`) declares `max_loans = 0`.
     PoolLoansZero = POOL_LOANS_ZERO,
+    /// Two pools have one id (`operator.port`, `topic:name`, `boundary:name`): an operator
+    /// `topic:cam` with an output `frames` and an imported topic `cam.frames`.
+    PoolNameConflict = POOL_NAME_CONFLICT,
     /// A device pool's tensors reach consumers on more distinct streams (its own flows and
     /// those after forwarding outputs, fused flows aside) than
     /// `CompileOptions::max_fanout_release_streams`: every emit would be refused.

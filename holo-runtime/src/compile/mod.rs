@@ -442,6 +442,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
     let topics = topics::records(&work, &resolved, &placed, &allocations);
     topics::check_across_processes(&mut work, &topics);
     one_device(&mut work, &placed, &allocations);
+    unique_pools(&mut work, &allocations);
     if !work.diagnostics.is_empty() {
         return Err(Diagnostics {
             items: work.diagnostics,
@@ -554,6 +555,44 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
 /// A session drives one device (`RunSession::start` refuses a plan with work on another):
 /// work placed on two — unconnected subgraphs bound to `cuda:0` and `cuda:1`, say —
 /// compiled, and then no session could start it. `PLACEMENT_DEVICE_CONFLICT`.
+/// Reports two pools of one id. Ids are `operator.port`, `topic:name` and
+/// `boundary:name`, and operator, port and topic names may hold `.` and `:`: an operator
+/// `topic:cam` with an output `frames` and an imported topic `cam.frames` both name
+/// `topic:cam.frames`. The session finds a pool by its id, so one of the two would be
+/// handed the other's slots.
+fn unique_pools(work: &mut Work<'_>, allocations: &[crate::plan::TensorAllocationPlanRecord]) {
+    let owner = |work: &Work<'_>, a: &crate::plan::TensorAllocationPlanRecord| match &a.topic {
+        Some(t) if a.pool.starts_with("boundary:") => format!("the boundary pool of topic {t:?}"),
+        Some(t) => format!("the pool of imported topic {t:?}"),
+        None => format!(
+            "output {:?} of operator {:?}",
+            a.port,
+            work.op_name(a.operator)
+        ),
+    };
+    let mut first: std::collections::HashMap<&str, usize> =
+        std::collections::HashMap::with_capacity(allocations.len());
+    for (i, a) in allocations.iter().enumerate() {
+        if let Some(&j) = first.get(a.pool.as_str()) {
+            let message = format!(
+                "pool id {:?} names two pools: {} and {}",
+                a.pool,
+                owner(work, &allocations[j]),
+                owner(work, a)
+            );
+            let at = work.op_name(a.operator).to_owned();
+            work.diagnostics.push(
+                Diagnostic::error(codes::POOL_NAME_CONFLICT, message)
+                    .operator(&at)
+                    .port(&a.port)
+                    .hint("rename the operator, port or topic: pool ids are `operator.port`, `topic:name` and `boundary:name`"),
+            );
+        } else {
+            first.insert(a.pool.as_str(), i);
+        }
+    }
+}
+
 fn one_device(
     work: &mut Work<'_>,
     placed: &placement::Placed,
