@@ -180,6 +180,97 @@ fn the_stream_policy_is_frozen_into_the_plan() {
     assert_eq!(threads, [0, 1, 2]);
 }
 
+/// A source and a sink whose port names hold a quote and a backslash (which `#[operator]`
+/// admits: a port name only has no whitespace or control character).
+#[holo_runtime::operator]
+struct QuotedSource {
+    #[output(name = "out\"put\\", storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = 8)]
+    out: holo_runtime::Output<holo_runtime::Tensor>,
+}
+
+impl holo_runtime::Operator for QuotedSource {
+    fn compute(
+        &mut self,
+        _ctx: &mut holo_runtime::ExecutionContext<'_>,
+    ) -> holo_runtime::Result<()> {
+        Ok(())
+    }
+}
+
+#[holo_runtime::operator]
+struct QuotedSink {
+    #[input(name = "in\"put", memory = host)]
+    input: holo_runtime::Input<holo_runtime::Tensor>,
+}
+
+impl holo_runtime::Operator for QuotedSink {
+    fn compute(
+        &mut self,
+        _ctx: &mut holo_runtime::ExecutionContext<'_>,
+    ) -> holo_runtime::Result<()> {
+        Ok(())
+    }
+}
+
+/// Whether every `"` of `line` that opens or closes a string is matched: a quote or
+/// backslash in a name left unescaped ends its label early.
+fn quotes_balance(line: &str) -> bool {
+    let (mut open, mut escaped) = (false, false);
+    for c in line.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => open = !open,
+            _ => {}
+        }
+    }
+    !open
+}
+
+#[test]
+fn dot_escapes_port_names() {
+    let mut g = Graph::new();
+    let s = g
+        .add_operator_with_defaults(
+            "src",
+            QuotedSource {
+                out: holo_runtime::Output::default(),
+            },
+        )
+        .unwrap();
+    let k = g
+        .add_operator_with_defaults(
+            "sink",
+            QuotedSink {
+                input: holo_runtime::Input::default(),
+            },
+        )
+        .unwrap();
+    g.add_flow(s.out, k.input, holo_runtime::ConnectionOptions::default());
+    let i = g
+        .add_operator_with_defaults(
+            "importer",
+            QuotedSink {
+                input: holo_runtime::Input::default(),
+            },
+        )
+        .unwrap();
+    g.import_topic(
+        i.input,
+        "cam",
+        holo_runtime::TopicOptions::DEFAULT.with_max_bytes(8),
+    );
+    let dot = compile(&g, CompileOptions::default()).unwrap().dot();
+    assert!(
+        dot.contains("[label=\"out\\\"put\\\\→in\\\"put depth 1\"]"),
+        "{dot}"
+    );
+    assert!(dot.contains("[label=\"in\\\"put\", style=dashed]"), "{dot}");
+    for line in dot.lines() {
+        assert!(quotes_balance(line), "{line}");
+    }
+}
+
 #[test]
 fn dot_escapes_names() {
     let mut g = Graph::new();

@@ -320,11 +320,11 @@ fn check_port_names(cx: &Ctxt, op: &Operator<'_>) {
         let name = field.port_name();
         let explicit = field.attr.as_ref().and_then(|a| a.name.as_ref());
         if let Some(lit) = explicit
-            && (name.is_empty() || name.chars().any(char::is_whitespace))
+            && (name.is_empty() || name.chars().any(|c| c.is_whitespace() || c.is_control()))
         {
             cx.error_spanned_by(
                 lit,
-                "a port name is non-empty and has no whitespace, like `name = \"frames\"`",
+                "a port name is non-empty and has no whitespace or control character, like `name = \"frames\"`",
             );
         }
         if let Some(first) = seen.get(&name) {

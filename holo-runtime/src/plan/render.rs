@@ -385,12 +385,14 @@ impl ExecutionPlan {
                 super::TopicDirection::Export => writeln!(
                     out,
                     "  op{} -> {node} [label=\"{}\", style=dashed];",
-                    t.operator, t.port
+                    t.operator,
+                    esc(&t.port)
                 ),
                 super::TopicDirection::Import => writeln!(
                     out,
                     "  {node} -> op{} [label=\"{}\", style=dashed];",
-                    t.operator, t.port
+                    t.operator,
+                    esc(&t.port)
                 ),
             };
         }
@@ -400,8 +402,8 @@ impl ExecutionPlan {
                 "  op{} -> op{} [label=\"{}→{} depth {}{}\"{}];",
                 e.from_operator,
                 e.to_operator,
-                e.from_port,
-                e.to_port,
+                esc(&e.from_port),
+                esc(&e.to_port),
                 e.queue_depth,
                 if e.fusion.is_some() { " fused" } else { "" },
                 if e.fusion.is_some() {
