@@ -332,6 +332,10 @@ impl PortFacts {
 pub(crate) struct OperatorNode {
     pub(crate) name: String,
     pub(crate) type_name: &'static str,
+    /// The operator's Rust type with its module path (`std::any::type_name`): what the
+    /// fingerprint hashes, so that two types of one name in two modules (their ports
+    /// alike, their memory kinds not) make two fingerprints.
+    pub(crate) rust_type: &'static str,
     pub(crate) ports: Vec<NodePort>,
     pub(crate) trigger: crate::spec::Trigger<()>,
     pub(crate) schema: &'static SchemaDescriptor,
@@ -526,6 +530,7 @@ impl Graph {
         self.operators.push(OperatorNode {
             name: name.to_owned(),
             type_name: spec.type_name,
+            rust_type: std::any::type_name::<O>(),
             ports,
             trigger: spec.trigger.erase(),
             schema: <O::Params as ParamSchema>::schema(),

@@ -216,3 +216,77 @@ fn the_plan_records_what_the_session_binds() {
         })
     );
 }
+
+/// Two operator types of one name in two modules, their ports alike, their memory kinds
+/// not: the fingerprint hashed the type's name without its module, so a plan compiled for
+/// one started over the other (a device operator under a host-only plan, with no stream).
+mod host_kind {
+    use holo_runtime::{ExecutionContext, Operator, Output, Result, Tensor, operator};
+
+    #[operator]
+    pub(crate) struct Stage {
+        #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = 8)]
+        pub(crate) o: Output<Tensor>,
+    }
+
+    impl Operator for Stage {
+        fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+            Ok(())
+        }
+    }
+}
+
+mod device_kind {
+    use holo_runtime::{ExecutionContext, Operator, Output, Result, Tensor, operator};
+
+    #[operator]
+    pub(crate) struct Stage {
+        #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 8)]
+        pub(crate) o: Output<Tensor>,
+    }
+
+    impl Operator for Stage {
+        fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+            Ok(())
+        }
+    }
+}
+
+#[test]
+fn two_operator_types_of_one_name_in_two_modules_have_two_fingerprints() {
+    let mut host = Graph::new();
+    host.add_operator_with_defaults(
+        "stage",
+        host_kind::Stage {
+            o: Output::default(),
+        },
+    )
+    .unwrap();
+    let mut device = Graph::new();
+    device
+        .add_operator_with_defaults(
+            "stage",
+            device_kind::Stage {
+                o: Output::default(),
+            },
+        )
+        .unwrap();
+    let plan = compile(&host, CompileOptions::default()).unwrap();
+    let e = RunSession::start(device, &plan, SessionOptions::frames(1)).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("fingerprint differs"), "{e}");
+    // The same graph again starts.
+    let mut again = Graph::new();
+    again
+        .add_operator_with_defaults(
+            "stage",
+            host_kind::Stage {
+                o: Output::default(),
+            },
+        )
+        .unwrap();
+    RunSession::start(again, &plan, SessionOptions::frames(1))
+        .unwrap()
+        .join()
+        .unwrap();
+}

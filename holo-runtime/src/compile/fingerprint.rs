@@ -38,7 +38,7 @@ impl Fingerprint {
     /// ports', read from the dense table).
     pub(crate) fn operator(&mut self, op: &OperatorNode, ports: &[PortFacts]) {
         self.eat(&op.name);
-        self.eat(op.type_name);
+        self.eat(op.rust_type);
         for p in ports {
             self.eat(p.name);
         }
