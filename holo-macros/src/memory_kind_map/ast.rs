@@ -67,7 +67,15 @@ impl Arm {
     }
 
     /// The kind's last segment.
+    /// The kind's name: written alone (`PinnedHost`), or as `MemoryKind::PinnedHost` with
+    /// any path before `MemoryKind` (`holo_runtime::MemoryKind::PinnedHost`). Any other
+    /// qualifier (`OutputStorage::PinnedHost`, `foo::Host`) names no memory kind: `None`.
     pub(crate) fn kind_ident(&self) -> Option<&Ident> {
-        self.kind.segments.last().map(|s| &s.ident)
+        let segments: Vec<&syn::PathSegment> = self.kind.segments.iter().collect();
+        match segments.as_slice() {
+            [.., qualifier, last] if qualifier.ident == "MemoryKind" => Some(&last.ident),
+            [last] if self.kind.leading_colon.is_none() => Some(&last.ident),
+            _ => None,
+        }
     }
 }

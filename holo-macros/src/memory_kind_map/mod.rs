@@ -65,6 +65,26 @@ mod tests {
     }
 
     #[test]
+    fn a_kind_under_another_qualifier_is_no_memory_kind() {
+        // Only the last segment was read: both arms silently became `PinnedHost` and
+        // `Host`.
+        let out = memory_kind_map(quote!(S { A => OutputStorage::PinnedHost, B => foo::Host }))
+            .to_string();
+        assert!(
+            out.contains("`OutputStorage::PinnedHost` is not a memory kind"),
+            "{out}"
+        );
+        assert!(out.contains("`foo::Host` is not a memory kind"), "{out}");
+        // `MemoryKind::X`, under any path, still is.
+        let out = memory_kind_map(quote!(S {
+            A => MemoryKind::PinnedHost,
+            B => holo_runtime::MemoryKind::Host
+        }))
+        .to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+    }
+
+    #[test]
     fn crate_override_and_malformed_input() {
         let out = memory_kind_map(quote!(crate = my_rt; S { A => Host })).to_string();
         assert!(

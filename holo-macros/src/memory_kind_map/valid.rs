@@ -24,7 +24,9 @@ pub(crate) fn check(cx: &Ctxt, map: &MemoryKindMap) {
         }
         let kind = arm.kind_ident();
         if !kind.is_some_and(|k| symbol::MEMORY_KIND_VARIANTS.iter().any(|v| k == v)) {
-            let written = kind.map_or_else(String::new, ToString::to_string);
+            let written = quote::ToTokens::to_token_stream(&arm.kind)
+                .to_string()
+                .replace(' ', "");
             cx.error_spanned_by(
                 &arm.kind,
                 format!(

@@ -3,6 +3,7 @@
 //! duplicates and value syntax; which keys fit which port is checked in `valid.rs`.
 
 use proc_macro2::{Span, TokenStream};
+use syn::ext::IdentExt as _;
 use syn::meta::ParseNestedMeta;
 use syn::parse::Parser;
 use syn::spanned::Spanned;
@@ -55,6 +56,7 @@ impl ClockHz {
         if let Expr::Lit(ExprLit {
             lit: Lit::Int(i), ..
         }) = expr
+            && i.suffix().is_empty()
             && let Ok(v) = i.base10_parse::<u64>()
         {
             return Self::Literal(v);
@@ -266,7 +268,7 @@ impl OpField<'_> {
         self.attr
             .as_ref()
             .and_then(|a| a.name.as_ref())
-            .map_or_else(|| self.ident.to_string(), LitStr::value)
+            .map_or_else(|| self.ident.unraw().to_string(), LitStr::value)
     }
 
     pub(crate) fn port_name_span(&self) -> Span {
@@ -911,6 +913,28 @@ fn int_value(cx: &Ctxt, expr: &Expr, word: Symbol, key: Symbol) -> Option<u64> {
     }) = expr
         && let Ok(v) = i.base10_parse::<u64>()
     {
+        // A suffix would be dropped unchecked (`rank = 3u8`), and a count past `u32` cut
+        // to `u32::MAX`: both are refused on the literal.
+        if !i.suffix().is_empty() {
+            cx.error_spanned_by(
+                expr,
+                format!(
+                    "`#[{word}({key})]` takes an integer literal without a type suffix, like `{}`",
+                    example(key)
+                ),
+            );
+            return None;
+        }
+        if v > u64::from(u32::MAX) {
+            cx.error_spanned_by(
+                expr,
+                format!(
+                    "`#[{word}({key} = {v})]` is past {}, the largest count",
+                    u32::MAX
+                ),
+            );
+            return None;
+        }
         return Some(v);
     }
     cx.error_spanned_by(

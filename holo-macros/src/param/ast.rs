@@ -2,6 +2,7 @@
 //! for spelling, duplicates and value syntax. Semantic checks are in `valid.rs`.
 
 use proc_macro2::Span;
+use syn::ext::IdentExt as _;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Expr, Fields, Ident, LitStr, Token, Type};
@@ -49,7 +50,7 @@ impl Field<'_> {
     pub(crate) fn key(&self) -> String {
         self.name
             .as_ref()
-            .map_or_else(|| self.ident.to_string(), LitStr::value)
+            .map_or_else(|| self.ident.unraw().to_string(), LitStr::value)
     }
 
     /// The token naming the key, for errors about it.

@@ -111,10 +111,11 @@ pub(crate) fn lit_int(
     example: &str,
 ) -> syn::Result<Option<(i128, Span)>> {
     let expr: Expr = meta.value()?.parse()?;
+    let unsuffixed = |i: &syn::LitInt| i.suffix().is_empty();
     let parsed = match &expr {
         Expr::Lit(ExprLit {
             lit: Lit::Int(i), ..
-        }) => i.base10_parse::<i128>().ok(),
+        }) if unsuffixed(i) => i.base10_parse::<i128>().ok(),
         Expr::Unary(ExprUnary {
             op: UnOp::Neg(_),
             expr: inner,
@@ -122,15 +123,18 @@ pub(crate) fn lit_int(
         }) => match &**inner {
             Expr::Lit(ExprLit {
                 lit: Lit::Int(i), ..
-            }) => i.base10_parse::<i128>().ok().and_then(i128::checked_neg),
+            }) if unsuffixed(i) => i.base10_parse::<i128>().ok().and_then(i128::checked_neg),
             _ => None,
         },
         _ => None,
     };
     if parsed.is_none() {
+        // A suffix (`300u8` on a `u16`) would be dropped unchecked.
         cx.error_spanned_by(
             &expr,
-            format!("`#[param({key})]` needs an integer literal, like `{key} = {example}`"),
+            format!(
+                "`#[param({key})]` needs an integer literal without a type suffix, like `{key} = {example}`"
+            ),
         );
     }
     Ok(parsed.map(|v| (v, expr.span())))

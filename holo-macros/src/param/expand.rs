@@ -4,6 +4,7 @@
 use proc_macro2::{Literal, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::DeriveInput;
+use syn::ext::IdentExt as _;
 use syn::spanned::Spanned;
 
 use super::ast::{Default, Enum, Field, Schema};
@@ -32,7 +33,7 @@ fn field_descriptor(p: &TokenStream, index: usize, field: &Field<'_>) -> TokenSt
     let ops = ops(index);
     let ty = field.ty;
     let key = field.key();
-    let rust_name = field.ident.to_string();
+    let rust_name = field.ident.unraw().to_string();
     let doc = &field.doc;
     let (rr, sensitive, ct) = (
         field.recompile_required,
@@ -128,7 +129,7 @@ pub(crate) fn schema(schema: &Schema<'_>) -> TokenStream {
     };
     let debug = schema.debug.then(|| {
         let entries = fields.iter().map(|f| {
-            let name = f.ident.to_string();
+            let name = f.ident.unraw().to_string();
             let ident = f.ident;
             if f.sensitive {
                 quote!(.field(#name, &#p::Redacted))
@@ -207,7 +208,7 @@ pub(crate) fn schema(schema: &Schema<'_>) -> TokenStream {
 /// time about a field it reads.
 fn field_facts(p: &TokenStream, schema: &syn::Ident, field: &Field<'_>) -> TokenStream {
     let ty = field.ty;
-    let rust_name = field.ident.to_string();
+    let rust_name = field.ident.unraw().to_string();
     let key = field.key();
     let sensitive = field.sensitive;
     let readable = !field.sensitive && (field.compile_time || field.recompile_required);

@@ -3,6 +3,7 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
+use syn::ext::IdentExt as _;
 use syn::parse::{Parse, ParseStream};
 use syn::{Ident, Path, Token};
 
@@ -41,7 +42,7 @@ impl ParamRefInput {
 pub(crate) fn field_text(segments: &[Ident]) -> String {
     segments
         .iter()
-        .map(Ident::to_string)
+        .map(|s| s.unraw().to_string())
         .collect::<Vec<_>>()
         .join(".")
 }
@@ -105,7 +106,7 @@ pub(crate) fn param_ref_tokens(
     schema: &impl quote::ToTokens,
     segments: &[Ident],
 ) -> TokenStream {
-    let names = segments.iter().map(Ident::to_string);
+    let names = segments.iter().map(|s| s.unraw().to_string());
     quote! {
         #p::ParamRef::__new(&[#(#names),*], |params: &#schema| &(*params) #(.#segments)*)
     }
@@ -118,7 +119,7 @@ pub(crate) fn field_facts(p: &TokenStream, schema: TokenStream, segments: &[Iden
     let mut ty = schema;
     let mut last = TokenStream::new();
     for segment in segments {
-        let name = segment.to_string();
+        let name = segment.unraw().to_string();
         let step = quote_spanned!(segment.span()=> <#ty as #p::Field<{ #p::field_hash(#name) }>>);
         last = step.clone();
         ty = quote!(#step::Type);

@@ -45,11 +45,14 @@ fn view(
     nodes: &[ReadNode],
     structs: &mut Vec<TokenStream>,
 ) -> TokenStream {
+    // Numbered, not named after the path: a path of raw identifiers (`r#type`) is no
+    // identifier fragment, and `a.b_c` and `a_b.c` would name the same struct.
+    let slot = structs.len();
+    structs.push(TokenStream::new());
     let name = if path.is_empty() {
         format_ident!("__HoloReads")
     } else {
-        let joined: Vec<String> = path.iter().map(ToString::to_string).collect();
-        format_ident!("__HoloReads_{}", joined.join("_"))
+        format_ident!("__HoloReads{}", slot)
     };
     let generics: Vec<Ident> = (0..nodes.len()).map(|i| format_ident!("T{}", i)).collect();
     let fields: Vec<&Ident> = nodes.iter().map(|n| &n.ident).collect();
@@ -65,10 +68,10 @@ fn view(
             }
         })
         .collect();
-    structs.push(quote! {
+    structs[slot] = quote! {
         #[allow(non_camel_case_types, dead_code)]
         struct #name<#(#generics),*> { #(#fields: #generics),* }
-    });
+    };
     quote!(#name { #(#fields: #values),* })
 }
 

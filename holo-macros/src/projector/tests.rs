@@ -41,10 +41,10 @@ fn body_sees_a_view_of_the_declared_reads() {
         "{out}"
     );
     assert!(
-        out.contains("struct __HoloReads_geometry < T0 , T1 > { height : T0 , depth : T1 }"),
+        out.contains("struct __HoloReads1 < T0 , T1 > { height : T0 , depth : T1 }"),
         "{out}"
     );
-    assert!(out.contains("let params = & __HoloReads { width : :: core :: clone :: Clone :: clone (& (* params) . width) , geometry : __HoloReads_geometry {"), "{out}");
+    assert!(out.contains("let params = & __HoloReads { width : :: core :: clone :: Clone :: clone (& (* params) . width) , geometry : __HoloReads1 {"), "{out}");
     assert!(out.contains("field_hash (\"geometry\")"), "{out}");
     assert!(out.contains("COMPILE_READABLE"), "{out}");
     assert!(
