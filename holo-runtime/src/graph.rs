@@ -501,27 +501,31 @@ impl Graph {
         let ports = spec
             .ports
             .into_iter()
-            .map(|p| NodePort {
-                name: p.name,
-                direction: p.direction,
-                optional: p.optional,
-                temporal: p.temporal.erase(values as &dyn Any),
-                decl: match p.payload {
-                    PortPayload::Tensor(t) => PortDecl::TensorOutput(TensorOutputDecl {
-                        representation: t.representation,
-                        bounds: t.bounds,
-                        storage: t.storage,
-                        byte_span: t.byte_span.map(|e| e.node),
-                        memory_kind: t.memory_kind.map(MemoryKindDerivation::erase),
-                        max_loans: t.max_loans,
-                        max_rank: t.max_rank,
-                        forwards: t.forwards,
-                    }),
-                    PortPayload::TensorInput(i) => PortDecl::TensorInput(i),
-                    PortPayload::Message(_) => PortDecl::Message,
-                },
+            .map(|p| {
+                let port = || format!("operator {name:?}, input {:?}", p.name);
+                let temporal = p.temporal.erase(values as &dyn Any, &port)?;
+                Ok(NodePort {
+                    name: p.name,
+                    direction: p.direction,
+                    optional: p.optional,
+                    temporal,
+                    decl: match p.payload {
+                        PortPayload::Tensor(t) => PortDecl::TensorOutput(TensorOutputDecl {
+                            representation: t.representation,
+                            bounds: t.bounds,
+                            storage: t.storage,
+                            byte_span: t.byte_span.map(|e| e.node),
+                            memory_kind: t.memory_kind.map(MemoryKindDerivation::erase),
+                            max_loans: t.max_loans,
+                            max_rank: t.max_rank,
+                            forwards: t.forwards,
+                        }),
+                        PortPayload::TensorInput(i) => PortDecl::TensorInput(i),
+                        PortPayload::Message(_) => PortDecl::Message,
+                    },
+                })
             })
-            .collect::<Vec<_>>();
+            .collect::<Result<Vec<_>>>()?;
         let params_json = params.to_json();
         let values: O::Params = params.values().clone();
         self.by_name.insert(name.to_owned(), id);

@@ -278,6 +278,70 @@ fn an_absurd_history_from_a_parameter_is_a_compile_diagnostic() {
     compile(&build(&limit), CompileOptions::default()).unwrap();
 }
 
+/// A history read from a signed (or 64-bit) parameter.
+#[derive(Clone, Debug, holo_runtime::ParamSchema)]
+#[param(schema = "holo.tests.SignedHistorian", version = 1)]
+struct SignedHistorianParams {
+    /// Messages retained.
+    #[param(default = 2, recompile_required)]
+    history: i64,
+}
+
+#[operator(params = SignedHistorianParams)]
+struct SignedHistorian {
+    #[input(history = parameter_count(param_ref!(SignedHistorianParams::history)))]
+    input: Input<u64>,
+}
+
+impl Operator for SignedHistorian {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while self.input.receive().is_some() {}
+        Ok(())
+    }
+}
+
+/// A history parameter of -3 was clamped to 0 (no history, silently), and 5000000000 to
+/// 4294967295 (the limit's diagnostic then quoted a number nobody wrote). Now both are
+/// `OutOfBounds` at the field when the operator is added, naming the operator and input.
+#[test]
+fn a_history_parameter_outside_u32_is_refused_at_the_field() {
+    for value in ["-3", "5000000000"] {
+        let mut g = Graph::new();
+        let e = g
+            .add_operator(
+                "historian",
+                SignedHistorian {
+                    input: Input::default(),
+                },
+                ParamSet::from_toml_str(&format!("history = {value}")).unwrap(),
+            )
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+        assert_eq!(
+            e.param_kind(),
+            Some(holo_runtime::ParamErrorKind::OutOfBounds),
+            "{e}"
+        );
+        assert_eq!(e.location(), Some("history"), "{e}");
+        assert!(
+            e.message().starts_with(&format!(
+                "operator \"historian\", input \"input\": `history = parameter_count(history)` is {value}"
+            )),
+            "{e}"
+        );
+    }
+    let mut g = Graph::new();
+    g.add_operator(
+        "historian",
+        SignedHistorian {
+            input: Input::default(),
+        },
+        ParamSet::from_toml_str("history = 4").unwrap(),
+    )
+    .unwrap();
+}
+
 /// A 1 MiB message: a queue of a million of them (1 TiB) cannot be reserved. (An `Input`
 /// holds one inline for `missing = reuse_last`, so the test runs on a large stack.)
 #[derive(Clone)]

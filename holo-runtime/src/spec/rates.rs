@@ -250,7 +250,10 @@ impl<P> fmt::Debug for ParameterCount<P> {
 
 /// An entry count (for `#[input(history = ...)]`) read from an integer parameter. The
 /// count sizes the producer's pool, so `#[operator]` requires the field to be not
-/// sensitive and `compile_time` or `recompile_required`, as a byte span's is.
+/// sensitive and `compile_time` or `recompile_required`, as a byte span's is. A value
+/// below 0 or past `u32::MAX` is refused by `Graph::add_operator` (`InvalidArgument`,
+/// `ParamErrorKind::OutOfBounds`, at the field); past `MAX_QUEUE_DEPTH`, by `compile`
+/// (`QUEUE_DEPTH_LIMIT`).
 pub fn parameter_count<P: ParamSchema, T>(field: ParamRef<P, T>) -> ParameterCount<P>
 where
     T: Copy + Into<i128> + 'static,
@@ -393,12 +396,33 @@ impl<P> Default for PortTemporalSpec<P> {
 
 impl<P> PortTemporalSpec<P> {
     /// Erases the parameter type, resolving a parameter-derived history against the
-    /// accepted parameters (a value that does not fit `u32` saturates).
-    pub(crate) fn erase(self, params: &dyn Any) -> PortTemporalSpec<()> {
-        let history = self.history_parameter.as_ref().map_or(self.history, |h| {
-            (h.read)(params).map_or(0, |v| u32::try_from(v.max(0)).unwrap_or(u32::MAX))
-        });
-        PortTemporalSpec {
+    /// accepted parameters. A value below 0 or past `u32::MAX` is `OutOfBounds` at the
+    /// field (it was clamped: `-3` silently meant no history).
+    /// `port` names the port in that error (`operator "a", input "frames"`).
+    pub(crate) fn erase(
+        self,
+        params: &dyn Any,
+        port: &dyn Fn() -> String,
+    ) -> crate::Result<PortTemporalSpec<()>> {
+        let history = match self.history_parameter.as_ref() {
+            None => self.history,
+            Some(h) => match (h.read)(params) {
+                None => 0,
+                Some(v) => u32::try_from(v).map_err(|_| {
+                    crate::Error::param(
+                        holo_params::ParamErrorKind::OutOfBounds,
+                        h.path.clone(),
+                        format!(
+                            "{}: `history = parameter_count({})` is {v}, and a history is 0 to {} entries",
+                            port(),
+                            h.path,
+                            u32::MAX
+                        ),
+                    )
+                })?,
+            },
+        };
+        Ok(PortTemporalSpec {
             mode: self.mode,
             history,
             history_parameter: None,
@@ -407,7 +431,7 @@ impl<P> PortTemporalSpec<P> {
             nominal_rate: self.nominal_rate.map(RateExpr::erase),
             follows: self.follows,
             burst: self.burst,
-        }
+        })
     }
 
     /// Whether the port declares a rate of its own (nominal or follows).
