@@ -428,6 +428,91 @@ fn unreadable_rate_parameters_are_rejected() {
     assert_eq!(d.items[0].field_path.as_deref(), Some("live_hz"));
 }
 
+/// A stream's settings, every field readable by the compiler on its own.
+#[derive(Clone, Debug, ParamSchema)]
+#[param(schema = "test.Rates.Stream", version = 1)]
+struct StreamSettings {
+    /// Hz.
+    #[param(recompile_required, default = 30)]
+    fps: i64,
+    /// Frames retained.
+    #[param(recompile_required, default = 2)]
+    keep: u32,
+}
+
+/// The stream's settings are sensitive as a whole (a credential's neighbours).
+#[derive(Clone, Debug, ParamSchema)]
+#[param(schema = "test.Rates.Secret", version = 1)]
+struct SecretParams {
+    #[param(sensitive)]
+    stream: StreamSettings,
+}
+
+/// A rate and a history read from inside the sensitive struct.
+#[operator(params = SecretParams)]
+struct SecretSrc {
+    #[output(nominal_rate = parameter_rate(param_ref!(SecretParams::stream.fps)))]
+    out: Output<u64>,
+}
+
+impl Operator for SecretSrc {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[operator(params = SecretParams)]
+struct SecretKeeper {
+    #[input(history = parameter_count(param_ref!(SecretParams::stream.keep)))]
+    values: Input<u64>,
+}
+
+impl Operator for SecretKeeper {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The compiler read only the field's own flags: a rate inside a sensitive struct was
+/// read, shown in the plan's rates and quoted in its messages.
+#[test]
+fn a_field_inside_a_sensitive_struct_is_never_read_by_the_compiler() {
+    let mut g = Graph::new();
+    let s = g
+        .add_operator_with_defaults(
+            "secret",
+            SecretSrc {
+                out: Output::default(),
+            },
+        )
+        .unwrap();
+    let p = add(
+        &mut g,
+        "poll",
+        Poll {
+            values: Input::default(),
+        },
+    );
+    g.add_flow(s.out, p.values, ConnectionOptions::default());
+    let d = compile(&g, CompileOptions::default()).unwrap_err();
+    assert_eq!(d.codes(), vec![codes::RATE_UNREADABLE_PARAMETER], "{d}");
+    assert_eq!(d.items[0].field_path.as_deref(), Some("stream.fps"));
+    assert!(!d.to_string().contains("30"), "{d}");
+    // A history from inside it is refused when the operator is added.
+    let mut g = Graph::new();
+    let e = g
+        .add_operator_with_defaults(
+            "keeper",
+            SecretKeeper {
+                values: Input::default(),
+            },
+        )
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(e.code(), holo_runtime::ErrorCode::InvalidArgument, "{e}");
+    assert_eq!(e.location(), Some("stream.keep"), "{e}");
+}
+
 #[test]
 fn the_fixed_one_to_one_and_quarter_chain() {
     #[operator(trigger = on_arrival(frames))]

@@ -61,10 +61,10 @@ impl Resolved {
 }
 
 fn readable(work: &mut Work<'_>, op: &OperatorNode, port: &str, dep: &ParamDependency) -> bool {
-    if dep.descriptor.is_compile_readable() {
+    if dep.is_compile_readable() {
         return true;
     }
-    let why = if dep.descriptor.sensitive {
+    let why = if dep.sensitive {
         "is sensitive"
     } else {
         "is neither `compile_time` nor `recompile_required`"

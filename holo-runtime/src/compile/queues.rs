@@ -106,7 +106,7 @@ impl Pass<'_, '_> {
         what: &str,
     ) -> Option<(Q, Option<Q>, Option<String>)> {
         if let Some(dep) = expr.dependency()
-            && !dep.descriptor.is_compile_readable()
+            && !dep.is_compile_readable()
         {
             let mut d = Diagnostic::error(
                 codes::RATE_UNREADABLE_PARAMETER,
@@ -239,9 +239,7 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
                 };
                 let expected = port.and_then(|port| {
                     let e = port.temporal.expected_rate.as_ref()?;
-                    if e.dependency()
-                        .is_some_and(|dep| !dep.descriptor.is_compile_readable())
-                    {
+                    if e.dependency().is_some_and(|dep| !dep.is_compile_readable()) {
                         // Not read, so not shown in the plan (it is redacted from the
                         // operator's parameters): reported, unless resolving it as the
                         // input's rate did already.

@@ -33,6 +33,8 @@ pub struct ParamDependency {
     pub path: String,
     /// The field's descriptor.
     pub descriptor: &'static FieldDescriptor,
+    /// The field is sensitive, or a struct its path goes through is.
+    pub sensitive: bool,
 }
 
 impl fmt::Debug for ParamDependency {
@@ -47,7 +49,14 @@ impl ParamDependency {
             schema_id: r.schema_id(),
             path: r.path(),
             descriptor: r.descriptor(),
+            sensitive: r.descriptor().sensitive || r.under_sensitive(),
         }
+    }
+
+    /// Whether the compiler may read the field: compile-time or recompile-required, and
+    /// neither it nor a struct on its path sensitive.
+    pub fn is_compile_readable(&self) -> bool {
+        !self.sensitive && self.descriptor.is_compile_readable()
     }
 }
 

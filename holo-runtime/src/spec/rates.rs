@@ -239,6 +239,9 @@ where
 pub struct ParameterCount<P> {
     pub(crate) path: String,
     pub(crate) read: Arc<ReadFn>,
+    /// A struct on the field's path is sensitive (`#[operator]` checks the field's own
+    /// flags; not its parents').
+    pub(crate) under_sensitive: bool,
     _params: std::marker::PhantomData<fn(&P)>,
 }
 
@@ -260,6 +263,7 @@ where
 {
     ParameterCount {
         path: field.path(),
+        under_sensitive: field.under_sensitive(),
         read: Arc::new(move |params: &dyn Any| {
             params.downcast_ref::<P>().map(|p| (*field.get(p)).into())
         }),
@@ -406,6 +410,14 @@ impl<P> PortTemporalSpec<P> {
     ) -> crate::Result<PortTemporalSpec<()>> {
         let history = match self.history_parameter.as_ref() {
             None => self.history,
+            Some(h) if h.under_sensitive => {
+                return Err(crate::Error::invalid_argument(format!(
+                    "{}: `history = parameter_count({})` reads a field inside a sensitive struct; a history sizes a pool and shows in the plan, so it is never read from a sensitive field",
+                    port(),
+                    h.path
+                ))
+                .at(h.path.clone()));
+            }
             Some(h) => match (h.read)(params) {
                 None => 0,
                 Some(v) => u32::try_from(v).map_err(|_| {
