@@ -899,3 +899,44 @@ impl holo_runtime::Operator for OwnPoolForward {
         Ok(())
     }
 }
+
+/// A client that connects and then trickles its hello a byte at a time held the session's
+/// `join` for as long as it kept trickling: the server read the hello with the socket's
+/// 2 s timeout, restarted by every byte, and `join` waits for every connection thread.
+/// Now the handshake waits in 20 ms slices and gives up when the session stops.
+#[test]
+fn a_client_trickling_its_hello_does_not_hold_the_sessions_join() {
+    let test = "trickling_client";
+    let (session, _go, _stats, _slots) = exporter(test, 0, TopicOptions::DEFAULT);
+    // The topic's socket: the abstract address `holo/<namespace>/<topic>`.
+    let sock = rustix::net::socket(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::STREAM,
+        None,
+    )
+    .unwrap();
+    let address = rustix::net::SocketAddrUnix::new_abstract_name(
+        format!("holo/{}/cam", namespace(test)).as_bytes(),
+    )
+    .unwrap();
+    rustix::net::connect(&sock, &address).unwrap();
+    let trickle = std::thread::spawn(move || {
+        // A byte every 200 ms, for at most 20 s, until the server hangs up.
+        for _ in 0..100 {
+            if rustix::io::write(&sock, &[0u8]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    session.stop();
+    session.join().expect("the session ends cleanly");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "join waited {took:?} for a client still trickling its hello"
+    );
+    trickle.join().unwrap();
+}

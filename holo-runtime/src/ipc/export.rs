@@ -449,11 +449,15 @@ pub(crate) fn greet(
     conn: &OwnedFd,
     topic: &str,
     contract: &WireContract,
-    client: &str,
-    server: &str,
+    (client, server): (&str, &str),
+    serving: &Serving,
 ) -> Result<Option<OwnedFd>> {
     wire::set_timeouts(conn.as_fd(), HANDSHAKE_TIMEOUT)?;
-    let (hello, _) = wire::recv::<Hello>(conn.as_fd())?;
+    let (hello, _) = wire::recv_by::<Hello>(
+        conn.as_fd(),
+        std::time::Instant::now() + HANDSHAKE_TIMEOUT,
+        &|| serving.stopping(),
+    )?;
     if hello.magic != MAGIC || hello.version != VERSION {
         refuse(
             conn,
@@ -504,8 +508,8 @@ fn handshake(served: &Arc<Served>, conn: OwnedFd) -> Result<Option<SeatWorker>> 
         &conn,
         &served.topic,
         &served.contract,
-        "subscriber",
-        "exporter",
+        ("subscriber", "exporter"),
+        &served.serving,
     )?
     else {
         return Ok(None);
@@ -799,9 +803,11 @@ impl SeatWorker {
             None => return Ok(End::Detached),
         };
         // The subscriber says READY once its mappings and its iceoryx2 subscriber exist.
-        wire::set_timeouts(self.conn.as_fd(), READY_TIMEOUT)?;
-        let (ready, _) = wire::recv::<u8>(self.conn.as_fd())?;
-        wire::set_timeouts(self.conn.as_fd(), HANDSHAKE_TIMEOUT)?;
+        let (ready, _) = wire::recv_by::<u8>(
+            self.conn.as_fd(),
+            std::time::Instant::now() + READY_TIMEOUT,
+            &|| served.serving.stopping(),
+        )?;
         if ready != READY {
             return Err(Error::new(
                 ErrorCode::ProtocolError,

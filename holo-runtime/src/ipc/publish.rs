@@ -38,9 +38,9 @@ use iceoryx2::prelude::*;
 
 use super::catalog::{CatalogTopic, EndpointCatalog, record_wire};
 use super::export::{
-    HANDSHAKE_TIMEOUT, LIVENESS_PERIOD, Node, Notifier, Publisher, READY_TIMEOUT, ServedDevice,
-    Serving, bind_socket, control_segment, greet, iox_error, name_hash, node, payload_segment,
-    refuse, seat_services, service_prefix, spawn_listener, welcome_payload,
+    LIVENESS_PERIOD, Node, Notifier, Publisher, READY_TIMEOUT, ServedDevice, Serving, bind_socket,
+    control_segment, greet, iox_error, name_hash, node, payload_segment, refuse, seat_services,
+    service_prefix, spawn_listener, welcome_payload,
 };
 use super::import::{Mapped, MirrorDevice};
 use super::segment::Segment;
@@ -233,7 +233,14 @@ impl Drop for ImportServer {
 /// The handshake: the publisher's hello, its checks, a publisher seat, the welcome with
 /// the pool and control segments. `Ok(None)`: refused (and told why).
 fn handshake(taken: &Arc<Taken>, conn: OwnedFd) -> Result<Option<PublisherSeat>> {
-    let Some(pidfd) = greet(&conn, &taken.topic, &taken.contract, "publisher", "session")? else {
+    let Some(pidfd) = greet(
+        &conn,
+        &taken.topic,
+        &taken.contract,
+        ("publisher", "session"),
+        &taken.serving,
+    )?
+    else {
         return Ok(None);
     };
     let publisher = match ChannelPublisher::<Tensor>::attach_to(
@@ -462,9 +469,10 @@ impl PublisherSeat {
     /// process exits or it detaches, and every commit it made was published or refused
     /// (`Ok(false)`).
     fn serve(&mut self, taken: &Arc<Taken>) -> Result<bool> {
-        wire::set_timeouts(self.conn.as_fd(), READY_TIMEOUT)?;
-        let (ready, _) = wire::recv::<u8>(self.conn.as_fd())?;
-        wire::set_timeouts(self.conn.as_fd(), HANDSHAKE_TIMEOUT)?;
+        let (ready, _) =
+            wire::recv_by::<u8>(self.conn.as_fd(), Instant::now() + READY_TIMEOUT, &|| {
+                taken.serving.stopping()
+            })?;
         if ready != READY {
             return Err(Error::new(
                 ErrorCode::ProtocolError,

@@ -317,6 +317,76 @@ pub(crate) fn recv<T: Copy>(sock: BorrowedFd<'_>) -> Result<(T, Vec<OwnedFd>)> {
     Ok((msg, fds))
 }
 
+/// Receives one `T` by `deadline` on a server's thread, however slowly the peer sends
+/// it, giving up (`Cancelled`) as soon as `stop` says the topic stops being served: it
+/// waits for bytes in slices of 20 ms and reads only what arrived, so a client that
+/// stalls mid-handshake, or trickles its message a byte at a time, holds a session's
+/// teardown for one slice, not for the socket timeout of every byte. Past the deadline:
+/// `PeerLost`.
+pub(crate) fn recv_by<T: Copy>(
+    sock: BorrowedFd<'_>,
+    deadline: std::time::Instant,
+    stop: &dyn Fn() -> bool,
+) -> Result<(T, Vec<OwnedFd>)> {
+    let mut msg: T = zeroed();
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    // SAFETY: `msg` is plain data (see `bytes_of`), valid for any bytes written into it.
+    let buf = unsafe {
+        std::slice::from_raw_parts_mut(std::ptr::from_mut(&mut msg).cast::<u8>(), size_of::<T>())
+    };
+    let slice = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 20_000_000,
+    };
+    let mut got = 0;
+    let mut fds = Vec::new();
+    while got < buf.len() {
+        if stop() {
+            return Err(Error::new(
+                ErrorCode::Cancelled,
+                "the topic stops being served: the handshake is abandoned",
+            ));
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(peer_error(
+                "the topic's socket",
+                "the peer did not send its handshake message in time",
+            ));
+        }
+        let mut poll = [rustix::event::PollFd::new(
+            &sock,
+            rustix::event::PollFlags::IN,
+        )];
+        if !matches!(rustix::event::poll(&mut poll, Some(&slice)), Ok(n) if n > 0) {
+            continue;
+        }
+        let r = match rustix::net::recvmsg(
+            sock,
+            &mut [IoSliceMut::new(&mut buf[got..])],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
+        ) {
+            Ok(r) => r,
+            Err(e) if e == rustix::io::Errno::AGAIN || e == rustix::io::Errno::INTR => continue,
+            Err(e) => return Err(peer_error("the topic's socket", std::io::Error::from(e))),
+        };
+        for m in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(rights) = m {
+                fds.extend(rights);
+            }
+        }
+        if r.bytes == 0 {
+            return Err(peer_error(
+                "the topic's socket",
+                "the peer closed it mid-handshake",
+            ));
+        }
+        got += r.bytes;
+    }
+    Ok((msg, fds))
+}
+
 /// Sets the socket's send and receive timeouts.
 pub(crate) fn set_timeouts(sock: BorrowedFd<'_>, timeout: Duration) -> Result<()> {
     use rustix::net::sockopt::{Timeout, set_socket_timeout};
