@@ -162,12 +162,16 @@ impl FieldPath {
         }
     }
 
-    /// The path of a key below this one.
+    /// The path of a key below this one. A key that is not a bare TOML key (letters,
+    /// digits, `_`, `-`) is written quoted, as TOML quotes it: `"geometry.width"` is one
+    /// key, not the field `width` of `geometry`, and a control character in it is an
+    /// escape, never raw text in a message.
     #[must_use]
     pub fn key(&self, key: &str) -> Self {
+        let key = quoted_if_needed(key);
         if self.text.is_empty() {
             Self {
-                text: key.to_owned(),
+                text: key.into_owned(),
             }
         } else {
             Self {
@@ -193,6 +197,32 @@ impl FieldPath {
     pub fn is_root(&self) -> bool {
         self.text.is_empty()
     }
+}
+
+/// `key` as a TOML key: bare when it can be, else a basic string with its escapes.
+fn quoted_if_needed(key: &str) -> std::borrow::Cow<'_, str> {
+    let bare = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if bare {
+        return std::borrow::Cow::Borrowed(key);
+    }
+    let mut out = String::with_capacity(key.len() + 2);
+    out.push('"');
+    for c in key.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => {
+                use fmt::Write as _;
+                let _ = write!(out, "\\u{:04X}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    std::borrow::Cow::Owned(out)
 }
 
 impl fmt::Display for FieldPath {

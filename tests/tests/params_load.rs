@@ -153,6 +153,31 @@ fn unknown_keys_are_rejected_listing_the_valid_ones() {
 }
 
 #[test]
+fn a_quoted_key_is_located_quoted_not_as_another_fields_path() {
+    // `"geometry.width"` is one key of the root table, not `width` of `geometry`: it was
+    // reported at `geometry.width`, a real field's path.
+    let err = load_err(&format!(
+        "output_shape = [1, 1, 1]\n\"geometry.width\" = 5\n{VALID_REST}"
+    ));
+    assert_param_err(
+        &err,
+        ParamErrorKind::UnknownKey,
+        "\"geometry.width\"",
+        "expected one of",
+    );
+    // A control character in a key is an escape in the location, never raw text.
+    let err = load_err(&format!(
+        "output_shape = [1, 1, 1]\n\"a\\nb\" = 5\n{VALID_REST}"
+    ));
+    assert_param_err(
+        &err,
+        ParamErrorKind::UnknownKey,
+        "\"a\\u000Ab\"",
+        "expected one of",
+    );
+}
+
+#[test]
 fn missing_keys_name_the_full_path() {
     let err = load_err("output_storage = \"host\"\n[geometry]\nwidth = 640\n");
     assert_param_err(
