@@ -288,7 +288,10 @@ fn a_zero_extent_is_a_zero_span() {
         shape_params("shape = [0, 2, 3]"),
     )
     .unwrap();
-    only(&rejected(&g), codes::PHYSICAL_TENSOR_BYTE_SPAN_ZERO);
+    // The parameter the zero came from is the diagnostic's field (it named only the
+    // operator and port).
+    let d = only(&rejected(&g), codes::PHYSICAL_TENSOR_BYTE_SPAN_ZERO);
+    assert_eq!(d.field_path.as_deref(), Some("shape"), "{d}");
 }
 
 #[operator(params = ShapeParams)]

@@ -394,6 +394,7 @@ pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
                         resolved: &resolved,
                         projectors: &mut projectors,
                     };
+                    let before = ev.work.diagnostics.len();
                     match ev.eval(expr) {
                         Some(0) => {
                             ev.fail(
@@ -410,6 +411,27 @@ pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
                             );
                         }
                         v => out.per_slot_bytes = v,
+                    }
+                    // What a zero or an overflow came from: the one parameter read (the
+                    // diagnostic's field), or every dependency, named in the message.
+                    for d in &mut work.diagnostics[before..] {
+                        if !matches!(
+                            d.code,
+                            codes::PHYSICAL_TENSOR_BYTE_SPAN_ZERO
+                                | codes::PHYSICAL_TENSOR_BYTE_SPAN_OVERFLOW
+                        ) || d.field_path.is_some()
+                        {
+                            continue;
+                        }
+                        match out.dependencies.as_slice() {
+                            [] => {}
+                            [one] if !one.starts_with("input:") => {
+                                d.field_path = Some(one.clone());
+                            }
+                            all => {
+                                d.message = format!("{} (it reads {})", d.message, all.join(", "));
+                            }
+                        }
                     }
                 }
             } else if let Some(b) = decl.bounds {
