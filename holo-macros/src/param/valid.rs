@@ -53,6 +53,85 @@ pub(crate) fn check_schema(cx: &Ctxt, schema: &Schema<'_>) {
     }
 }
 
+/// An integer literal default outside `min`/`max`, or an enum default outside
+/// `enum_values`, is an error on the default: it was accepted, and every config that
+/// left the key out (and `ParamSet::defaults()`) failed at run time with `OutOfBounds`.
+fn check_default(cx: &Ctxt, field: &Field<'_>) {
+    let Some(super::ast::Default::Expr(expr)) = &field.default else {
+        return;
+    };
+    if let Some(value) = int_literal(expr) {
+        let below = field.min.filter(|&(min, _)| value < min);
+        let above = field.max.filter(|&(max, _)| value > max);
+        if let Some((min, _)) = below {
+            cx.error_spanned_by(
+                expr,
+                format!("`default = {value}` is below `#[param(min = {min})]`"),
+            );
+        }
+        if let Some((max, _)) = above {
+            cx.error_spanned_by(
+                expr,
+                format!("`default = {value}` is above `#[param(max = {max})]`"),
+            );
+        }
+    }
+    // `Type::Variant` only (a type's name, then a variant's): a constant (`DEFAULT_KIND`,
+    // `Kinds::DEFAULT`) is left to rustc and the decode.
+    let segments: Vec<&syn::PathSegment> = match expr {
+        syn::Expr::Path(p) => p.path.segments.iter().collect(),
+        _ => Vec::new(),
+    };
+    let variant = match segments.as_slice() {
+        [.., ty, last]
+            if ty
+                .ident
+                .to_string()
+                .starts_with(|c: char| c.is_ascii_uppercase())
+                && last
+                    .ident
+                    .to_string()
+                    .chars()
+                    .any(|c| c.is_ascii_lowercase()) =>
+        {
+            Some(&last.ident)
+        }
+        _ => None,
+    };
+    if let (Some((_, values)), Some(variant), syn::Expr::Path(path)) =
+        (&field.enum_values, variant, expr)
+        && !values.iter().any(|v| v == variant)
+    {
+        cx.error_spanned_by(
+            expr,
+            format!(
+                "`default = {}` is not one of `#[param(enum_values)]`",
+                quote::ToTokens::to_token_stream(path)
+                    .to_string()
+                    .replace(' ', "")
+            ),
+        );
+    }
+}
+
+/// An integer literal, negated or not, without a suffix.
+fn int_literal(expr: &syn::Expr) -> Option<i128> {
+    match expr {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) if i.suffix().is_empty() => i.base10_parse::<i128>().ok(),
+        syn::Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Neg(_),
+            expr,
+            ..
+        }) => int_literal(expr).and_then(i128::checked_neg),
+        syn::Expr::Group(g) => int_literal(&g.expr),
+        syn::Expr::Paren(p) => int_literal(&p.expr),
+        _ => None,
+    }
+}
+
 fn check_field(cx: &Ctxt, field: &Field<'_>) {
     if let Some(name) = &field.name {
         let key = name.value();
@@ -75,6 +154,7 @@ fn check_field(cx: &Ctxt, field: &Field<'_>) {
             format!("`#[param(min = {min})]` is greater than `#[param(max = {max})]`"),
         );
     }
+    check_default(cx, field);
     check_type(cx, field.ty);
     match &field.enum_values {
         Some((span, values)) => {
