@@ -126,6 +126,32 @@ pub mod __private {
     /// Compile-time check that a field type is a parameter enum; spanned on the type.
     pub const fn assert_param_enum<T: crate::ParamEnum>() {}
 
+    /// A type whose decode reads a field's `min` and `max`: the integers, the floats, and
+    /// arrays and `BoundedVec`s of them (each element is checked).
+    #[diagnostic::on_unimplemented(
+        message = "`#[param(min)]` and `#[param(max)]` bound numbers; `{Self}` is not one",
+        label = "`min`/`max` would be accepted and never checked on this field",
+        note = "bound an integer or float field, or an array or `BoundedVec` of them"
+    )]
+    pub trait BoundedParam {}
+    impl BoundedParam for u8 {}
+    impl BoundedParam for u16 {}
+    impl BoundedParam for u32 {}
+    impl BoundedParam for u64 {}
+    impl BoundedParam for usize {}
+    impl BoundedParam for i8 {}
+    impl BoundedParam for i16 {}
+    impl BoundedParam for i32 {}
+    impl BoundedParam for i64 {}
+    impl BoundedParam for f32 {}
+    impl BoundedParam for f64 {}
+    impl<T: BoundedParam, const N: usize> BoundedParam for [T; N] {}
+    impl<T: BoundedParam, const N: usize> BoundedParam for crate::BoundedVec<T, N> {}
+
+    /// Compile-time check that a field with `min` or `max` is a number (or an array of
+    /// numbers); spanned on the type.
+    pub const fn assert_bounded<T: BoundedParam>() {}
+
     /// FNV-1a 64: holo's one implementation, `const` so that generated code can key a
     /// field by its name at compile time ([`field_hash`]); the runtime's plan fingerprint
     /// uses it too.

@@ -88,7 +88,10 @@ fn type_assertions(p: &TokenStream, index: usize, field: &Field<'_>) -> TokenStr
         .enum_values
         .as_ref()
         .map(|_| quote_spanned!(ty.span()=> const _: () = #p::assert_param_enum::<#ty>();));
-    quote!(#value #enumeration)
+    // `min`/`max` on a string, a bool, an enum or a struct were accepted and never read.
+    let bounded = (field.min.is_some() || field.max.is_some())
+        .then(|| quote_spanned!(ty.span()=> const _: () = #p::assert_bounded::<#ty>();));
+    quote!(#value #enumeration #bounded)
 }
 
 pub(crate) fn schema(schema: &Schema<'_>) -> TokenStream {
