@@ -378,6 +378,61 @@ fn zero_and_negative_rates_are_invalid() {
     assert_eq!(d.items[0].port.as_deref(), Some("zero"));
 }
 
+/// A source whose rate is a parameter, with no bound.
+#[derive(Clone, Debug, ParamSchema)]
+#[param(schema = "test.Rates.Unbounded", version = 1)]
+struct UnboundedRateParams {
+    /// Hz.
+    #[param(recompile_required, default = 1)]
+    fps: i64,
+}
+
+#[operator(params = UnboundedRateParams)]
+struct ParamHuge {
+    #[output(nominal_rate = parameter_rate(param_ref!(UnboundedRateParams::fps)))]
+    out: Output<u64>,
+}
+
+impl Operator for ParamHuge {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The overflow was reported on the consumer's input with no word of where the rate came
+/// from: now with its figures and the producing parameter.
+#[test]
+fn an_overflow_from_a_parameter_rate_names_the_parameter() {
+    let mut g = Graph::new();
+    let huge = g
+        .add_operator(
+            "huge",
+            ParamHuge {
+                out: Output::default(),
+            },
+            ParamSet::from_toml_str(&format!("fps = {}", i64::MAX)).unwrap(),
+        )
+        .unwrap();
+    let slow = add(
+        &mut g,
+        "slow",
+        Slow {
+            out: Output::default(),
+        },
+    );
+    let f = add(&mut g, "fusion", fusion());
+    g.add_flow(slow.out, f.frames, ConnectionOptions::default());
+    g.add_flow(huge.out, f.imu, ConnectionOptions::default());
+    let d = compile(&g, CompileOptions::default()).unwrap_err();
+    assert_eq!(d.codes(), vec![codes::RATE_ARITHMETIC_OVERFLOW], "{d}");
+    let m = &d.items[0].message;
+    assert!(m.contains(&format!("{} Hz × ", i64::MAX)), "{m}");
+    assert!(
+        m.ends_with("; the rate is parameter `fps` of operator \"huge\""),
+        "{m}"
+    );
+}
+
 #[test]
 fn rational_overflow_is_reported() {
     // i64::MAX Hz over a horizon of i64::MAX s: 2^126 arrivals, × 2 overflows i128.

@@ -582,13 +582,29 @@ fn size_edge(
     };
     let headroom = res.headroom;
     let rate_aware = active.is_some() && h.is_some() && headroom.is_some();
+    // Where the rate came from: the producing port's parameter, if it names one (a
+    // parameter of another operator: named in the message, the diagnostic being this
+    // input's).
+    let upstream = res
+        .rate(pass.work, e.from.0.0, e.from.1)
+        .and_then(|r| r.parameter.clone().map(|p| (r.operator_name.clone(), p)));
     let overflow = |pass: &mut Pass<'_, '_>| {
+        let figures = format!(
+            "{} Hz × {} s × {}",
+            hz(active.as_ref()).unwrap_or_else(|| "?".to_owned()),
+            hz(h.as_ref()).unwrap_or_else(|| "?".to_owned()),
+            res.headroom_ratio
+        );
+        let from = upstream.as_ref().map_or_else(String::new, |(op, p)| {
+            format!("; the rate is parameter `{p}` of operator {op:?}")
+        });
         pass.report(
             codes::RATE_ARITHMETIC_OVERFLOW,
             to,
             Some(port_name),
-            "the rate × horizon × headroom arithmetic overflows (or exceeds a u32 entry count)"
-                .to_owned(),
+            format!(
+                "the rate × horizon × headroom arithmetic overflows (or exceeds a u32 entry count): {figures}{from}"
+            ),
             "reduce the rates, the horizon or the headroom ratio",
         );
     };
