@@ -185,17 +185,15 @@ fn a_killed_device_subscriber_gives_its_slot_back_only_once_its_process_exited()
     session.join().expect("the session ends cleanly");
 }
 
-/// The watchdog belonged to the subscriber: a tensor kept after its subscriber dropped
-/// waited for ever on a dead exporter's fence (its host wait, and every stream ordered
-/// behind it), since only the mirror's drop — after that tensor's — abandoned the fences.
-#[test]
-fn a_tensor_kept_past_its_subscriber_is_not_wedged_by_a_killed_exporter() {
-    let (device, _turn) = device();
-    let test = "device_kept_past_subscriber";
+/// An exporter in another process whose every fill waits 3 s on its stream (each
+/// descriptor is sent long before its fence is written), a subscriber on `device`, and
+/// the first frame it received.
+fn slow_exporter_and_a_frame(
+    device: &Arc<dyn DeviceBackend>,
+    test: &str,
+) -> (Peer, ProcessSubscriber, holo_runtime::Tensor) {
     let catalog = catalog_path(test);
     let ns = namespace(test);
-    // Each fill waits 3 s on the exporter's stream: the descriptor is sent long before
-    // its fence would be written.
     let mut exporter = Peer::spawn(&[
         "export-device",
         catalog.to_str().unwrap(),
@@ -211,13 +209,24 @@ fn a_tensor_kept_past_its_subscriber_is_not_wedged_by_a_killed_exporter() {
         &cat,
         "cam",
         ProcessSubscriberOptions::DEFAULT,
-        Arc::clone(&device),
+        Arc::clone(device),
     )
     .expect("the subscriber attaches");
     let held = sub
         .receive(WAIT)
         .expect("a descriptor")
         .expect("within the wait");
+    (exporter, sub, held)
+}
+
+/// The watchdog belonged to the subscriber: a tensor kept after its subscriber dropped
+/// waited for ever on a dead exporter's fence (its host wait, and every stream ordered
+/// behind it), since only the mirror's drop — after that tensor's — abandoned the fences.
+#[test]
+fn a_tensor_kept_past_its_subscriber_is_not_wedged_by_a_killed_exporter() {
+    let (device, _turn) = device();
+    let (mut exporter, sub, held) =
+        slow_exporter_and_a_frame(&device, "device_kept_past_subscriber");
     assert!(!held.fence_abandoned(), "the fence is pending");
     drop(sub);
     let killed = Instant::now();
@@ -242,36 +251,11 @@ fn a_tensor_kept_past_its_subscriber_is_not_wedged_by_a_killed_exporter() {
 #[test]
 fn a_killed_device_exporter_never_wedges_its_subscribers_stream() {
     let (device, _turn) = device();
-    let test = "device_killed_exporter";
-    let catalog = catalog_path(test);
-    let ns = namespace(test);
-    // Each fill waits 3 s on the exporter's stream: the descriptor is sent long before
-    // its fence would be written.
-    let mut exporter = Peer::spawn(&[
-        "export-device",
-        catalog.to_str().unwrap(),
-        &ns,
-        "cam",
-        "4096",
-        "3000000",
-        "1000",
-    ]);
-    exporter.expect("serving");
-    let cat = EndpointCatalog::read(&catalog).expect("the catalog the exporter wrote");
-    let mut sub = ProcessSubscriber::attach_with_device(
-        &cat,
-        "cam",
-        ProcessSubscriberOptions::DEFAULT,
-        Arc::clone(&device),
-    )
-    .expect("the subscriber attaches");
+    let (mut exporter, mut sub, held) =
+        slow_exporter_and_a_frame(&device, "device_killed_exporter");
     let stream = sub
         .stream()
         .expect("a device topic's subscriber has a stream");
-    let held = sub
-        .receive(WAIT)
-        .expect("a descriptor")
-        .expect("within the wait");
     assert!(
         !held.fence_abandoned(),
         "the fence is pending, not abandoned, while the exporter lives"
