@@ -78,7 +78,7 @@ pub(crate) fn probe(count: usize, elem_bytes: usize) -> Result<(), ColdAllocErro
 }
 
 /// `count × elem_bytes`, checked for overflow and against the host's memory.
-fn checked_bytes(count: usize, elem_bytes: usize) -> Result<usize, ColdAllocError> {
+pub(crate) fn checked_bytes(count: usize, elem_bytes: usize) -> Result<usize, ColdAllocError> {
     let bytes = count.checked_mul(elem_bytes).ok_or(ColdAllocError {
         count,
         elem_bytes,

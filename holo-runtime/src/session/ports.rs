@@ -890,9 +890,14 @@ impl PortBinder<'_> {
         let history_cap = history as usize;
         // Reserved before the first `compute()`, never grown: a failure (a history from a
         // parameter, of a large message type) is an error naming the input, not an abort.
+        // Past the host's physical memory it is refused whatever the kernel's overcommit
+        // policy would grant (a GPU host granted the 1 TiB this VM refused).
         let mut retained = VecDeque::new();
-        retained.try_reserve_exact(history_cap).map_err(|_| {
-            Error::new(
+        crate::cold::checked_bytes(history_cap, size_of::<T>())
+            .ok()
+            .and_then(|_| retained.try_reserve_exact(history_cap).ok())
+            .ok_or_else(|| {
+                Error::new(
                 ErrorCode::ResourceExhausted,
                 format!(
                     "a history of {history_cap} entries of {} bytes each does not fit in memory",
@@ -904,7 +909,7 @@ impl PortBinder<'_> {
                 .get(port as usize)
                 .copied()
                 .unwrap_or("an input"))
-        })?;
+            })?;
         let contract = self
             .contracts
             .get(port as usize)
