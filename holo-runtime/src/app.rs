@@ -15,8 +15,8 @@
 //! pool's slots after teardown.
 //!
 //! A flag that prints a document prints exactly that document on stdout: with
-//! `--print-plan`, `--plan-json` or `--plan-dot`, everything else the application says (its title, its
-//! explanations, the `device:` line, the run summary) goes to stderr, so
+//! `--print-plan`, `--plan-json` or `--plan-dot`, everything else the application says
+//! (its title, its explanations, the `device:` line, the run summary) goes to stderr, so
 //! `--plan-json | jq` and `--plan-dot | dot -Tsvg` work. That is what [`HumanOutput`] is
 //! for: an application prints its human text there, never with `println!`. The three plan
 //! flags each print a document, so two of them together are a usage error.
@@ -183,8 +183,8 @@ impl std::fmt::Debug for App {
 impl App {
     /// Checks the flags ([`AppArgs::check`]) and loads `--config FILE` (or
     /// `embedded_default` when no file is given). A missing file is `NotFound`; one that
-    /// cannot be a config (a directory, more than 16 MiB, bytes that are not UTF-8 text, malformed TOML) is
-    /// `InvalidArgument`; both are located at the file.
+    /// cannot be a config (a directory, more than 16 MiB, bytes that are not UTF-8 text,
+    /// malformed TOML) is `InvalidArgument`; both are located at the file.
     pub fn new(args: AppArgs, embedded_default: &str) -> Result<App> {
         args.check()?;
         let (source, text) = match &args.config {

@@ -1,6 +1,6 @@
 //! `--config FILE`: a file that is missing is `NotFound`; one that exists but cannot be a
-//! config (a directory, more than 16 MiB, bytes that are not UTF-8) is `InvalidArgument` naming the file and
-//! what is wrong (issue 11: both were reported as `NotFound`).
+//! config (a directory, more than 16 MiB, bytes that are not UTF-8) is `InvalidArgument`
+//! naming the file and what is wrong (issue 11: both were reported as `NotFound`).
 
 use std::path::PathBuf;
 

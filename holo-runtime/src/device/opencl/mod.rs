@@ -25,11 +25,11 @@
 //! - **Memory.** OpenCL has no unified addressing ([`DeviceBackend::unified_addressing`]
 //!   is `false`). Each `cl_mem` gets a never-reused *window* in an address space that
 //!   every OpenCL backend of the process numbers together (one backend's buffer is never
-//!   a live window of another's), so the slot ledger's memory object is the window's base and `object + offset`
-//!   is a [`DevicePtr`] the backend resolves to `(cl_mem, offset)` (see `memory.rs`): the
-//!   trait, the ledger and the CUDA and software backends keep their address-based calls
-//!   unchanged, and a caller's kernel gets the `cl_mem` and offset from
-//!   [`OpenClDevice::resolve`]. Pinned and managed memory are page-aligned host memory.
+//!   a live window of another's), so the slot ledger's memory object is the window's base
+//!   and `object + offset` is a [`DevicePtr`] the backend resolves to `(cl_mem, offset)`
+//!   (see `memory.rs`): the trait, the ledger and the CUDA and software backends keep
+//!   their address-based calls unchanged, and a caller's kernel gets the `cl_mem` and
+//!   offset from [`OpenClDevice::resolve`]. Pinned and managed memory are page-aligned host memory.
 //! - **Host work on a queue** (a copy into pinned memory's counterpart between two host
 //!   ranges, a fill of host memory, the test delay): a marker callback and a user event
 //!   (`host_fn.rs`).
