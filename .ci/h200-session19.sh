@@ -3,6 +3,9 @@
 #   HOLO_TESTS="stream_contract handoff defects dlpack device_hot_path_no_alloc fork worker_placement ipc_device opencl cuda_context kernel_author topics" \
 #   HOLO_EXAMPLES="fork_streams device_array_handoff" HOLO_BENCHES="device_hop handoff" bash .ci/h200-bundle-targeted.sh
 # and the peer (cargo build --release -p holo-tests --bin ipc_peer; cp target/release/ipc_peer .gpu/bin/).
+# That .gpu/ is about 77 MB, past the device tool's 64 MiB: pack it as one archive
+# (mv .gpu /tmp/gpu-full; mkdir .gpu; tar cf - -C /tmp/gpu-full . | xz -T2 > .gpu/all.tar.xz,
+# about 12 MB) and unpack it on the device first (tar xJf .gpu/all.tar.xz -C .gpu).
 # What sessions 17 to 19 changed that touches CUDA (BENCHMARKS.md, "Not run on the H200
 # yet"; RELIABILITY.md, both audit rounds): `tests` runs the device suites on CUDA (and
 # `opencl` on NVIDIA's OpenCL) and the two examples; `benches` runs `device_hop
