@@ -301,20 +301,30 @@ pub(crate) fn recv<T: Copy>(sock: BorrowedFd<'_>) -> Result<(T, Vec<OwnedFd>)> {
             RecvFlags::CMSG_CLOEXEC | RecvFlags::WAITALL,
         )
         .map_err(|e| peer_error("the topic's socket", std::io::Error::from(e)))?;
-        for m in control.drain() {
-            if let RecvAncillaryMessage::ScmRights(rights) = m {
-                fds.extend(rights);
-            }
-        }
-        if r.bytes == 0 {
-            return Err(peer_error(
-                "the topic's socket",
-                "the peer closed it mid-handshake",
-            ));
-        }
-        got += r.bytes;
+        got += taken(r.bytes, &mut control, &mut fds)?;
     }
     Ok((msg, fds))
+}
+
+/// What one `recvmsg` of `bytes` brought: its descriptors kept in `fds`; no byte at all is
+/// the peer closing the socket (`PeerLost`).
+fn taken(
+    bytes: usize,
+    control: &mut RecvAncillaryBuffer<'_>,
+    fds: &mut Vec<OwnedFd>,
+) -> Result<usize> {
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = m {
+            fds.extend(rights);
+        }
+    }
+    if bytes == 0 {
+        return Err(peer_error(
+            "the topic's socket",
+            "the peer closed it mid-handshake",
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Receives one `T` by `deadline` on a server's thread, however slowly the peer sends
@@ -371,18 +381,7 @@ pub(crate) fn recv_by<T: Copy>(
             Err(e) if e == rustix::io::Errno::AGAIN || e == rustix::io::Errno::INTR => continue,
             Err(e) => return Err(peer_error("the topic's socket", std::io::Error::from(e))),
         };
-        for m in control.drain() {
-            if let RecvAncillaryMessage::ScmRights(rights) = m {
-                fds.extend(rights);
-            }
-        }
-        if r.bytes == 0 {
-            return Err(peer_error(
-                "the topic's socket",
-                "the peer closed it mid-handshake",
-            ));
-        }
-        got += r.bytes;
+        got += taken(r.bytes, &mut control, &mut fds)?;
     }
     Ok((msg, fds))
 }
