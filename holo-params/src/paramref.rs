@@ -67,21 +67,11 @@ impl<S: ParamSchema, T> ParamRef<S, T> {
     /// Whether a struct the path goes through is sensitive: then the field is too, as
     /// redaction and introspection have it, whatever its own flags say.
     pub fn under_sensitive(&self) -> bool {
-        let mut schema = S::schema();
-        let last = self.rust_path.len().saturating_sub(1);
-        for segment in &self.rust_path[..last] {
-            let Some(field) = schema.field(segment) else {
-                return false;
-            };
-            if field.sensitive {
-                return true;
-            }
-            let crate::TypeDescriptor::Struct(nested) = &field.ty else {
-                return false;
-            };
-            schema = nested();
-        }
-        false
+        (1..self.rust_path.len()).any(|n| {
+            S::schema()
+                .field_at(&self.rust_path[..n])
+                .is_some_and(|f| f.sensitive)
+        })
     }
 
     /// The descriptor of the field the path ends at.

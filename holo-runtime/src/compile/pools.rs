@@ -830,12 +830,8 @@ pub(crate) fn allocations(
             continue;
         };
         let pool = format!("{op_name}.{port}");
-        let release_stream_capacity =
-            if kind.is_device() || placed.output_device.contains_key(&(o, p)) {
-                work.options.max_fanout_release_streams
-            } else {
-                0
-            };
+        let device = placed.output_device.get(&(o, p)).copied();
+        let release_stream_capacity = super::topics::release_capacity(work, kind, device);
         if release_stream_capacity > 0 {
             check_release_streams(
                 work,
@@ -856,7 +852,7 @@ pub(crate) fn allocations(
             port_index: p,
             memory_kind: kind,
             memory_kind_source: out.memory_kind_source.clone(),
-            device: placed.output_device.get(&(o, p)).copied(),
+            device,
             dtype: out.dtype,
             rank: out.rank,
             max_rank: out.max_rank,

@@ -616,9 +616,10 @@ pub(crate) fn import_pools(
     }
 }
 
-/// The release streams each slot of a topic's own pool may register: the compile options'
-/// cap for device memory (or a pool on a device), none for host memory.
-fn release_capacity(
+/// The release streams each slot of a pool may register (an output's, or a topic's own):
+/// the compile options' cap for device memory (or a pool on a device), none for host
+/// memory.
+pub(crate) fn release_capacity(
     work: &Work<'_>,
     kind: MemoryKind,
     device: Option<crate::device::DeviceId>,
