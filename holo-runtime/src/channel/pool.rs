@@ -1462,14 +1462,14 @@ impl Pool {
         );
     }
 
-    /// The stream `slot`'s loan was written on (`None`: written on the host).
-    #[inline]
     /// Whether the session that owns this pool synchronized its streams in its teardown
     /// (they are gone: nothing may be recorded or waited on them).
     pub(crate) fn session_quiesced(&self) -> bool {
         self.device().is_some_and(|d| d.retirer.is_quiesced())
     }
 
+    /// The stream `slot`'s loan was written on (`None`: written on the host).
+    #[inline]
     pub(crate) fn writer_stream(&self, slot: u32) -> Option<StreamHandle> {
         match self.slots[slot as usize].writer.load(Ordering::Acquire) {
             0 => None,
