@@ -12,7 +12,12 @@
 //! - **fork, shared stream**: the same under `CudaComputeStreamPolicy::SharedProcessDevice`;
 //! - **fork, one partition**: the three operators authored into one partition;
 //! - **chain over 3 partitions**, default and shared: source → forward (device_hop's
-//!   `Stage`: a copy into its own slot, emitted on) → sink, one operator per partition.
+//!   `Stage`: a copy into its own slot, emitted on) → sink, one operator per partition;
+//! - **fork, default, paced**: the default fork with the source paced on its consumers
+//!   (docs/STREAMS.md, "Pacing a source"): at a tick where a frame of its still waits in
+//!   a sink's queue (`Output::queued() > 0`) it fills nothing, and counts the tick as
+//!   skipped. Its baseline, **raw threaded, paced**, is the raw threaded
+//!   baseline with the same rule (it fills only when every consumer's queue is empty).
 //!
 //! Each row: per sink, msg/s over the measured window and p50 / p99 of capture → receipt
 //! (µs); at the source, Backpressured/s and ResourceExhausted/s. The raw baseline has the
@@ -82,6 +87,8 @@ const DEPTH: usize = 4;
 struct SourceStats {
     exhausted: AtomicU64,
     backpressured: AtomicU64,
+    /// Ticks a paced source skipped: a frame of its still waited in a consumer's queue.
+    skipped: AtomicU64,
 }
 
 /// One sink's deliveries and latencies (ns, capture → receipt), and when its measured
@@ -91,7 +98,9 @@ struct SinkStats {
     frames: AtomicU64,
     latencies: Mutex<Vec<u64>>,
     window: [AtomicU64; 2],
-    refusals: [[AtomicU64; 2]; 2],
+    /// The source's Backpressured, ResourceExhausted and skipped counts at the window's
+    /// start and end.
+    refusals: [[AtomicU64; 3]; 2],
 }
 
 impl SinkStats {
@@ -119,6 +128,7 @@ impl SinkStats {
                 Ordering::Release,
             );
             self.refusals[i][1].store(source.exhausted.load(Ordering::Relaxed), Ordering::Release);
+            self.refusals[i][2].store(source.skipped.load(Ordering::Relaxed), Ordering::Release);
         }
     }
 }
@@ -130,6 +140,8 @@ struct ClockedHead {
     stats: Arc<SourceStats>,
     /// With a period longer than the clock's 1 µs (`pace()`): the next tick that fills.
     next: Option<Instant>,
+    /// Paced on its consumers: fills only while `out.queued()` is at most this.
+    window: Option<usize>,
 }
 
 impl Operator for ClockedHead {
@@ -140,6 +152,12 @@ impl Operator for ClockedHead {
                 return Ok(());
             }
             *next = (*next + pace()).max(now);
+        }
+        if let Some(window) = self.window
+            && self.out.queued() > window
+        {
+            self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
         }
         // As the raw producer does: no frame is filled for a queue that has no room.
         if !self.out.has_room() {
@@ -207,6 +225,7 @@ enum Scenario {
     ForkOnePartition,
     Chain,
     ChainShared,
+    ForkPaced,
 }
 
 impl Scenario {
@@ -217,22 +236,27 @@ impl Scenario {
             Scenario::ForkOnePartition => "fork, one partition",
             Scenario::Chain => "chain, 3 partitions",
             Scenario::ChainShared => "chain, 3 partitions, shared",
+            Scenario::ForkPaced => "fork, default, paced",
         }
     }
     fn is_fork(self) -> bool {
         matches!(
             self,
-            Scenario::Fork | Scenario::ForkShared | Scenario::ForkOnePartition
+            Scenario::Fork
+                | Scenario::ForkShared
+                | Scenario::ForkOnePartition
+                | Scenario::ForkPaced
         )
     }
 }
 
-/// A run's figures: per sink (msg/s, p50 µs, p99 µs), and the source's Backpressured/s and
-/// ResourceExhausted/s over the window.
+/// A run's figures: per sink (msg/s, p50 µs, p99 µs), and the source's Backpressured/s,
+/// ResourceExhausted/s and skipped ticks/s over the window.
 struct Figures {
     sinks: Vec<(f64, f64, f64)>,
     backpressured: f64,
     exhausted: f64,
+    skipped: f64,
 }
 
 fn quantile_us(v: &mut [u64], q: f64) -> f64 {
@@ -267,6 +291,7 @@ fn figures(sinks: &[Arc<SinkStats>]) -> Figures {
         sinks: out,
         backpressured: per(0),
         exhausted: per(1),
+        skipped: per(2),
     }
 }
 
@@ -284,6 +309,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
                 out: Output::default(),
                 stats: Arc::clone(&source),
                 next: (pace() > Duration::from_micros(1)).then(Instant::now),
+                window: (scenario == Scenario::ForkPaced).then_some(0),
             },
             ParamSet::defaults().unwrap(),
         )
@@ -373,7 +399,14 @@ enum Polling {
 }
 
 /// The raw baseline: the same threads, queue depth and pacing, the CUDA calls made raw.
-fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize, polling: Polling) -> Figures {
+/// `paced`: the producer fills only when every consumer's queue is empty (the paced
+/// source's rule, `Output::queued() > 0` skips).
+fn raw(
+    device: &Arc<dyn DeviceBackend>,
+    consumers: usize,
+    polling: Polling,
+    paced: bool,
+) -> Figures {
     super::anchor();
     let d = device.as_ref();
     let ring = RawRing::new(d, consumers);
@@ -471,6 +504,10 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize, polling: Polling) -> F
     while !done() {
         assert!(Instant::now() < deadline, "no progress");
         wait_tick(&mut next);
+        if paced && hops.iter().any(|h| !h.is_empty()) {
+            source.skipped.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
         // A free slot: every consumer released it and its release events completed.
         let is_free = match polling {
             Polling::Producer => (0..consumers).all(|c| {
@@ -567,8 +604,13 @@ fn row(name: &str, f: &Figures) {
             rate / 1e3
         );
     }
+    let skipped = if f.skipped > 0.0 {
+        format!(" skipped {:>8.0}/s", f.skipped)
+    } else {
+        String::new()
+    };
     println!(
-        "{s}  source: Backpressured {:>8.0}/s ResourceExhausted {:>8.0}/s",
+        "{s}  source: Backpressured {:>8.0}/s ResourceExhausted {:>8.0}/s{skipped}",
         f.backpressured, f.exhausted
     );
 }
@@ -589,6 +631,7 @@ pub(super) fn run(device: &Arc<dyn DeviceBackend>, runs: usize) {
             Scenario::ForkOnePartition,
             Scenario::Chain,
             Scenario::ChainShared,
+            Scenario::ForkPaced,
         ] {
             row(
                 &format!("holo {}", scenario.name()),
@@ -597,16 +640,20 @@ pub(super) fn run(device: &Arc<dyn DeviceBackend>, runs: usize) {
         }
         row(
             "raw threaded, 2 consumers",
-            &raw(device, 2, Polling::Producer),
+            &raw(device, 2, Polling::Producer, false),
         );
         row(
             "raw threaded, 2 consumers, polling thread",
-            &raw(device, 2, Polling::OwnThread),
+            &raw(device, 2, Polling::OwnThread, false),
+        );
+        row(
+            "raw threaded, 2 consumers, paced",
+            &raw(device, 2, Polling::Producer, true),
         );
         row("raw one thread, 2 consumers", &raw_one_thread(device, 2));
         row(
             "raw threaded, 1 consumer",
-            &raw(device, 1, Polling::Producer),
+            &raw(device, 1, Polling::Producer, false),
         );
     }
 }
@@ -628,6 +675,7 @@ pub(super) fn run_diag(device: &Arc<dyn DeviceBackend>) {
         Scenario::ForkOnePartition,
         Scenario::Chain,
         Scenario::ChainShared,
+        Scenario::ForkPaced,
     ] {
         let before = super::diag::snapshot();
         let f = holo(&timed, scenario);

@@ -784,6 +784,65 @@ impl<T: Clone + Send + 'static> Output<T> {
         })
     }
 
+    /// How many of this output's messages wait, not yet received, in its fullest consumer
+    /// queue (its flows and the attached subscribers of its topic); 0 for an unbound
+    /// output.
+    ///
+    /// What a source paces itself on when latency matters more than throughput: a source
+    /// faster than its slowest consumer keeps that consumer's queue full, and every frame
+    /// then waits behind the queue's depth of others (a blocking queue bounds how many
+    /// messages wait, not how long). A source that fills only while `queued()` is at most
+    /// a window of its choosing (`0`: every consumer has taken the last frame) skips the
+    /// ticks its consumers cannot take, as a camera drops frames, and its frames wait
+    /// behind at most that many others. docs/STREAMS.md, "Pacing a source", says what
+    /// pacing does not do.
+    ///
+    /// ```
+    /// # use holo_runtime::*;
+    /// #[operator(trigger = clock(hz = 1_000_000))]
+    /// struct Camera {
+    ///     #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256, max_loans = 4)]
+    ///     out: Output<Tensor>,
+    ///     skipped: u64,
+    /// }
+    ///
+    /// impl Operator for Camera {
+    ///     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+    ///         // A frame of ours still waits at a consumer: skip this tick, as a camera
+    ///         // drops a frame, rather than queue one more behind it.
+    ///         if self.out.queued() > 0 {
+    ///             self.skipped += 1;
+    ///             return Ok(());
+    ///         }
+    ///         let loan = match self.out.allocate_tensor(TensorLoanRequest {
+    ///             shape: &[256],
+    ///             dtype: DType::U8,
+    ///         }) {
+    ///             Ok(loan) => loan,
+    ///             Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(()),
+    ///             Err(e) => return Err(e),
+    ///         };
+    ///         let cuda = ctx.cuda()?;
+    ///         let w = loan.write(cuda.stream())?;
+    ///         // … fill `w` on the stream …
+    ///         self.out.emit(w.commit()?.into_tensor(), EmitOptions::default())
+    ///     }
+    /// }
+    /// ```
+    pub fn queued(&self) -> usize {
+        self.binding.as_ref().map_or(0, |b| {
+            let edges = b.edges.iter().map(|e| e.len()).max().unwrap_or(0);
+            let seats = b
+                .seats
+                .iter()
+                .filter(|s| s.state.is_attached(std::sync::atomic::Ordering::Acquire))
+                .map(|s| s.queue.len())
+                .max()
+                .unwrap_or(0);
+            edges.max(seats)
+        })
+    }
+
     /// Whether a flow leaves this output.
     pub fn is_connected(&self) -> bool {
         self.binding.as_ref().is_some_and(|b| !b.edges.is_empty())

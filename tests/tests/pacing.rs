@@ -1,0 +1,348 @@
+//! A source paced on its consumers (docs/STREAMS.md, "Pacing a source"):
+//! `Output::queued()` is how many of the output's messages wait in its fullest consumer
+//! queue, and a source that fills only while it is 0 never has more than one frame
+//! waiting at its slowest consumer. Stepped sessions, so every count is exact.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use holo_runtime::{
+    ChannelSubscriber, CompileOptions, ConnectionOptions, EmitOptions, ExecutionContext, Graph,
+    Input, Operator, Output, PartitionSpec, Partitioning, Result, RunSession, SessionOptions,
+    SubscriberOptions, TopicOptions, compile, operator,
+};
+
+/// Each activation: notes `queued()`, then emits the next value unless paced and a
+/// consumer still has one waiting.
+#[operator]
+struct Source {
+    out: Output<u64>,
+    paced: bool,
+    next: u64,
+    /// (queued() seen, emitted) per activation.
+    log: Arc<Mutex<Vec<(usize, bool)>>>,
+}
+
+impl Operator for Source {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let queued = self.out.queued();
+        let emit = !(self.paced && queued > 0) && self.out.has_room();
+        if emit {
+            self.out.emit(self.next, EmitOptions::default())?;
+            self.next += 1;
+        }
+        self.log.lock().unwrap().push((queued, emit));
+        Ok(())
+    }
+}
+
+/// Takes what waits only while its gate is open.
+#[operator]
+struct Gated {
+    input: Input<u64>,
+    open: Arc<AtomicBool>,
+    got: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Operator for Gated {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        if self.open.load(Ordering::Acquire) {
+            while let Some(v) = self.input.receive() {
+                self.got.lock().unwrap().push(v);
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Rig {
+    session: RunSession,
+    log: Arc<Mutex<Vec<(usize, bool)>>>,
+    /// What the fast and the slow sink received (the slow one's gate stays shut).
+    got: [Arc<Mutex<Vec<u64>>>; 2],
+}
+
+impl Rig {
+    /// source → {fast, slow}, queues of depth 3; one partition, or one per operator
+    /// (queues between partitions are another ring than those inside one).
+    fn new(paced: bool, split: bool) -> Rig {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let gates = [
+            Arc::new(AtomicBool::new(true)),
+            Arc::new(AtomicBool::new(false)),
+        ];
+        let got = [
+            Arc::new(Mutex::new(Vec::new())),
+            Arc::new(Mutex::new(Vec::new())),
+        ];
+        let mut g = Graph::new();
+        let s = g
+            .add_operator_with_defaults(
+                "source",
+                Source {
+                    out: Output::default(),
+                    paced,
+                    next: 0,
+                    log: Arc::clone(&log),
+                },
+            )
+            .unwrap();
+        for (i, name) in ["fast", "slow"].into_iter().enumerate() {
+            let k = g
+                .add_operator_with_defaults(
+                    name,
+                    Gated {
+                        input: Input::default(),
+                        open: Arc::clone(&gates[i]),
+                        got: Arc::clone(&got[i]),
+                    },
+                )
+                .unwrap();
+            g.add_flow(
+                s.out,
+                k.input,
+                ConnectionOptions::default().with_queue_depth(3),
+            );
+        }
+        let options = if split {
+            CompileOptions::default().with_partitioning(Partitioning::Authored(
+                ["source", "fast", "slow"]
+                    .into_iter()
+                    .map(|n| PartitionSpec::new(n, vec![n]))
+                    .collect(),
+            ))
+        } else {
+            CompileOptions::default()
+        };
+        let plan = compile(&g, options).unwrap();
+        let session = RunSession::start_stepped(g, &plan, SessionOptions::default()).unwrap();
+        Rig { session, log, got }
+    }
+
+    fn steps(&mut self, n: usize) {
+        for _ in 0..n {
+            self.session.step().unwrap();
+        }
+    }
+
+    fn log(&self) -> Vec<(usize, bool)> {
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+
+    fn finish(self) {
+        self.session.stop();
+        self.session.join().unwrap();
+    }
+}
+
+#[test]
+fn queued_counts_the_fullest_consumer_queue_up_to_its_depth() {
+    for split in [false, true] {
+        let mut rig = Rig::new(false, split);
+        rig.steps(5);
+        // The slow sink's queue fills to its depth of 3 (the fast one's stays empty);
+        // then the source has no room and is not activated.
+        assert_eq!(
+            rig.log(),
+            [(0, true), (1, true), (2, true)],
+            "split {split}"
+        );
+        assert_eq!(*rig.got[0].lock().unwrap(), [0, 1, 2], "split {split}");
+        rig.finish();
+    }
+}
+
+#[test]
+fn a_paced_source_skips_while_a_frame_of_its_waits() {
+    for split in [false, true] {
+        let mut rig = Rig::new(true, split);
+        rig.steps(4);
+        // One frame goes out; while the slow sink leaves it unreceived, every tick is
+        // skipped: its queue never holds a second.
+        assert_eq!(
+            rig.log(),
+            [(0, true), (1, false), (1, false), (1, false)],
+            "split {split}"
+        );
+        assert_eq!(*rig.got[0].lock().unwrap(), [0], "split {split}");
+        rig.finish();
+    }
+}
+
+/// Blocks on its first frame until its gate opens (a sink that fell behind), then takes
+/// everything.
+#[operator]
+struct Slow {
+    input: Input<u64>,
+    open: Arc<AtomicBool>,
+    got: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Operator for Slow {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(v) = self.input.receive() {
+            while !self.open.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            self.got.lock().unwrap().push(v);
+        }
+        Ok(())
+    }
+}
+
+/// Emits while `queued()` is 0; counts what it saw.
+#[operator]
+struct PacedSource {
+    out: Output<u64>,
+    next: u64,
+    /// The largest `queued()` seen, the emits and the skipped activations.
+    seen: Arc<[AtomicU64; 3]>,
+}
+
+impl Operator for PacedSource {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let queued = self.out.queued() as u64;
+        self.seen[0].fetch_max(queued, Ordering::AcqRel);
+        if queued > 0 {
+            self.seen[2].fetch_add(1, Ordering::AcqRel);
+            return Ok(());
+        }
+        self.out.emit(self.next, EmitOptions::default())?;
+        self.next += 1;
+        self.seen[1].fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+}
+
+/// Opens its gate when dropped.
+struct Opens(Arc<AtomicBool>);
+
+impl Drop for Opens {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+#[test]
+fn a_paced_source_on_its_own_thread_waits_for_its_slowest_sink_and_loses_nothing() {
+    let open = Arc::new(AtomicBool::new(false));
+    let seen: Arc<[AtomicU64; 3]> = Arc::new(Default::default());
+    let got = [
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(Mutex::new(Vec::new())),
+    ];
+    let mut g = Graph::new();
+    let s = g
+        .add_operator_with_defaults(
+            "source",
+            PacedSource {
+                out: Output::default(),
+                next: 0,
+                seen: Arc::clone(&seen),
+            },
+        )
+        .unwrap();
+    let f = g
+        .add_operator_with_defaults(
+            "fast",
+            Gated {
+                input: Input::default(),
+                open: Arc::new(AtomicBool::new(true)),
+                got: Arc::clone(&got[0]),
+            },
+        )
+        .unwrap();
+    let k = g
+        .add_operator_with_defaults(
+            "slow",
+            Slow {
+                input: Input::default(),
+                open: Arc::clone(&open),
+                got: Arc::clone(&got[1]),
+            },
+        )
+        .unwrap();
+    let depth = || ConnectionOptions::default().with_queue_depth(4);
+    g.add_flow(s.out, f.input, depth());
+    g.add_flow(s.out, k.input, depth());
+    let options = CompileOptions::default().with_partitioning(Partitioning::Authored(
+        ["source", "fast", "slow"]
+            .into_iter()
+            .map(|n| PartitionSpec::new(n, vec![n]))
+            .collect(),
+    ));
+    let plan = compile(&g, options).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::default()).unwrap();
+    let until = |what: &str, cond: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !cond() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    // Opens the gate however the test ends, so a failed assertion cannot leave the slow
+    // sink blocked and the session's teardown waiting for it.
+    let _opens = Opens(Arc::clone(&open));
+    // The slow sink takes frame 0 and blocks; frame 1 waits in its queue; from then on
+    // the source skips, however long it runs.
+    until("the second emit", &|| seen[1].load(Ordering::Acquire) == 2);
+    let skipped = seen[2].load(Ordering::Acquire);
+    until("skipped activations", &|| {
+        seen[2].load(Ordering::Acquire) > skipped + 1_000
+    });
+    assert_eq!(seen[1].load(Ordering::Acquire), 2);
+    assert_eq!(seen[0].load(Ordering::Acquire), 1);
+    assert_eq!(*got[0].lock().unwrap(), [0, 1]);
+    open.store(true, Ordering::Release);
+    until("frames after the slow sink caught up", &|| {
+        got[1].lock().unwrap().len() > 100
+    });
+    session.stop();
+    session.join().unwrap();
+    // Nothing was skipped over: each sink received 0, 1, 2, … in order. The stop drops
+    // what still waited, at most one frame per queue; and no queue ever held two.
+    for got in &got {
+        let got = got.lock().unwrap();
+        assert_eq!(*got, (0..got.len() as u64).collect::<Vec<_>>());
+    }
+    let (fast, slow) = (got[0].lock().unwrap().len(), got[1].lock().unwrap().len());
+    assert!(fast.abs_diff(slow) <= 1, "{fast} against {slow}");
+    assert_eq!(seen[0].load(Ordering::Acquire), 1);
+}
+
+#[test]
+fn queued_counts_an_attached_subscribers_queue_and_is_zero_unbound() {
+    assert_eq!(Output::<u64>::default().queued(), 0);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::new();
+    let s = g
+        .add_operator_with_defaults(
+            "source",
+            Source {
+                out: Output::default(),
+                paced: false,
+                next: 0,
+                log: Arc::clone(&log),
+            },
+        )
+        .unwrap();
+    g.export_topic(s.out, "cam", TopicOptions::DEFAULT.with_depth(3));
+    let plan = compile(&g, CompileOptions::default()).unwrap();
+    let mut session = RunSession::start_stepped(g, &plan, SessionOptions::default()).unwrap();
+    // No subscriber attached: nothing waits anywhere.
+    session.step().unwrap();
+    let mut subscriber =
+        ChannelSubscriber::<u64>::attach(&session, "cam", SubscriberOptions::DEFAULT).unwrap();
+    for _ in 0..3 {
+        session.step().unwrap();
+    }
+    let seen: Vec<usize> = log.lock().unwrap().iter().map(|&(q, _)| q).collect();
+    assert_eq!(seen, [0, 0, 1, 2], "{:?}", log.lock().unwrap());
+    while subscriber.try_receive().unwrap().is_some() {}
+    session.step().unwrap();
+    assert_eq!(log.lock().unwrap().last().map(|&(q, _)| q), Some(0));
+    drop(subscriber);
+    session.stop();
+    session.join().unwrap();
+}
