@@ -10,9 +10,15 @@ out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 D=$(ls .gpu/bench/device_hop-* | head -1); H=$(ls .gpu/bench/handoff-* | head -1)
 squeeze() { sed -E 's/ +/ /g; s/source: Backpressured/BP/; s/ResourceExhausted/RE/'; }
+if [ "${1:-}" = paced ]; then
+  echo "== device_hop fork-paced, eight runs"; HOLO_BENCH_RUNS=8 timeout 240 "$D" fork-paced | squeeze | tee "$out/fork-paced.log"
+  date -u; exit 0
+fi
 echo "== device_hop fork, 1 µs, three runs"; HOLO_BENCH_RUNS=3 timeout 240 "$D" fork | squeeze | tee "$out/fork.log"
 echo "== device_hop fork-diag"; timeout 120 "$D" fork-diag | tee "$out/fork-diag.log" | head -150
 for round in 1 2 3 4 5; do echo "== handoff round $round"; timeout 60 "$H" --bench | grep -E "^cuda"; done | tee "$out/handoff.log"
 for round in 1 2 3 4 5; do echo "== device_hop round $round"; HOLO_BENCH_PAIRS=31 timeout 150 "$D" --bench | grep -vE "^  "; done | tee "$out/device_hop.log"
 for b in .gpu/bin/fork-*; do timeout 120 "$b" --test-threads=1 2>&1 | grep "test result"; done
 date -u
+# Second call (`bash .ci/h200-session20.sh paced`, same bundle with `fork-paced`): the
+# paced fork and its raw baseline, eight runs.

@@ -37,6 +37,7 @@
 //! HOLO_DEVICE=cuda ./device_hop-* fused-probe              # the raw fused loop on holo's thread
 //! HOLO_DEVICE=cuda ./device_hop-* fork                      # issue 17's fork latency
 //! HOLO_DEVICE=cuda ./device_hop-* fork-diag                 # … and its driver time per thread
+//! HOLO_DEVICE=cuda ./device_hop-* fork-paced                # the paced fork and its baseline only
 //! ```
 
 #![allow(
@@ -534,6 +535,14 @@ fn main() {
     }
     if std::env::args().any(|a| a == "fork-diag") {
         fork::run_diag(&device);
+        return;
+    }
+    if std::env::args().any(|a| a == "fork-paced") {
+        let runs = std::env::var("HOLO_BENCH_RUNS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(5);
+        fork::run_paced(&device, runs);
         return;
     }
     if std::env::args().any(|a| a == "fork") {

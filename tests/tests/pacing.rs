@@ -22,11 +22,17 @@ struct Source {
     next: u64,
     /// (queued() seen, emitted) per activation.
     log: Arc<Mutex<Vec<(usize, bool)>>>,
+    /// Activations where `in_flight()` differed from `queued()` (stepped, every
+    /// consumer's activation has returned when the source runs: never).
+    differ: Arc<AtomicU64>,
 }
 
 impl Operator for Source {
     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
         let queued = self.out.queued();
+        if self.out.in_flight() != queued {
+            self.differ.fetch_add(1, Ordering::Relaxed);
+        }
         let emit = !(self.paced && queued > 0) && self.out.has_room();
         if emit {
             self.out.emit(self.next, EmitOptions::default())?;
@@ -59,6 +65,7 @@ impl Operator for Gated {
 struct Rig {
     session: RunSession,
     log: Arc<Mutex<Vec<(usize, bool)>>>,
+    differ: Arc<AtomicU64>,
     /// What the fast and the slow sink received (the slow one's gate stays shut).
     got: [Arc<Mutex<Vec<u64>>>; 2],
 }
@@ -68,6 +75,7 @@ impl Rig {
     /// (queues between partitions are another ring than those inside one).
     fn new(paced: bool, split: bool) -> Rig {
         let log = Arc::new(Mutex::new(Vec::new()));
+        let differ = Arc::new(AtomicU64::new(0));
         let gates = [
             Arc::new(AtomicBool::new(true)),
             Arc::new(AtomicBool::new(false)),
@@ -85,6 +93,7 @@ impl Rig {
                     paced,
                     next: 0,
                     log: Arc::clone(&log),
+                    differ: Arc::clone(&differ),
                 },
             )
             .unwrap();
@@ -117,7 +126,12 @@ impl Rig {
         };
         let plan = compile(&g, options).unwrap();
         let session = RunSession::start_stepped(g, &plan, SessionOptions::default()).unwrap();
-        Rig { session, log, got }
+        Rig {
+            session,
+            log,
+            differ,
+            got,
+        }
     }
 
     fn steps(&mut self, n: usize) {
@@ -131,6 +145,7 @@ impl Rig {
     }
 
     fn finish(self) {
+        assert_eq!(self.differ.load(Ordering::Relaxed), 0);
         self.session.stop();
         self.session.join().unwrap();
     }
@@ -191,21 +206,30 @@ impl Operator for Slow {
     }
 }
 
-/// Emits while `queued()` is 0; counts what it saw.
+/// Emits while `queued()` (or `in_flight()`) is 0; counts what it saw.
 #[operator]
 struct PacedSource {
     out: Output<u64>,
     next: u64,
-    /// The largest `queued()` seen, the emits and the skipped activations.
-    seen: Arc<[AtomicU64; 3]>,
+    /// Paced on `in_flight()` instead of `queued()`.
+    on_in_flight: bool,
+    /// The largest count paced on, the emits, the skipped activations, and `queued()`
+    /// at the last skip.
+    seen: Arc<[AtomicU64; 4]>,
 }
 
 impl Operator for PacedSource {
     fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
         let queued = self.out.queued() as u64;
-        self.seen[0].fetch_max(queued, Ordering::AcqRel);
-        if queued > 0 {
+        let count = if self.on_in_flight {
+            self.out.in_flight() as u64
+        } else {
+            queued
+        };
+        self.seen[0].fetch_max(count, Ordering::AcqRel);
+        if count > 0 {
             self.seen[2].fetch_add(1, Ordering::AcqRel);
+            self.seen[3].store(queued, Ordering::Release);
             return Ok(());
         }
         self.out.emit(self.next, EmitOptions::default())?;
@@ -224,10 +248,13 @@ impl Drop for Opens {
     }
 }
 
-#[test]
-fn a_paced_source_on_its_own_thread_waits_for_its_slowest_sink_and_loses_nothing() {
+/// source → {fast, slow} on three threads, the slow sink blocked in its activation on
+/// frame 0 until released; the source paced on `queued()` or `in_flight()`. Returns
+/// the emits while the slow sink was blocked and `queued()` at the source's last skip
+/// then; checks that nothing was lost and no count passed 1.
+fn paced_on_threads(on_in_flight: bool) -> (u64, u64) {
     let open = Arc::new(AtomicBool::new(false));
-    let seen: Arc<[AtomicU64; 3]> = Arc::new(Default::default());
+    let seen: Arc<[AtomicU64; 4]> = Arc::new(Default::default());
     let got = [
         Arc::new(Mutex::new(Vec::new())),
         Arc::new(Mutex::new(Vec::new())),
@@ -239,6 +266,7 @@ fn a_paced_source_on_its_own_thread_waits_for_its_slowest_sink_and_loses_nothing
             PacedSource {
                 out: Output::default(),
                 next: 0,
+                on_in_flight,
                 seen: Arc::clone(&seen),
             },
         )
@@ -284,16 +312,29 @@ fn a_paced_source_on_its_own_thread_waits_for_its_slowest_sink_and_loses_nothing
     // Opens the gate however the test ends, so a failed assertion cannot leave the slow
     // sink blocked and the session's teardown waiting for it.
     let _opens = Opens(Arc::clone(&open));
-    // The slow sink takes frame 0 and blocks; frame 1 waits in its queue; from then on
+    // The slow sink takes frame 0 and blocks. Paced on `queued()`, frame 1 goes out and
+    // waits in its queue; paced on `in_flight()`, nothing more goes out. From then on
     // the source skips, however long it runs.
-    until("the second emit", &|| seen[1].load(Ordering::Acquire) == 2);
+    let emits = if on_in_flight { 1 } else { 2 };
+    until("the emits", &|| seen[1].load(Ordering::Acquire) == emits);
+    until("the slow sink's frame", &|| {
+        !on_in_flight || seen[3].load(Ordering::Acquire) == 0 && seen[2].load(Ordering::Acquire) > 0
+    });
     let skipped = seen[2].load(Ordering::Acquire);
     until("skipped activations", &|| {
         seen[2].load(Ordering::Acquire) > skipped + 1_000
     });
-    assert_eq!(seen[1].load(Ordering::Acquire), 2);
+    let blocked = (
+        seen[1].load(Ordering::Acquire),
+        seen[3].load(Ordering::Acquire),
+    );
     assert_eq!(seen[0].load(Ordering::Acquire), 1);
-    assert_eq!(*got[0].lock().unwrap(), [0, 1]);
+    // The fast sink takes what was emitted (its thread may wake after the skips began).
+    until("the fast sink's frames", &|| {
+        got[0].lock().unwrap().len() as u64 >= emits
+    });
+    let fast = got[0].lock().unwrap().clone();
+    assert_eq!(fast, (0..emits).collect::<Vec<_>>());
     open.store(true, Ordering::Release);
     until("frames after the slow sink caught up", &|| {
         got[1].lock().unwrap().len() > 100
@@ -309,12 +350,27 @@ fn a_paced_source_on_its_own_thread_waits_for_its_slowest_sink_and_loses_nothing
     let (fast, slow) = (got[0].lock().unwrap().len(), got[1].lock().unwrap().len());
     assert!(fast.abs_diff(slow) <= 1, "{fast} against {slow}");
     assert_eq!(seen[0].load(Ordering::Acquire), 1);
+    blocked
+}
+
+#[test]
+fn a_source_paced_on_queued_keeps_one_frame_waiting_behind_its_blocked_sink() {
+    // Two emits: the frame the sink works on, and one in its queue (`queued()` 1).
+    assert_eq!(paced_on_threads(false), (2, 1));
+}
+
+#[test]
+fn a_source_paced_on_in_flight_waits_until_its_sink_returns() {
+    // One emit: the frame the sink works on is in flight though no longer queued
+    // (`queued()` 0 at the source's skips).
+    assert_eq!(paced_on_threads(true), (1, 0));
 }
 
 #[test]
 fn queued_counts_an_attached_subscribers_queue_and_is_zero_unbound() {
     assert_eq!(Output::<u64>::default().queued(), 0);
     let log = Arc::new(Mutex::new(Vec::new()));
+    let differ = Arc::new(AtomicU64::new(0));
     let mut g = Graph::new();
     let s = g
         .add_operator_with_defaults(
@@ -324,6 +380,7 @@ fn queued_counts_an_attached_subscribers_queue_and_is_zero_unbound() {
                 paced: false,
                 next: 0,
                 log: Arc::clone(&log),
+                differ: Arc::clone(&differ),
             },
         )
         .unwrap();
@@ -342,6 +399,7 @@ fn queued_counts_an_attached_subscribers_queue_and_is_zero_unbound() {
     while subscriber.try_receive().unwrap().is_some() {}
     session.step().unwrap();
     assert_eq!(log.lock().unwrap().last().map(|&(q, _)| q), Some(0));
+    assert_eq!(differ.load(Ordering::Relaxed), 0);
     drop(subscriber);
     session.stop();
     session.join().unwrap();

@@ -17,7 +17,10 @@
 //!   (docs/STREAMS.md, "Pacing a source"): at a tick where a frame of its still waits in
 //!   a sink's queue (`Output::queued() > 0`) it fills nothing, and counts the tick as
 //!   skipped. Its baseline, **raw threaded, paced**, is the raw threaded
-//!   baseline with the same rule (it fills only when every consumer's queue is empty).
+//!   baseline with the same rule (it fills only when every consumer's queue is empty);
+//! - **fork, default, paced on in_flight**: the same, paced on `Output::in_flight()`
+//!   (a frame a sink took and is still working on counts too), beside **raw threaded,
+//!   paced on in flight** (it fills only when every consumer has finished every frame).
 //!
 //! Each row: per sink, msg/s over the measured window and p50 / p99 of capture → receipt
 //! (µs); at the source, Backpressured/s and ResourceExhausted/s. The raw baseline has the
@@ -140,8 +143,11 @@ struct ClockedHead {
     stats: Arc<SourceStats>,
     /// With a period longer than the clock's 1 µs (`pace()`): the next tick that fills.
     next: Option<Instant>,
-    /// Paced on its consumers: fills only while `out.queued()` is at most this.
+    /// Paced on its consumers: fills only while `out.queued()` (or `out.in_flight()`)
+    /// is at most this.
     window: Option<usize>,
+    /// Paced on `in_flight()` rather than `queued()`.
+    on_in_flight: bool,
 }
 
 impl Operator for ClockedHead {
@@ -154,7 +160,11 @@ impl Operator for ClockedHead {
             *next = (*next + pace()).max(now);
         }
         if let Some(window) = self.window
-            && self.out.queued() > window
+            && if self.on_in_flight {
+                self.out.in_flight()
+            } else {
+                self.out.queued()
+            } > window
         {
             self.stats.skipped.fetch_add(1, Ordering::Relaxed);
             return Ok(());
@@ -226,6 +236,7 @@ enum Scenario {
     Chain,
     ChainShared,
     ForkPaced,
+    ForkPacedInFlight,
 }
 
 impl Scenario {
@@ -237,6 +248,7 @@ impl Scenario {
             Scenario::Chain => "chain, 3 partitions",
             Scenario::ChainShared => "chain, 3 partitions, shared",
             Scenario::ForkPaced => "fork, default, paced",
+            Scenario::ForkPacedInFlight => "fork, default, paced on in_flight",
         }
     }
     fn is_fork(self) -> bool {
@@ -246,6 +258,7 @@ impl Scenario {
                 | Scenario::ForkShared
                 | Scenario::ForkOnePartition
                 | Scenario::ForkPaced
+                | Scenario::ForkPacedInFlight
         )
     }
 }
@@ -309,7 +322,9 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
                 out: Output::default(),
                 stats: Arc::clone(&source),
                 next: (pace() > Duration::from_micros(1)).then(Instant::now),
-                window: (scenario == Scenario::ForkPaced).then_some(0),
+                window: matches!(scenario, Scenario::ForkPaced | Scenario::ForkPacedInFlight)
+                    .then_some(0),
+                on_in_flight: scenario == Scenario::ForkPacedInFlight,
             },
             ParamSet::defaults().unwrap(),
         )
@@ -399,14 +414,18 @@ enum Polling {
 }
 
 /// The raw baseline: the same threads, queue depth and pacing, the CUDA calls made raw.
-/// `paced`: the producer fills only when every consumer's queue is empty (the paced
-/// source's rule, `Output::queued() > 0` skips).
-fn raw(
-    device: &Arc<dyn DeviceBackend>,
-    consumers: usize,
-    polling: Polling,
-    paced: bool,
-) -> Figures {
+/// How the raw producer paces itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pace {
+    /// Not at all: it fills at every tick with a free slot and room.
+    No,
+    /// Only when every consumer's queue is empty (`Output::queued() > 0` skips).
+    Queued,
+    /// Only when every consumer has finished every frame (`Output::in_flight() > 0`).
+    InFlight,
+}
+
+fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize, polling: Polling, pace: Pace) -> Figures {
     super::anchor();
     let d = device.as_ref();
     let ring = RawRing::new(d, consumers);
@@ -425,9 +444,14 @@ fn raw(
         .collect();
     // Per slot, with `Polling::OwnThread`: every release event completed since its fill.
     let free: Arc<Vec<AtomicU64>> = Arc::new((0..K).map(|_| AtomicU64::new(1)).collect());
+    // Per consumer: frames it finished (after its release record).
+    let finished: Arc<Vec<AtomicU64>> =
+        Arc::new((0..consumers).map(|_| AtomicU64::new(0)).collect());
+    let mut emitted = 0u64;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut threads: Vec<_> = (0..consumers)
         .map(|c| {
+            let finished = Arc::clone(&finished);
             let (device, hop, ready, rel, slots, released, stats, source, stop) = (
                 Arc::clone(device),
                 Arc::clone(&hops[c]),
@@ -454,6 +478,7 @@ fn raw(
                     r.copy(dst, slots[k], stream);
                     r.record(rel[c * K + k], stream);
                     released[c * K + k].store(1, Ordering::Release);
+                    finished[c].fetch_add(1, Ordering::Release);
                     let latency = now.saturating_duration_since(captured).as_nanos() as u64;
                     stats.frame(latency, &source, &mut local);
                 }
@@ -504,7 +529,12 @@ fn raw(
     while !done() {
         assert!(Instant::now() < deadline, "no progress");
         wait_tick(&mut next);
-        if paced && hops.iter().any(|h| !h.is_empty()) {
+        let skip = match pace {
+            Pace::No => false,
+            Pace::Queued => hops.iter().any(|h| !h.is_empty()),
+            Pace::InFlight => finished.iter().any(|f| f.load(Ordering::Acquire) < emitted),
+        };
+        if skip {
             source.skipped.fetch_add(1, Ordering::Relaxed);
             continue;
         }
@@ -535,6 +565,7 @@ fn raw(
         for hop in &hops {
             hop.push((k, captured)).unwrap();
         }
+        emitted += 1;
         k = (k + 1) % K;
     }
     stop.store(true, Ordering::Release);
@@ -632,6 +663,7 @@ pub(super) fn run(device: &Arc<dyn DeviceBackend>, runs: usize) {
             Scenario::Chain,
             Scenario::ChainShared,
             Scenario::ForkPaced,
+            Scenario::ForkPacedInFlight,
         ] {
             row(
                 &format!("holo {}", scenario.name()),
@@ -640,20 +672,60 @@ pub(super) fn run(device: &Arc<dyn DeviceBackend>, runs: usize) {
         }
         row(
             "raw threaded, 2 consumers",
-            &raw(device, 2, Polling::Producer, false),
+            &raw(device, 2, Polling::Producer, Pace::No),
         );
         row(
             "raw threaded, 2 consumers, polling thread",
-            &raw(device, 2, Polling::OwnThread, false),
+            &raw(device, 2, Polling::OwnThread, Pace::No),
         );
         row(
             "raw threaded, 2 consumers, paced",
-            &raw(device, 2, Polling::Producer, true),
+            &raw(device, 2, Polling::Producer, Pace::Queued),
+        );
+        row(
+            "raw threaded, 2 consumers, paced on in flight",
+            &raw(device, 2, Polling::Producer, Pace::InFlight),
         );
         row("raw one thread, 2 consumers", &raw_one_thread(device, 2));
         row(
             "raw threaded, 1 consumer",
-            &raw(device, 1, Polling::Producer, false),
+            &raw(device, 1, Polling::Producer, Pace::No),
+        );
+    }
+}
+
+/// `device_hop fork-paced`: the paced fork and its raw baseline only, `runs` times
+/// interleaved (more runs of these rows than `fork` gives in the same time), and the
+/// raw paced baseline with its release events polled by a thread of its own (holo's
+/// layout: the producer fills as soon as the queues are empty).
+pub(super) fn run_paced(device: &Arc<dyn DeviceBackend>, runs: usize) {
+    println!(
+        "paced fork latency on {} {}: 256-byte frames, source period {:?}, blocking queues of depth {DEPTH}; {MEASURED} deliveries per sink after {WARM}; capture → receipt",
+        device.backend_kind().name(),
+        device.ordinal(),
+        pace()
+    );
+    for run in 1..=runs {
+        println!("-- run {run}");
+        row(
+            &format!("holo {}", Scenario::ForkPaced.name()),
+            &holo(device, Scenario::ForkPaced),
+        );
+        row(
+            "raw threaded, 2 consumers, paced",
+            &raw(device, 2, Polling::Producer, Pace::Queued),
+        );
+        row(
+            "raw threaded, 2 consumers, paced, polling thread",
+            &raw(device, 2, Polling::OwnThread, Pace::Queued),
+        );
+        row(
+            &format!("holo {}", Scenario::ForkPacedInFlight.name()),
+            &holo(device, Scenario::ForkPacedInFlight),
+        );
+        row(
+            "raw threaded, 2 consumers, paced on in flight",
+            &raw(device, 2, Polling::Producer, Pace::InFlight),
         );
     }
 }
@@ -676,6 +748,7 @@ pub(super) fn run_diag(device: &Arc<dyn DeviceBackend>) {
         Scenario::Chain,
         Scenario::ChainShared,
         Scenario::ForkPaced,
+        Scenario::ForkPacedInFlight,
     ] {
         let before = super::diag::snapshot();
         let f = holo(&timed, scenario);

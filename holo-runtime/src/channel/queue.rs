@@ -122,6 +122,10 @@ pub(crate) struct EdgeCounters {
     pub(crate) delivered: AtomicU64,
     /// Entries pushed (including ones later evicted).
     pub(crate) pushed: AtomicU64,
+    /// On an edge between partitions: entries delivered whose consumer's activation has
+    /// returned (`delivered` as the consumer's scheduler read it after the activation;
+    /// see [`EdgeQueue::in_flight`]).
+    pub(crate) finished: AtomicU64,
 }
 
 /// The storage of one edge's entries.
@@ -503,6 +507,31 @@ impl<T> EdgeQueue<T> {
     pub(crate) fn len(&self) -> usize {
         self.queue.len()
     }
+
+    /// Entries not finished with: queued, or (on an edge between partitions) delivered
+    /// to a consumer activation that has not returned yet. Within one partition the
+    /// producer never runs during its consumer's activation, so that is the queue's
+    /// length.
+    ///
+    /// Between partitions it is counted from the producer's side, which never
+    /// undercounts: entries pushed (less those refused or evicted, which the producer
+    /// counts itself), less those finished. A pop and its `delivered` count are two
+    /// steps, so the queue's length plus the entries taken would miss an entry between
+    /// them. Called on the producer's thread (an `Output`'s), where its own counters are
+    /// exact; `finished` only lags.
+    pub(crate) fn in_flight(&self) -> usize {
+        if !self.cross_partition {
+            return self.queue.len();
+        }
+        let c = &self.counters;
+        let finished = c.finished.load(Ordering::Acquire);
+        let entered = c
+            .pushed
+            .load(Ordering::Relaxed)
+            .saturating_sub(c.backpressured.load(Ordering::Relaxed))
+            .saturating_sub(c.evicted.load(Ordering::Relaxed));
+        usize::try_from(entered.saturating_sub(finished)).unwrap_or(usize::MAX)
+    }
 }
 
 /// What the scheduler needs of an edge, with its payload type erased.
@@ -517,6 +546,15 @@ pub(crate) trait ErasedEdge: Send + Sync {
     fn drop_one(&self);
     /// A same-partition ring's counters, for the scheduler to read directly.
     fn ring_index(&self) -> Option<&RingIndex>;
+    /// Whether producer and consumer run on different threads.
+    fn is_cross_partition(&self) -> bool;
+    /// The consumer's activation returned: everything delivered so far is finished with
+    /// ([`EdgeQueue::in_flight`]). Called by the consumer's scheduler, on its thread.
+    fn finish(&self) {
+        let c = self.counters();
+        c.finished
+            .store(c.delivered.load(Ordering::Relaxed), Ordering::Release);
+    }
 }
 
 /// The scheduler's handle on an edge: a same-partition ring's occupancy is two plain
@@ -587,6 +625,9 @@ impl<T: Send + 'static> ErasedEdge for EdgeQueue<T> {
             Ring::Local(r) => Some(&r.index),
             Ring::Shared(_) => None,
         }
+    }
+    fn is_cross_partition(&self) -> bool {
+        self.cross_partition
     }
 }
 

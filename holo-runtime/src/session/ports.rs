@@ -830,8 +830,30 @@ impl<T: Clone + Send + 'static> Output<T> {
     /// }
     /// ```
     pub fn queued(&self) -> usize {
+        self.fullest(EdgeQueue::len)
+    }
+
+    /// [`queued`](Self::queued), counting also what a consumer in another partition has
+    /// taken and is still working on: the messages of this output in its fullest
+    /// consumer that are queued, or were received by an activation that has not
+    /// returned yet. (A consumer in this output's own partition never runs at the same
+    /// time as its producer, and a topic's subscriber has no activation: for them it is
+    /// the queue's length.) 0 for an unbound output.
+    ///
+    /// The other window to pace a source on: at `in_flight() == 0` every consumer is
+    /// idle, so a frame filled now is taken the moment it is emitted, with no wait behind
+    /// the consumer's previous frame; the price is that the source's fill no longer
+    /// overlaps the consumers' work, so they take fewer frames per second. docs/STREAMS.md,
+    /// "Pacing a source", measures both.
+    pub fn in_flight(&self) -> usize {
+        self.fullest(EdgeQueue::in_flight)
+    }
+
+    /// The largest `count` over this output's flows, and the queue lengths of its
+    /// topic's attached subscribers; 0 unbound.
+    fn fullest(&self, count: impl Fn(&EdgeQueue<T>) -> usize) -> usize {
         self.binding.as_ref().map_or(0, |b| {
-            let edges = b.edges.iter().map(|e| e.len()).max().unwrap_or(0);
+            let edges = b.edges.iter().map(|e| count(e)).max().unwrap_or(0);
             let seats = b
                 .seats
                 .iter()

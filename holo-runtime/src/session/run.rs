@@ -112,6 +112,9 @@ pub(crate) struct OpRuntime {
     device: Option<Arc<dyn DeviceBackend>>,
     required_inputs: Vec<EdgeProbe>,
     optional_inputs: Vec<EdgeProbe>,
+    /// The inputs from other partitions: each activation's end marks what it took
+    /// finished (`Output::in_flight` on the producer's side).
+    cross_inputs: Box<[Arc<dyn ErasedEdge>]>,
     block_outputs: Vec<EdgeProbe>,
     pub(crate) is_source: bool,
     pub(crate) is_sink: bool,
@@ -219,6 +222,11 @@ impl OpRuntime {
             Schedule::Clock { .. } => self.advance_clock(),
             Schedule::AllInputs | Schedule::AnyInput | Schedule::Never => {}
         }
+        // The dropped entry is finished with: a source paced on `Output::in_flight`
+        // must not wait for an activation that an arrival it holds back would trigger.
+        for e in &self.cross_inputs {
+            e.finish();
+        }
     }
 
     fn advance_clock(&mut self) {
@@ -305,6 +313,9 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime, fr
         device: op.device.as_ref(),
     };
     let result = catch_unwind(AssertUnwindSafe(|| op.op.compute(&mut ctx)));
+    for e in &op.cross_inputs {
+        e.finish();
+    }
     #[cfg(feature = "tracing")]
     if let Some(frame) = op.activation.received_frame() {
         span.record("frame", frame);
@@ -1075,6 +1086,11 @@ pub(crate) fn start(
             device: stream.and(device.clone()),
             required_inputs,
             optional_inputs,
+            cross_inputs: connected_inputs
+                .iter()
+                .filter(|(_, e)| e.is_cross_partition())
+                .map(|(_, e)| Arc::clone(e))
+                .collect(),
             // A source waits for room in its blocking flows and in its topics' blocking
             // subscriber seats (a free seat is never full).
             block_outputs: erased_out[i]
