@@ -14,11 +14,22 @@ if [ "${1:-}" = paced ]; then
   echo "== device_hop fork-paced, eight runs"; HOLO_BENCH_RUNS=8 timeout 240 "$D" fork-paced | squeeze | tee "$out/fork-paced.log"
   date -u; exit 0
 fi
+if [ "${1:-}" = inflight ]; then
+  echo "== device_hop fork-paced, eight runs"; HOLO_BENCH_RUNS=8 timeout 240 "$D" fork-paced | squeeze | tee "$out/fork-paced.log"
+  echo "== device_hop fork, 1 µs, one run"; HOLO_BENCH_RUNS=1 timeout 240 "$D" fork | squeeze | tee "$out/fork.log"
+  echo "== device_hop fork-diag"; timeout 120 "$D" fork-diag | tee "$out/fork-diag.log" | tail -12
+  for round in 1 2 3; do echo "== handoff round $round"; timeout 60 "$H" --bench | grep -E "^cuda"; done | tee "$out/handoff.log"
+  for round in 1 2 3; do echo "== device_hop round $round"; HOLO_BENCH_PAIRS=31 timeout 150 "$D" --bench | grep -vE "^  "; done | tee "$out/device_hop.log"
+  date -u; exit 0
+fi
 echo "== device_hop fork, 1 µs, three runs"; HOLO_BENCH_RUNS=3 timeout 240 "$D" fork | squeeze | tee "$out/fork.log"
 echo "== device_hop fork-diag"; timeout 120 "$D" fork-diag | tee "$out/fork-diag.log" | head -150
 for round in 1 2 3 4 5; do echo "== handoff round $round"; timeout 60 "$H" --bench | grep -E "^cuda"; done | tee "$out/handoff.log"
 for round in 1 2 3 4 5; do echo "== device_hop round $round"; HOLO_BENCH_PAIRS=31 timeout 150 "$D" --bench | grep -vE "^  "; done | tee "$out/device_hop.log"
 for b in .gpu/bin/fork-*; do timeout 120 "$b" --test-threads=1 2>&1 | grep "test result"; done
 date -u
-# Second call (`bash .ci/h200-session20.sh paced`, same bundle with `fork-paced`): the
-# paced fork and its raw baseline, eight runs.
+# Second call (`bash .ci/h200-session20.sh paced`, bundle with HOLO_BENCHES=device_hop):
+# the paced fork and its raw baselines, eight runs. Third call (`… inflight`, the first
+# call's bundle at ce38c33): the same with the in-flight rows, one `fork` run,
+# `fork-diag`, three hand-off and three device_hop rounds (the scheduler now marks each
+# cross-partition input finished after an activation).
