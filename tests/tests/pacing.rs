@@ -404,3 +404,89 @@ fn queued_counts_an_attached_subscribers_queue_and_is_zero_unbound() {
     session.stop();
     session.join().unwrap();
 }
+
+/// Never emits.
+#[operator]
+struct Silent {
+    out: Output<u64>,
+}
+
+impl Operator for Silent {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        std::thread::sleep(Duration::from_millis(1));
+        Ok(())
+    }
+}
+
+/// Triggered by `frames`; `other` (required, so `missing = skip`) never has data, so
+/// every arrival is skipped: dropped without an activation.
+#[operator(trigger = on_arrival(frames))]
+struct Skipping {
+    frames: Input<u64>,
+    other: Input<u64>,
+}
+
+impl Operator for Skipping {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let _ = (self.frames.receive(), self.other.receive());
+        Ok(())
+    }
+}
+
+#[test]
+fn a_skipped_arrival_is_finished_with_so_a_source_paced_on_in_flight_goes_on() {
+    let seen: Arc<[AtomicU64; 4]> = Arc::new(Default::default());
+    let mut g = Graph::new();
+    let s = g
+        .add_operator_with_defaults(
+            "source",
+            PacedSource {
+                out: Output::default(),
+                next: 0,
+                on_in_flight: true,
+                seen: Arc::clone(&seen),
+            },
+        )
+        .unwrap();
+    let o = g
+        .add_operator_with_defaults(
+            "silent",
+            Silent {
+                out: Output::default(),
+            },
+        )
+        .unwrap();
+    let k = g
+        .add_operator_with_defaults(
+            "skipping",
+            Skipping {
+                frames: Input::default(),
+                other: Input::default(),
+            },
+        )
+        .unwrap();
+    g.add_flow(s.out, k.frames, ConnectionOptions::default());
+    g.add_flow(o.out, k.other, ConnectionOptions::default());
+    let options = CompileOptions::default().with_partitioning(Partitioning::Authored(
+        ["source", "silent", "skipping"]
+            .into_iter()
+            .map(|n| PartitionSpec::new(n, vec![n]))
+            .collect(),
+    ));
+    let plan = compile(&g, options).unwrap();
+    let session = RunSession::start(g, &plan, SessionOptions::default()).unwrap();
+    // Each skipped arrival frees the source for the next frame; without the skip's
+    // finish, the first would be in flight for good and the source would stop at 1.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while seen[1].load(Ordering::Acquire) < 100 {
+        assert!(
+            Instant::now() < deadline,
+            "the paced source stopped after {} emits",
+            seen[1].load(Ordering::Acquire)
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    session.stop();
+    session.join().unwrap();
+    assert!(seen[0].load(Ordering::Acquire) <= 1);
+}
