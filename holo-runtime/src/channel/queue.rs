@@ -552,8 +552,12 @@ pub(crate) trait ErasedEdge: Send + Sync {
     /// ([`EdgeQueue::in_flight`]). Called by the consumer's scheduler, on its thread.
     fn finish(&self) {
         let c = self.counters();
-        c.finished
-            .store(c.delivered.load(Ordering::Relaxed), Ordering::Release);
+        // Only this thread writes either: no store (and no cache line taken from the
+        // producer) when the activation took nothing from this edge.
+        let delivered = c.delivered.load(Ordering::Relaxed);
+        if c.finished.load(Ordering::Relaxed) != delivered {
+            c.finished.store(delivered, Ordering::Release);
+        }
     }
 }
 
