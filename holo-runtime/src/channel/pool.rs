@@ -1395,7 +1395,18 @@ impl Pool {
     /// slot is loaned and released again, and a pending slot is neither), and it grows as
     /// this poll finds more. On the H200 every query takes the driver's context lock that
     /// the partitions' submissions need (1.5 µs a query in the three-partition fork).
-    pub(crate) fn release_complete(&self, slot: u32, done: &mut u32) -> Result<bool> {
+    ///
+    /// `busy`: the release streams on which this pass of the worker already found an
+    /// event incomplete. An event on one of them is not queried (it was recorded later on
+    /// that stream, so it is incomplete too, or at worst found complete one pass later):
+    /// a worker that fell behind makes one query per busy stream per pass, not one per
+    /// pending slot, and leaves the driver's lock to the threads that submit.
+    pub(crate) fn release_complete(
+        &self,
+        slot: u32,
+        done: &mut u32,
+        busy: &mut BusyStreams,
+    ) -> Result<bool> {
         let Backing::Device(d) = &self.backing else {
             return Ok(true);
         };
@@ -1403,10 +1414,13 @@ impl Pool {
         let base = slot as usize * d.release_capacity as usize;
         let count = s.release_count.load(Ordering::Relaxed);
         while *done < count {
-            if !d
-                .backend
-                .query_event(d.release_events[base + *done as usize])?
-            {
+            let i = base + *done as usize;
+            let stream = d.release_streams[i].load(Ordering::Relaxed);
+            if busy.contains(stream) {
+                return Ok(false);
+            }
+            if !d.backend.query_event(d.release_events[i])? {
+                busy.insert(stream);
                 return Ok(false);
             }
             *done += 1;
@@ -1621,6 +1635,30 @@ impl Pool {
 
 /// The location a foreign pool's errors name.
 const FOREIGN_LOCATION: &str = "a tensor imported through DLPack";
+
+/// The release streams one pass of the retirement worker found busy (an event recorded
+/// on them incomplete): a few, kept without allocating; past its room a stream is not
+/// remembered and its events are queried as before.
+#[derive(Default)]
+pub(crate) struct BusyStreams {
+    streams: [u64; 16],
+    len: usize,
+}
+
+impl BusyStreams {
+    #[inline]
+    pub(crate) fn contains(&self, stream: u64) -> bool {
+        self.streams[..self.len].contains(&stream)
+    }
+
+    #[inline]
+    fn insert(&mut self, stream: u64) {
+        if self.len < self.streams.len() {
+            self.streams[self.len] = stream;
+            self.len += 1;
+        }
+    }
+}
 
 /// Release positions of a foreign device slot: distinct consumer streams that may read it
 /// at once (the default `max_fanout_release_streams`).

@@ -748,3 +748,52 @@ fn the_worker_does_not_query_a_completed_release_event_again() {
     rig.release_other();
     assert!(rig.wait_free(2));
 }
+
+/// Kills `release_complete`'s `busy` check and insert: slots whose release events wait on
+/// one busy stream cost the worker one query per pass (the first slot's), not one per
+/// slot. The later slots' events are not queried until the stream is done; then every
+/// slot goes back.
+#[test]
+fn the_worker_queries_one_event_per_busy_stream_per_pass() {
+    use crate::device::{DeviceCall, Observed};
+    let queries: Arc<std::sync::Mutex<std::collections::HashMap<u64, u64>>> = Arc::default();
+    let sink = Arc::clone(&queries);
+    let observed = Observed::new(
+        SoftwareDevice::new() as Arc<dyn DeviceBackend>,
+        move |call, _| {
+            if let DeviceCall::QueryEvent { event } = call {
+                *sink.lock().unwrap().entry(event.raw()).or_default() += 1;
+            }
+        },
+    );
+    let rig = Rig::new(observed, 3, 1);
+    let (producer, slow) = (rig.stream(), rig.stream());
+    let slots: Vec<u32> = (0..3).map(|_| rig.committed(producer)).collect();
+    rig.backend
+        .enqueue_delay(slow, Duration::from_millis(400))
+        .unwrap();
+    for &slot in &slots {
+        rig.receive(slot, &[slow]);
+    }
+    // Handed over in this order, each with its release event recorded on `slow` behind
+    // the delay.
+    for &slot in &slots {
+        Pool::release(&rig.pool, slot, Holder::NONE);
+    }
+    std::thread::sleep(Duration::from_millis(150));
+    let count = |slot: u32| {
+        queries
+            .lock()
+            .unwrap()
+            .get(&rig.event(slot, 0).raw())
+            .copied()
+            .unwrap_or(0)
+    };
+    let (first, later) = (count(slots[0]), count(slots[1]) + count(slots[2]));
+    assert!(first > 0, "the first slot's event is polled");
+    assert_eq!(later, 0, "the later slots' events wait for the busy stream");
+    assert!(
+        rig.wait_free(3),
+        "every slot goes back once the stream is done"
+    );
+}

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
-use super::pool::Pool;
+use super::pool::{BusyStreams, Pool};
 use super::sync::{self, ArrayQueue, AtomicBool, AtomicU64, Ordering};
 use crate::{Error, ErrorCode, Result};
 
@@ -261,19 +261,24 @@ impl Retirer {
             });
         }
         let before = pending.len();
+        // Pending slots stay in the order they were handed over, which is the order
+        // their release events were recorded in on each stream: the first incomplete
+        // event found on a stream marks it busy for the rest of the pass, and the later
+        // slots' events there are not queried (`Pool::release_complete`).
+        let mut busy = BusyStreams::default();
         let mut i = 0;
         while i < pending.len() {
             let p = &mut pending[i];
-            match p.pool.release_complete(p.slot, &mut p.done) {
+            match p.pool.release_complete(p.slot, &mut p.done, &mut busy) {
                 Ok(false) => i += 1,
                 Ok(true) => {
                     // The slot and the pool count it carries go back together.
-                    let p = pending.swap_remove(i);
+                    let p = pending.remove(i);
                     self.give_back(p.pool, p.slot);
                 }
                 Err(e) => {
                     self.note_error(e, p.pool.location);
-                    let p = pending.swap_remove(i);
+                    let p = pending.remove(i);
                     self.settle(p.pool, p.slot);
                 }
             }
