@@ -537,20 +537,19 @@ fn main() {
         fork::run_diag(&device);
         return;
     }
-    if std::env::args().any(|a| a == "fork-paced") {
-        let runs = std::env::var("HOLO_BENCH_RUNS")
+    // `HOLO_BENCH_RUNS`, or `default`.
+    let runs = |default: usize| {
+        std::env::var("HOLO_BENCH_RUNS")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(5);
-        fork::run_paced(&device, runs);
+            .unwrap_or(default)
+    };
+    if std::env::args().any(|a| a == "fork-paced") {
+        fork::run_paced(&device, runs(5));
         return;
     }
     if std::env::args().any(|a| a == "fork") {
-        let runs = std::env::var("HOLO_BENCH_RUNS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(3);
-        fork::run(&device, runs);
+        fork::run(&device, runs(3));
         return;
     }
     let pairs = pairs();

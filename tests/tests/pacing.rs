@@ -62,6 +62,16 @@ impl Operator for Gated {
     }
 }
 
+/// Each operator in a partition of its own.
+fn one_partition_each(names: &[&str]) -> CompileOptions {
+    CompileOptions::default().with_partitioning(Partitioning::Authored(
+        names
+            .iter()
+            .map(|&n| PartitionSpec::new(n, vec![n]))
+            .collect(),
+    ))
+}
+
 struct Rig {
     session: RunSession,
     log: Arc<Mutex<Vec<(usize, bool)>>>,
@@ -115,12 +125,7 @@ impl Rig {
             );
         }
         let options = if split {
-            CompileOptions::default().with_partitioning(Partitioning::Authored(
-                ["source", "fast", "slow"]
-                    .into_iter()
-                    .map(|n| PartitionSpec::new(n, vec![n]))
-                    .collect(),
-            ))
+            one_partition_each(&["source", "fast", "slow"])
         } else {
             CompileOptions::default()
         };
@@ -294,12 +299,7 @@ fn paced_on_threads(on_in_flight: bool) -> (u64, u64) {
     let depth = || ConnectionOptions::default().with_queue_depth(4);
     g.add_flow(s.out, f.input, depth());
     g.add_flow(s.out, k.input, depth());
-    let options = CompileOptions::default().with_partitioning(Partitioning::Authored(
-        ["source", "fast", "slow"]
-            .into_iter()
-            .map(|n| PartitionSpec::new(n, vec![n]))
-            .collect(),
-    ));
+    let options = one_partition_each(&["source", "fast", "slow"]);
     let plan = compile(&g, options).unwrap();
     let session = RunSession::start(g, &plan, SessionOptions::default()).unwrap();
     let until = |what: &str, cond: &dyn Fn() -> bool| {
@@ -467,12 +467,7 @@ fn a_skipped_arrival_is_finished_with_so_a_source_paced_on_in_flight_goes_on() {
         .unwrap();
     g.add_flow(s.out, k.frames, ConnectionOptions::default());
     g.add_flow(o.out, k.other, ConnectionOptions::default());
-    let options = CompileOptions::default().with_partitioning(Partitioning::Authored(
-        ["source", "silent", "skipping"]
-            .into_iter()
-            .map(|n| PartitionSpec::new(n, vec![n]))
-            .collect(),
-    ));
+    let options = one_partition_each(&["source", "silent", "skipping"]);
     let plan = compile(&g, options).unwrap();
     let session = RunSession::start(g, &plan, SessionOptions::default()).unwrap();
     // Each skipped arrival frees the source for the next frame; without the skip's

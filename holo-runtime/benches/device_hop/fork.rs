@@ -646,14 +646,47 @@ fn row(name: &str, f: &Figures) {
     );
 }
 
-/// `device_hop fork`: each scenario and its raw baseline, `runs` times interleaved.
-pub(super) fn run(device: &Arc<dyn DeviceBackend>, runs: usize) {
+/// The first line of `fork` and `fork-paced`.
+fn header(what: &str, device: &Arc<dyn DeviceBackend>) {
     println!(
-        "fork latency on {} {}: 256-byte frames, source period {:?}, blocking queues of depth {DEPTH}; {MEASURED} deliveries per sink after {WARM}; capture → receipt",
+        "{what} latency on {} {}: 256-byte frames, source period {:?}, blocking queues of depth {DEPTH}; {MEASURED} deliveries per sink after {WARM}; capture → receipt",
         device.backend_kind().name(),
         device.ordinal(),
         pace()
     );
+}
+
+/// The paced fork both ways, each beside its raw baseline; with `polling_thread`, also
+/// the raw `queued` baseline with its release events polled by a thread of its own
+/// (holo's layout: the producer fills as soon as the queues are empty).
+fn paced_rows(device: &Arc<dyn DeviceBackend>, polling_thread: bool) {
+    row(
+        &format!("holo {}", Scenario::ForkPaced.name()),
+        &holo(device, Scenario::ForkPaced),
+    );
+    row(
+        "raw threaded, 2 consumers, paced",
+        &raw(device, 2, Polling::Producer, Pace::Queued),
+    );
+    if polling_thread {
+        row(
+            "raw threaded, 2 consumers, paced, polling thread",
+            &raw(device, 2, Polling::OwnThread, Pace::Queued),
+        );
+    }
+    row(
+        &format!("holo {}", Scenario::ForkPacedInFlight.name()),
+        &holo(device, Scenario::ForkPacedInFlight),
+    );
+    row(
+        "raw threaded, 2 consumers, paced on in flight",
+        &raw(device, 2, Polling::Producer, Pace::InFlight),
+    );
+}
+
+/// `device_hop fork`: each scenario and its raw baseline, `runs` times interleaved.
+pub(super) fn run(device: &Arc<dyn DeviceBackend>, runs: usize) {
+    header("fork", device);
     for run in 1..=runs {
         println!("-- run {run}");
         for scenario in [
@@ -662,8 +695,6 @@ pub(super) fn run(device: &Arc<dyn DeviceBackend>, runs: usize) {
             Scenario::ForkOnePartition,
             Scenario::Chain,
             Scenario::ChainShared,
-            Scenario::ForkPaced,
-            Scenario::ForkPacedInFlight,
         ] {
             row(
                 &format!("holo {}", scenario.name()),
@@ -678,55 +709,22 @@ pub(super) fn run(device: &Arc<dyn DeviceBackend>, runs: usize) {
             "raw threaded, 2 consumers, polling thread",
             &raw(device, 2, Polling::OwnThread, Pace::No),
         );
-        row(
-            "raw threaded, 2 consumers, paced",
-            &raw(device, 2, Polling::Producer, Pace::Queued),
-        );
-        row(
-            "raw threaded, 2 consumers, paced on in flight",
-            &raw(device, 2, Polling::Producer, Pace::InFlight),
-        );
         row("raw one thread, 2 consumers", &raw_one_thread(device, 2));
         row(
             "raw threaded, 1 consumer",
             &raw(device, 1, Polling::Producer, Pace::No),
         );
+        paced_rows(device, false);
     }
 }
 
-/// `device_hop fork-paced`: the paced fork and its raw baseline only, `runs` times
-/// interleaved (more runs of these rows than `fork` gives in the same time), and the
-/// raw paced baseline with its release events polled by a thread of its own (holo's
-/// layout: the producer fills as soon as the queues are empty).
+/// `device_hop fork-paced`: the paced rows only (`paced_rows`, with the polling-thread
+/// baseline), `runs` times: more runs of them than `fork` gives in the same time.
 pub(super) fn run_paced(device: &Arc<dyn DeviceBackend>, runs: usize) {
-    println!(
-        "paced fork latency on {} {}: 256-byte frames, source period {:?}, blocking queues of depth {DEPTH}; {MEASURED} deliveries per sink after {WARM}; capture → receipt",
-        device.backend_kind().name(),
-        device.ordinal(),
-        pace()
-    );
+    header("paced fork", device);
     for run in 1..=runs {
         println!("-- run {run}");
-        row(
-            &format!("holo {}", Scenario::ForkPaced.name()),
-            &holo(device, Scenario::ForkPaced),
-        );
-        row(
-            "raw threaded, 2 consumers, paced",
-            &raw(device, 2, Polling::Producer, Pace::Queued),
-        );
-        row(
-            "raw threaded, 2 consumers, paced, polling thread",
-            &raw(device, 2, Polling::OwnThread, Pace::Queued),
-        );
-        row(
-            &format!("holo {}", Scenario::ForkPacedInFlight.name()),
-            &holo(device, Scenario::ForkPacedInFlight),
-        );
-        row(
-            "raw threaded, 2 consumers, paced on in flight",
-            &raw(device, 2, Polling::Producer, Pace::InFlight),
-        );
+        paced_rows(device, true);
     }
 }
 
