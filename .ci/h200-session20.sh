@@ -15,12 +15,11 @@ if [ "${1:-}" = paced ]; then
   date -u; exit 0
 fi
 if [ "${1:-}" = inflight ]; then
-  echo "== device_hop fork-paced, eight runs"; HOLO_BENCH_RUNS=8 timeout 240 "$D" fork-paced | squeeze | tee "$out/fork-paced.log"
-  echo "== device_hop fork, 1 µs, one run"; HOLO_BENCH_RUNS=1 timeout 240 "$D" fork | squeeze | tee "$out/fork.log"
-  echo "== device_hop fork-diag"; timeout 120 "$D" fork-diag | tee "$out/fork-diag.log" | tail -12
+  echo "== device_hop fork-paced, six runs"; HOLO_BENCH_RUNS=6 timeout 200 "$D" fork-paced | squeeze | tee "$out/fork-paced.log"
+  echo "== device_hop fork-diag"; timeout 120 "$D" fork-diag | tee "$out/fork-diag.log" | tail -14
   for round in 1 2 3; do echo "== handoff round $round"; timeout 60 "$H" --bench | grep -E "^cuda"; done | tee "$out/handoff.log"
-  for round in 1 2 3; do echo "== device_hop round $round"; HOLO_BENCH_PAIRS=31 timeout 150 "$D" --bench | grep -vE "^  "; done | tee "$out/device_hop.log"
-  for n in stream_contract fork holo_runtime; do for b in .gpu/bin/$n-*; do echo "test $n: $(timeout 200 "$b" --test-threads=1 2>&1 | grep 'test result')"; done; done
+  for round in 1 2; do echo "== device_hop round $round"; HOLO_BENCH_PAIRS=31 timeout 150 "$D" --bench | grep -vE "^  "; done | tee "$out/device_hop.log"
+  for n in stream_contract fork holo_runtime; do for b in .gpu/bin/$n-*; do echo "test $n: $(HOLO_REQUIRE_DEVICE=cuda timeout 100 "$b" --test-threads=1 2>&1 | grep 'test result')"; done; done
   date -u; exit 0
 fi
 echo "== device_hop fork, 1 µs, three runs"; HOLO_BENCH_RUNS=3 timeout 240 "$D" fork | squeeze | tee "$out/fork.log"
@@ -31,6 +30,7 @@ for b in .gpu/bin/fork-*; do timeout 120 "$b" --test-threads=1 2>&1 | grep "test
 date -u
 # Second call (`bash .ci/h200-session20.sh paced`, bundle with HOLO_BENCHES=device_hop):
 # the paced fork and its raw baselines, eight runs. Third call (`… inflight`, the first
-# call's bundle at ce38c33): the same with the in-flight rows, one `fork` run,
-# `fork-diag`, three hand-off and three device_hop rounds (the scheduler now marks each
-# cross-partition input finished after an activation).
+# bundle: HOLO_TESTS="pacing stream_contract fork"): six runs of the paced rows with the
+# in-flight ones, `fork-diag`, three hand-off and two device_hop rounds (the scheduler
+# now marks each cross-partition input finished after an activation), and the
+# stream_contract, fork and runtime unit tests on CUDA.
