@@ -143,11 +143,18 @@ struct ClockedHead {
     stats: Arc<SourceStats>,
     /// With a period longer than the clock's 1 µs (`pace()`): the next tick that fills.
     next: Option<Instant>,
-    /// Paced on its consumers: fills only while `out.queued()` (or `out.in_flight()`)
-    /// is at most this.
-    window: Option<usize>,
-    /// Paced on `in_flight()` rather than `queued()`.
-    on_in_flight: bool,
+    pacing: Pace,
+}
+
+/// How a source paces itself on its consumers (holo's and the raw producer).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pace {
+    /// Not at all: it fills at every tick with a free slot and room.
+    No,
+    /// Only when every consumer's queue is empty (`Output::queued() > 0` skips).
+    Queued,
+    /// Only when every consumer has finished every frame (`Output::in_flight() > 0`).
+    InFlight,
 }
 
 impl Operator for ClockedHead {
@@ -159,13 +166,12 @@ impl Operator for ClockedHead {
             }
             *next = (*next + pace()).max(now);
         }
-        if let Some(window) = self.window
-            && if self.on_in_flight {
-                self.out.in_flight()
-            } else {
-                self.out.queued()
-            } > window
-        {
+        let waiting = match self.pacing {
+            Pace::No => 0,
+            Pace::Queued => self.out.queued(),
+            Pace::InFlight => self.out.in_flight(),
+        };
+        if waiting > 0 {
             self.stats.skipped.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
@@ -322,9 +328,11 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
                 out: Output::default(),
                 stats: Arc::clone(&source),
                 next: (pace() > Duration::from_micros(1)).then(Instant::now),
-                window: matches!(scenario, Scenario::ForkPaced | Scenario::ForkPacedInFlight)
-                    .then_some(0),
-                on_in_flight: scenario == Scenario::ForkPacedInFlight,
+                pacing: match scenario {
+                    Scenario::ForkPaced => Pace::Queued,
+                    Scenario::ForkPacedInFlight => Pace::InFlight,
+                    _ => Pace::No,
+                },
             },
             ParamSet::defaults().unwrap(),
         )
@@ -414,17 +422,6 @@ enum Polling {
 }
 
 /// The raw baseline: the same threads, queue depth and pacing, the CUDA calls made raw.
-/// How the raw producer paces itself.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Pace {
-    /// Not at all: it fills at every tick with a free slot and room.
-    No,
-    /// Only when every consumer's queue is empty (`Output::queued() > 0` skips).
-    Queued,
-    /// Only when every consumer has finished every frame (`Output::in_flight() > 0`).
-    InFlight,
-}
-
 fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize, polling: Polling, pace: Pace) -> Figures {
     super::anchor();
     let d = device.as_ref();

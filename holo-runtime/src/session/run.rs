@@ -224,6 +224,13 @@ impl OpRuntime {
         }
         // The dropped entry is finished with: a source paced on `Output::in_flight`
         // must not wait for an activation that an arrival it holds back would trigger.
+        self.finish_inputs();
+    }
+
+    /// Marks what this operator took from other partitions finished with
+    /// (`Output::in_flight` on the producers' side): after each activation and skip.
+    #[inline]
+    fn finish_inputs(&self) {
         for e in &self.cross_inputs {
             e.finish();
         }
@@ -313,9 +320,7 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime, fr
         device: op.device.as_ref(),
     };
     let result = catch_unwind(AssertUnwindSafe(|| op.op.compute(&mut ctx)));
-    for e in &op.cross_inputs {
-        e.finish();
-    }
+    op.finish_inputs();
     #[cfg(feature = "tracing")]
     if let Some(frame) = op.activation.received_frame() {
         span.record("frame", frame);
