@@ -19,7 +19,7 @@ if [ "${1:-}" = inflight ]; then
   echo "== device_hop fork-diag"; timeout 120 "$D" fork-diag | tee "$out/fork-diag.log" | tail -14
   for round in 1 2 3; do echo "== handoff round $round"; timeout 60 "$H" --bench | grep -E "^cuda"; done | tee "$out/handoff.log"
   for round in 1 2; do echo "== device_hop round $round"; HOLO_BENCH_PAIRS=31 timeout 150 "$D" --bench | grep -vE "^  "; done | tee "$out/device_hop.log"
-  for n in stream_contract fork holo_runtime; do for b in .gpu/bin/$n-*; do echo "test $n: $(HOLO_REQUIRE_DEVICE=cuda timeout 100 "$b" --test-threads=1 2>&1 | grep 'test result')"; done; done
+  for n in stream_contract fork pacing holo_runtime; do for b in .gpu/bin/$n-*; do echo "test $n: $(HOLO_REQUIRE_DEVICE=cuda timeout 100 "$b" --test-threads=1 2>&1 | grep 'test result')"; done; done
   date -u; exit 0
 fi
 echo "== device_hop fork, 1 µs, three runs"; HOLO_BENCH_RUNS=3 timeout 240 "$D" fork | squeeze | tee "$out/fork.log"
