@@ -1,7 +1,9 @@
 //! A source paced on its consumers (docs/STREAMS.md, "Pacing a source"):
 //! `Output::queued()` is how many of the output's messages wait in its fullest consumer
 //! queue, and a source that fills only while it is 0 never has more than one frame
-//! waiting at its slowest consumer. Stepped sessions, so every count is exact.
+//! waiting at its slowest consumer. Stepped sessions, so every count is exact. And the
+//! order a fan-out serves its consumers in, which turns with each emit, so that a source
+//! paced to idle consumers does not serve the same one first every time.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -480,4 +482,111 @@ fn a_skipped_arrival_is_finished_with_so_a_source_paced_on_in_flight_goes_on() {
     session.stop();
     session.join().unwrap();
     assert!(seen[0].load(Ordering::Acquire) <= 1);
+}
+
+/// A value that knows whether it is a clone: a fan-out's emit clones it for every
+/// consumer but the one it pushes to last, which gets the value itself.
+#[derive(Debug)]
+struct Marked {
+    n: u64,
+    cloned: bool,
+}
+
+impl Clone for Marked {
+    fn clone(&self) -> Self {
+        Marked {
+            n: self.n,
+            cloned: true,
+        }
+    }
+}
+
+#[operator]
+struct MarkedSource {
+    out: Output<Marked>,
+    next: u64,
+}
+
+impl Operator for MarkedSource {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let n = self.next;
+        self.next += 1;
+        self.out
+            .emit(Marked { n, cloned: false }, EmitOptions::default())
+    }
+}
+
+#[operator]
+struct MarkedSink {
+    input: Input<Marked>,
+    /// The frames this sink got the emitted value itself for (not a clone).
+    originals: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Operator for MarkedSink {
+    fn compute(&mut self, _ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(m) = self.input.receive() {
+            if !m.cloned {
+                self.originals.lock().unwrap().push(m.n);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A fan-out serves its consumers in an order that turns with each emit, so no consumer
+/// is always the first to see a frame (nor the first to the device's lock to receive
+/// it): frame k is pushed first to consumer k mod 3, and last — with the value itself,
+/// the others getting clones — to consumer (k + 2) mod 3. Consumers in one partition
+/// and in partitions of their own.
+#[test]
+fn a_fan_out_turns_which_consumer_it_serves_first() {
+    for split in [false, true] {
+        let originals: Vec<Arc<Mutex<Vec<u64>>>> =
+            (0..3).map(|_| Arc::new(Mutex::new(Vec::new()))).collect();
+        let mut g = Graph::new();
+        let s = g
+            .add_operator_with_defaults(
+                "source",
+                MarkedSource {
+                    out: Output::default(),
+                    next: 0,
+                },
+            )
+            .unwrap();
+        for (i, name) in ["sink0", "sink1", "sink2"].into_iter().enumerate() {
+            let k = g
+                .add_operator_with_defaults(
+                    name,
+                    MarkedSink {
+                        input: Input::default(),
+                        originals: Arc::clone(&originals[i]),
+                    },
+                )
+                .unwrap();
+            g.add_flow(s.out, k.input, ConnectionOptions::default());
+        }
+        let options = if split {
+            one_partition_each(&["source", "sink0", "sink1", "sink2"])
+        } else {
+            CompileOptions::default()
+        };
+        let plan = compile(&g, options).unwrap();
+        let mut session = RunSession::start_stepped(g, &plan, SessionOptions::default()).unwrap();
+        // Each step: the source emits one frame, each sink takes what waits.
+        for _ in 0..9 {
+            session.step().unwrap();
+        }
+        session.stop();
+        session.join().unwrap();
+        let got: Vec<Vec<u64>> = originals
+            .iter()
+            .map(|o| o.lock().unwrap().clone())
+            .collect();
+        assert_eq!(
+            got,
+            [vec![1, 4, 7], vec![2, 5, 8], vec![0, 3, 6]],
+            "split {split}"
+        );
+    }
 }

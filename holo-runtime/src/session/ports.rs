@@ -423,6 +423,8 @@ struct OutputBinding<T> {
     activation: Arc<ActivationState>,
     /// Frames this output numbered itself (emits that inherited no frame id).
     next_frame: u64,
+    /// The edge a fan-out's next emit pushes to first (the order turns with each emit).
+    first_served: usize,
     /// The subscriber seats of the topic this output exports (empty: none).
     seats: Box<[TopicSeat<T>]>,
     /// The boundary pool of the topic this pass-through output exports across processes:
@@ -601,7 +603,9 @@ fn check_requirement(t: &Tensor, req: &TensorInputSpec) -> bool {
 }
 
 impl<T: Clone + Send + 'static> Output<T> {
-    /// Publishes `value` to every connected consumer.
+    /// Publishes `value` to every connected consumer. Several consumers are served in
+    /// turn, the first of them changing with each emit (frame k first to the k-th mod n,
+    /// in the order the flows were added): none is always the first to see a message.
     ///
     /// With a blocking queue that is full, nothing is published and `Backpressured` is
     /// returned (the value is dropped; a tensor's slot goes back to its pool): the
@@ -764,11 +768,22 @@ impl<T: Clone + Send + 'static> Output<T> {
         if !b.seats.is_empty() {
             push_to_seats(&b.seats, crossing.as_ref().unwrap_or(&value), stamp);
         }
-        if let Some((last, rest)) = b.edges.split_last() {
-            for e in rest {
-                e.push(value.clone(), stamp);
+        match &*b.edges {
+            [] => {}
+            [only] => only.push(value, stamp),
+            edges => {
+                // A fan-out: the consumer served first turns with each emit, so none is
+                // always the first to see a message (and the first to make its device
+                // calls for it while the others wait for the same driver lock).
+                let n = edges.len();
+                let first = b.first_served;
+                b.first_served = if first + 1 == n { 0 } else { first + 1 };
+                let (before, from) = edges.split_at(first);
+                for e in from.iter().chain(before).take(n - 1) {
+                    e.push(value.clone(), stamp);
+                }
+                edges[if first == 0 { n - 1 } else { first - 1 }].push(value, stamp);
             }
-            last.push(value, stamp);
         }
         Ok(())
     }
@@ -1091,6 +1106,7 @@ impl PortBinder<'_> {
                 && !forwards,
             activation: Arc::clone(self.activation),
             next_frame: 0,
+            first_served: 0,
             seats,
             boundary,
             stream: self.stream,
