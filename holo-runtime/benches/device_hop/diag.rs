@@ -29,13 +29,23 @@ use super::{
 /// Call kinds timed.
 const KINDS: [&str; 6] = ["record", "wait", "query", "memset", "copy", "other"];
 
-/// One thread's time (ns) and calls per kind.
-type Acc = [AtomicU64; 12];
+/// One thread's time (ns) and calls per kind (0..12); then its calls that took over
+/// [`SLOW`] and their time (12, 13), the longest call (14: a maximum, reset by each
+/// [`snapshot`]), and the gaps over [`SLOW`] between the end of one of its calls and the
+/// start of the next, and their time (15, 16).
+type Acc = [AtomicU64; 17];
+
+/// What counts as a slow call, or a long gap between two calls of one thread: a stall a
+/// frame of 10–20 µs cannot hide (the driver's lock held elsewhere, or the thread off
+/// its CPU).
+const SLOW: Duration = Duration::from_micros(20);
 
 /// Every thread's accumulator, by thread name.
 static THREADS: Mutex<Vec<(String, Arc<Acc>)>> = Mutex::new(Vec::new());
 
 thread_local! {
+    /// When this thread's last call ended.
+    static LAST_END: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
     static MINE: Arc<Acc> = {
         let acc: Arc<Acc> = Arc::new(std::array::from_fn(|_| AtomicU64::new(0)));
         let name = std::thread::current().name().unwrap_or("unnamed").to_owned();
@@ -54,13 +64,28 @@ pub(super) fn tally(call: DeviceCall, took: Duration) {
         DeviceCall::Copy { .. } => 4,
         _ => 5,
     };
+    let end = Instant::now();
+    let gap = LAST_END
+        .with(|l| l.replace(Some(end)))
+        .map(|last| end.saturating_duration_since(last).saturating_sub(took));
     MINE.with(|a| {
-        a[kind].fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        let ns = took.as_nanos() as u64;
+        a[kind].fetch_add(ns, Ordering::Relaxed);
         a[6 + kind].fetch_add(1, Ordering::Relaxed);
+        if took > SLOW {
+            a[12].fetch_add(1, Ordering::Relaxed);
+            a[13].fetch_add(ns, Ordering::Relaxed);
+        }
+        a[14].fetch_max(ns, Ordering::Relaxed);
+        if let Some(gap) = gap.filter(|g| *g > SLOW) {
+            a[15].fetch_add(1, Ordering::Relaxed);
+            a[16].fetch_add(gap.as_nanos() as u64, Ordering::Relaxed);
+        }
     });
 }
 
-pub(super) fn snapshot() -> Vec<(String, [u64; 12])> {
+/// Every thread's accumulator now; each thread's longest call restarts from 0.
+pub(super) fn snapshot() -> Vec<(String, [u64; 17])> {
     THREADS
         .lock()
         .unwrap()
@@ -68,17 +93,27 @@ pub(super) fn snapshot() -> Vec<(String, [u64; 12])> {
         .map(|(n, a)| {
             (
                 n.clone(),
-                std::array::from_fn(|i| a[i].load(Ordering::Relaxed)),
+                std::array::from_fn(|i| {
+                    if i == 14 {
+                        a[i].swap(0, Ordering::Relaxed)
+                    } else {
+                        a[i].load(Ordering::Relaxed)
+                    }
+                }),
             )
         })
         .collect()
 }
 
 /// Prints each thread's driver time per frame between two snapshots.
-pub(super) fn report(before: &[(String, [u64; 12])], after: &[(String, [u64; 12])], frames: f64) {
+/// With each thread's stalls: its calls over [`SLOW`] (count and µs per frame), its
+/// longest call, and its gaps over [`SLOW`] between two calls (count and µs per frame).
+pub(super) fn report(before: &[(String, [u64; 17])], after: &[(String, [u64; 17])], frames: f64) {
     for (i, (name, a)) in after.iter().enumerate() {
-        let b = before.get(i).map_or([0; 12], |x| x.1);
-        let d: Vec<u64> = (0..12).map(|k| a[k] - b[k]).collect();
+        let b = before.get(i).map_or([0; 17], |x| x.1);
+        let d: Vec<u64> = (0..17)
+            .map(|k| if k == 14 { a[k] } else { a[k] - b[k] })
+            .collect();
         let total: u64 = d[..6].iter().sum();
         if total == 0 {
             continue;
@@ -98,6 +133,16 @@ pub(super) fn report(before: &[(String, [u64; 12])], after: &[(String, [u64; 12]
                 );
             }
         }
+        let _ = write!(
+            line,
+            " | calls > {} µs: {} ({:.2} µs/frame), longest {:.1} µs; gaps > {0} µs: {} ({:.2} µs/frame)",
+            SLOW.as_micros(),
+            d[12],
+            d[13] as f64 / frames / 1e3,
+            d[14] as f64 / 1e3,
+            d[15],
+            d[16] as f64 / frames / 1e3
+        );
         println!("{line}");
     }
 }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Run on the GPU machine from the repo root after a bundle built with
+#   HOLO_TESTS="pacing stream_contract fork" HOLO_EXAMPLES="fork_streams" HOLO_BENCHES="device_hop handoff" bash .ci/h200-bundle-targeted.sh
+# The twenty-first session's runs (issue 17: where the paced fork's ResourceExhausted
+# comes from). `diag` (default): the machine's CPUs, `device_hop fork-diag` (each
+# thread's driver time, its calls over 20 µs and its gaps over 20 µs between calls) and
+# three runs of `device_hop fork-paced`. `check`: six runs of `fork-paced`, three hand-off
+# rounds and two device_hop rounds, and the stream_contract, fork, pacing and runtime unit
+# tests on CUDA. Logs go to $OUT.
+export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
+out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
+date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+D=$(ls .gpu/bench/device_hop-* | head -1); H=$(ls .gpu/bench/handoff-* | head -1)
+squeeze() { sed -E 's/ +/ /g; s/source: Backpressured/BP/; s/ResourceExhausted/RE/'; }
+if [ "${1:-diag}" = diag ]; then
+  echo "nproc $(nproc); isolated '$(cat /sys/devices/system/cpu/isolated 2>/dev/null)'; affinity $(taskset -pc $$ 2>/dev/null | sed 's/.*: //')"
+  echo "== device_hop fork-diag"; timeout 150 "$D" fork-diag | tee "$out/fork-diag.log" | grep -A7 "paced"
+  echo "== device_hop fork-paced, three runs"; HOLO_BENCH_RUNS=3 timeout 150 "$D" fork-paced | squeeze | tee "$out/fork-paced.log"
+  date -u; exit 0
+fi
+echo "== device_hop fork-paced, six runs"; HOLO_BENCH_RUNS=6 timeout 200 "$D" fork-paced | squeeze | tee "$out/fork-paced.log"
+for round in 1 2 3; do echo "== handoff round $round"; timeout 60 "$H" --bench | grep -E "^cuda"; done | tee "$out/handoff.log"
+for round in 1 2; do echo "== device_hop round $round"; HOLO_BENCH_PAIRS=31 timeout 150 "$D" --bench | grep -vE "^  "; done | tee "$out/device_hop.log"
+for n in stream_contract fork pacing holo_runtime; do for b in .gpu/bin/$n-*; do echo "test $n: $(HOLO_REQUIRE_DEVICE=cuda timeout 100 "$b" --test-threads=1 2>&1 | grep 'test result')"; done; done
+date -u
