@@ -4,7 +4,8 @@
 # The twenty-first session's runs (issue 17: where the paced fork's ResourceExhausted
 # comes from). `diag` (default): the machine's CPUs, `device_hop fork-diag` (each
 # thread's driver time, its calls over 20 µs and its gaps over 20 µs between calls) and
-# three runs of `device_hop fork-paced`. `check`: six runs of `fork-paced`, three hand-off
+# three runs of `device_hop fork-paced`; first with .gpu/base/device_hop-base if present (the
+# bench built before a change: copy it there after building the bundle). `check`: six runs of `fork-paced`, three hand-off
 # rounds and two device_hop rounds, and the stream_contract, fork, pacing and runtime unit
 # tests on CUDA. Logs go to $OUT.
 export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
@@ -14,8 +15,12 @@ D=$(ls .gpu/bench/device_hop-* | head -1); H=$(ls .gpu/bench/handoff-* | head -1
 squeeze() { sed -E 's/ +/ /g; s/source: Backpressured/BP/; s/ResourceExhausted/RE/'; }
 if [ "${1:-diag}" = diag ]; then
   echo "nproc $(nproc); isolated '$(cat /sys/devices/system/cpu/isolated 2>/dev/null)'; affinity $(taskset -pc $$ 2>/dev/null | sed 's/.*: //')"
-  echo "== device_hop fork-diag"; timeout 150 "$D" fork-diag | tee "$out/fork-diag.log" | grep -A7 "paced"
-  echo "== device_hop fork-paced, three runs"; HOLO_BENCH_RUNS=3 timeout 150 "$D" fork-paced | squeeze | tee "$out/fork-paced.log"
+  # .gpu/base/device_hop-base, when there: the same bench built before a change, run first.
+  for bin in .gpu/base/device_hop-base "$D"; do
+    [ -x "$bin" ] || continue; tag=$(basename "$bin")
+    echo "== $tag fork-diag"; timeout 150 "$bin" fork-diag | tee "$out/fork-diag-$tag.log" | grep -A6 "paced"
+    echo "== $tag fork-paced, three runs"; HOLO_BENCH_RUNS=3 timeout 150 "$bin" fork-paced | squeeze | tee "$out/fork-paced-$tag.log"
+  done
   date -u; exit 0
 fi
 echo "== device_hop fork-paced, six runs"; HOLO_BENCH_RUNS=6 timeout 200 "$D" fork-paced | squeeze | tee "$out/fork-paced.log"

@@ -41,6 +41,26 @@ impl Rig {
         }
     }
 
+    /// The same, with the worker's queue but no worker: slots handed over stay there
+    /// until a producer's [`Retirer::assist`] takes them (a worker off its CPU).
+    fn without_worker(slots: u32) -> Rig {
+        let backend: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+        let retirer = Retirer::new();
+        retirer.install_queue(slots as usize);
+        let spec = PoolSpec {
+            release_capacity: 1,
+            shared_memory: false,
+            ..super::tests::spec(MemoryKind::CudaDevice, slots)
+        };
+        let pool = Pool::materialize(spec, Some((&backend, &retirer))).unwrap();
+        Rig {
+            backend,
+            retirer,
+            worker: None,
+            pool,
+        }
+    }
+
     fn software(slots: u32, capacity: u32) -> Rig {
         Rig::new(SoftwareDevice::new(), slots, capacity)
     }
@@ -796,4 +816,49 @@ fn the_worker_queries_one_event_per_busy_stream_per_pass() {
         rig.wait_free(3),
         "every slot goes back once the stream is done"
     );
+}
+
+/// A producer whose pool is empty polls the slots waiting on the retirement worker
+/// itself (`Pool::reclaim`, `Retirer::assist`): a slot whose release events completed is
+/// loaned again at once, whether or not the worker came round to it; one whose events
+/// have not completed is not waited for (`ResourceExhausted` at once, the event still
+/// incomplete after the refusal). Here there is no worker at all. Fails with the
+/// reclaim removed from `borrow_slot`: the first loan after the release is refused.
+#[test]
+fn an_empty_pool_takes_back_a_retired_slot_whose_release_completed() {
+    let rig = Rig::without_worker(1);
+    let (producer, consumer) = (rig.stream(), rig.stream());
+    let slot = rig.committed(producer);
+    rig.receive(slot, &[consumer]);
+    Pool::release(&rig.pool, slot, Holder::NONE);
+    assert_eq!(
+        rig.retirer.outstanding(),
+        1,
+        "the slot went to the worker's queue"
+    );
+    rig.backend.synchronize_stream(consumer).unwrap();
+    let again = rig.pool.loan(&[16], DType::U8).unwrap();
+    assert_eq!(again, slot);
+    assert_eq!(rig.retirer.outstanding(), 0);
+
+    // Its release now behind a delay: refused at once, not waited for.
+    let writer = OrderingDomain::partition(producer);
+    rig.pool.set_writer(again, writer);
+    rig.pool.commit(again, writer, false).unwrap();
+    rig.backend
+        .enqueue_delay(consumer, Duration::from_millis(300))
+        .unwrap();
+    rig.receive(again, &[consumer]);
+    Pool::release(&rig.pool, again, Holder::NONE);
+    let err = rig.pool.loan(&[16], DType::U8).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::ResourceExhausted);
+    assert!(
+        !rig.backend.query_event(rig.event(slot, 0)).unwrap(),
+        "the refusal waited for the release"
+    );
+    assert_eq!(rig.retirer.pending_len(), 1, "the slot waits, polled once");
+    rig.backend.synchronize_stream(consumer).unwrap();
+    assert_eq!(rig.pool.loan(&[16], DType::U8).unwrap(), slot);
+    assert_eq!(rig.retirer.outstanding(), 0);
+    Pool::release(&rig.pool, slot, Holder::NONE);
 }

@@ -12,6 +12,16 @@ use std::time::Duration;
 
 use super::pool::{BusyStreams, Pool};
 use super::sync::{self, ArrayQueue, AtomicBool, AtomicU64, Ordering};
+
+/// Who runs a pass over the pending slots.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Poller {
+    /// The worker: a slot whose poll failed is settled (waited for on the host).
+    Worker,
+    /// A producer whose pool is empty ([`Retirer::assist`]): it never waits, so a slot
+    /// whose poll failed stays pending for the worker to settle.
+    Producer,
+}
 use crate::{Error, ErrorCode, Result};
 
 /// The pause between two polls of the same pending release events (H200: polling back
@@ -29,6 +39,11 @@ pub(crate) struct Pending {
 /// Slots the worker can hold at once (every slot of every device pool of a session).
 pub(crate) struct Retirer {
     queue: OnceLock<ArrayQueue<(Arc<Pool>, u32)>>,
+    /// The slots taken from `queue` and not returned yet, in hand-over order: the worker
+    /// locks it for each pass, and a producer whose pool is empty runs a pass of its own
+    /// when the worker is not in one ([`Self::assist`]). Room for every slot, reserved at
+    /// [`start`](Self::start).
+    pending: sync::Mutex<Vec<Pending>>,
     thread: OnceLock<Thread>,
     stop: AtomicBool,
     /// Set by the session's teardown before it synchronizes its streams: from then on a
@@ -52,6 +67,7 @@ impl Retirer {
     pub(crate) fn new() -> Arc<Retirer> {
         Arc::new(Retirer {
             queue: OnceLock::new(),
+            pending: sync::Mutex::new(Vec::new()),
             thread: OnceLock::new(),
             stop: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -81,12 +97,16 @@ impl Retirer {
             )
         })?;
         let _ = self.queue.set(ArrayQueue::new(capacity));
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .reserve_exact(capacity);
         let me = Arc::clone(self);
         let ready = Arc::new(std::sync::Barrier::new(2));
         let worker_ready = Arc::clone(&ready);
         let handle = std::thread::Builder::new()
             .name("holo-retire".to_owned())
-            .spawn(move || me.run(capacity, idle_spin, &worker_ready))
+            .spawn(move || me.run(idle_spin, &worker_ready))
             .map_err(|e| {
                 Error::new(
                     ErrorCode::ResourceExhausted,
@@ -252,6 +272,7 @@ impl Retirer {
         &self,
         queue: &ArrayQueue<(Arc<Pool>, u32)>,
         pending: &mut Vec<Pending>,
+        poller: Poller,
     ) -> usize {
         while let Some((pool, slot)) = queue.pop() {
             pending.push(Pending {
@@ -276,6 +297,8 @@ impl Retirer {
                     let p = pending.remove(i);
                     self.give_back(p.pool, p.slot);
                 }
+                // A producer never waits: the worker's next pass meets the error.
+                Err(_) if poller == Poller::Producer => i += 1,
                 Err(e) => {
                     self.note_error(e, p.pool.location);
                     let p = pending.remove(i);
@@ -286,9 +309,27 @@ impl Retirer {
         before
     }
 
+    /// A producer found its pool empty: unless the worker is in a pass now, runs one pass
+    /// on this thread, so that slots whose release events have completed go back at once
+    /// rather than when the worker comes round to them (a worker off its CPU, or behind
+    /// the driver's lock, holds slots that are free on the device). Polls without waiting,
+    /// as the worker does; returns whether it polled.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn assist(&self) -> bool {
+        let Some(queue) = self.queue.get() else {
+            return false;
+        };
+        let Ok(mut pending) = self.pending.try_lock() else {
+            return false;
+        };
+        self.poll_pending(queue, &mut pending, Poller::Producer);
+        true
+    }
+
     /// The models' stand-in for [`start`](Self::start): the worker's queue, without its
     /// thread (a model's own thread runs the worker's passes, [`Self::model_pass`]).
-    #[cfg(all(test, holo_loom))]
+    #[cfg(test)]
     pub(crate) fn install_queue(&self, capacity: usize) {
         let _ = self.queue.set(ArrayQueue::new(capacity));
     }
@@ -297,16 +338,25 @@ impl Retirer {
     /// [`install_queue`](Self::install_queue) made; whether the worker would exit now
     /// (stopped, nothing queued or pending).
     #[cfg(all(test, holo_loom))]
-    pub(crate) fn model_pass(&self, pending: &mut Vec<Pending>) -> bool {
+    pub(crate) fn model_pass(&self) -> bool {
         let queue = self.queue.get().expect("install_queue first");
-        self.poll_pending(queue, pending);
+        let mut pending = self.pending.lock().unwrap();
+        self.poll_pending(queue, &mut pending, Poller::Worker);
         pending.is_empty() && self.stop.load(Ordering::Acquire) && queue.is_empty()
     }
 
-    fn run(&self, capacity: usize, idle_spin: Duration, ready: &std::sync::Barrier) {
+    /// Slots the worker holds (taken from its queue, not returned yet).
+    #[cfg(test)]
+    pub(crate) fn pending_len(&self) -> usize {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+
+    fn run(&self, idle_spin: Duration, ready: &std::sync::Barrier) {
         // Not on the CPU pin of the thread that started it (`crate::cpus`).
         crate::cpus::place_worker_thread("holo-retire");
-        let mut pending: Vec<Pending> = Vec::with_capacity(capacity.max(1));
         ready.wait();
         let Some(queue) = self.queue.get() else {
             return;
@@ -315,8 +365,15 @@ impl Retirer {
         // When the worker last had a slot pending.
         let mut busy_at = std::time::Instant::now();
         loop {
-            let before = self.poll_pending(queue, &mut pending);
-            if pending.is_empty() {
+            let (before, left) = {
+                let mut pending = self
+                    .pending
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let before = self.poll_pending(queue, &mut pending, Poller::Worker);
+                (before, pending.len())
+            };
+            if left == 0 {
                 if self.stop.load(Ordering::Acquire) && queue.is_empty() {
                     return;
                 }
@@ -331,7 +388,7 @@ impl Retirer {
                     std::thread::park_timeout(Duration::from_millis(50));
                 }
                 idle_polls = 0;
-            } else if pending.len() == before {
+            } else if left == before {
                 // Nothing completed: poll again after `POLL_GAP` (busy, without querying:
                 // every query takes the driver's lock the submitting threads need), then
                 // after short sleeps. A returned slot is what a producer waits for, so the
@@ -410,8 +467,7 @@ mod loom_models {
             let worker = {
                 let retirer = Arc::clone(&retirer);
                 loom::thread::spawn(move || {
-                    let mut pending = Vec::new();
-                    while !retirer.model_pass(&mut pending) {
+                    while !retirer.model_pass() {
                         loom::thread::yield_now();
                     }
                 })

@@ -896,6 +896,11 @@ impl Output<Tensor> {
     /// when every slot is in use (there is no waiting variant), `InvalidArgument` when the
     /// request exceeds the declared bounds or dtype, `NotSupported` for a pass-through
     /// output (it has no pool), and `NotSupported` on a thread that is not the operator's.
+    ///
+    /// A device pool with no free slot first polls, on this thread and without waiting,
+    /// the release events of the slots waiting on the session's retirement worker (unless
+    /// the worker is polling them now) and returns those that completed: a slot every
+    /// consumer is done with on the device is loaned, however far behind the worker is.
     #[inline]
     pub fn allocate_tensor(&mut self, request: TensorLoanRequest<'_>) -> Result<TensorOutputLoan> {
         let Some(b) = self.binding.as_ref() else {
