@@ -2496,6 +2496,46 @@ pub(crate) mod loom_models {
         );
     }
 
+    /// The invariant: a slot handed to the retirement worker comes back exactly once
+    /// with its count when the worker's pass and a producer whose pool is empty
+    /// ([`Retirer::assist`], from `borrow_slot`) poll it at the same time: whichever of
+    /// them takes the pending list returns it, and the producer's loan gets it or is
+    /// refused; never both returned, never lost.
+    ///
+    /// Mutation that fails it: the producer's pass giving a completed slot back without
+    /// taking it off the pending list (the worker's pass returns it again: the retirer's
+    /// outstanding count wraps below zero).
+    #[test]
+    fn loom_a_slot_polled_by_the_worker_and_a_producer_comes_back_once() {
+        model::run(
+            "a_slot_polled_by_the_worker_and_a_producer_comes_back_once",
+            None,
+            || {
+                let (device, retirer, pool, producer) = device_pool(1);
+                let witness = Witness::new(&pool);
+                let consumer = device.create_stream().unwrap();
+                let mut t = device_tensor(&pool, producer);
+                t.register_release_stream(OrderingDomain::partition(consumer))
+                    .unwrap();
+                t.deliver_to(OrderingDomain::partition(consumer)).unwrap();
+                device.work(consumer);
+                // The last handle: the slot goes to the worker's queue.
+                drop(t);
+                let worker = {
+                    let retirer = Arc::clone(&retirer);
+                    loom::thread::spawn(move || {
+                        retirer.model_pass();
+                    })
+                };
+                // The producer, its free list empty until someone returns the slot.
+                let loaned = TensorOutputLoan::new(&pool, REQUEST).ok();
+                worker.join().unwrap();
+                drop(loaned);
+                retire_and_check(&device, &retirer, pool, witness);
+            },
+        );
+    }
+
     /// The invariant: a stream a user call registered
     /// (`Tensor::synchronize_for_consumer_stream`, from any thread, while another
     /// thread's handle holds the same stream's release position) is always recorded by
