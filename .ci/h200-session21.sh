@@ -5,7 +5,8 @@
 # comes from). `diag` (default): the machine's CPUs, `device_hop fork-diag` (each
 # thread's driver time, its calls over 20 µs and its gaps over 20 µs between calls) and
 # three runs of `device_hop fork-paced`; first with .gpu/base/device_hop-base if present (the
-# bench built before a change: copy it there after building the bundle). `check`: six runs of `fork-paced`, three hand-off
+# bench built before a change: copy it there after building the bundle). `paced`: six runs
+# of `fork-paced` with each binary, alternating in rounds of two. `check`: six runs of `fork-paced`, three hand-off
 # rounds and two device_hop rounds, and the stream_contract, fork, pacing and runtime unit
 # tests on CUDA. Logs go to $OUT.
 export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
@@ -21,6 +22,15 @@ if [ "${1:-diag}" = diag ]; then
     echo "== $tag fork-diag"; timeout 150 "$bin" fork-diag | tee "$out/fork-diag-$tag.log" | grep -A6 "paced"
     echo "== $tag fork-paced, three runs"; HOLO_BENCH_RUNS=3 timeout 150 "$bin" fork-paced | squeeze | tee "$out/fork-paced-$tag.log"
   done
+  date -u; exit 0
+fi
+if [ "${1:-}" = paced ]; then
+  # Six runs of fork-paced with each binary, alternating: the base (before the change)
+  # and the bundle's.
+  for round in 1 2 3; do for bin in .gpu/base/device_hop-base "$D"; do
+    [ -x "$bin" ] || continue; tag=$(basename "$bin")
+    echo "== round $round: $tag fork-paced, two runs"; HOLO_BENCH_RUNS=2 timeout 100 "$bin" fork-paced | squeeze | tee -a "$out/fork-paced-$tag.log" | grep -E "^holo|^-- "
+  done; done
   date -u; exit 0
 fi
 echo "== device_hop fork-paced, six runs"; HOLO_BENCH_RUNS=6 timeout 200 "$D" fork-paced | squeeze | tee "$out/fork-paced.log"
