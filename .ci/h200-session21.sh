@@ -6,7 +6,8 @@
 # thread's driver time, its calls over 20 µs and its gaps over 20 µs between calls) and
 # three runs of `device_hop fork-paced`; first with .gpu/base/device_hop-base if present (the
 # bench built before a change: copy it there after building the bundle). `paced`: six runs
-# of `fork-paced` with each binary, alternating in rounds of two. `check`: six runs of `fork-paced`, three hand-off
+# of `fork-paced` with each binary, alternating in rounds of two. `pin`: six runs of
+# `fork-paced` unpinned and six with HOLO_BENCH_FORK_CPUS (three cores of socket 0). `check`: six runs of `fork-paced`, three hand-off
 # rounds and two device_hop rounds, and the stream_contract, fork, pacing and runtime unit
 # tests on CUDA. Logs go to $OUT.
 export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
@@ -21,6 +22,18 @@ if [ "${1:-diag}" = diag ]; then
     [ -x "$bin" ] || continue; tag=$(basename "$bin")
     echo "== $tag fork-diag"; timeout 150 "$bin" fork-diag | tee "$out/fork-diag-$tag.log" | grep -A6 "paced"
     echo "== $tag fork-paced, three runs"; HOLO_BENCH_RUNS=3 timeout 150 "$bin" fork-paced | squeeze | tee "$out/fork-paced-$tag.log"
+  done
+  date -u; exit 0
+fi
+if [ "${1:-}" = pin ]; then
+  # The fork paced on in_flight with its threads unpinned and pinned (HOLO_BENCH_FORK_CPUS):
+  # the source and the two sinks on three distinct cores of socket 0, CPU 0 left out.
+  lscpu | grep -E "^(CPU\(s\)|Thread|Core|Socket|NUMA)"; nvidia-smi topo -m 2>/dev/null | head -3
+  cpus=$(lscpu -p=CPU,CORE,SOCKET | grep -v '^#' | awk -F, '$3==0 && $1>0 && !seen[$2]++ {print $1}' | head -3 | paste -sd,)
+  echo "pinned CPUs: $cpus"
+  for round in 1 2 3; do
+    echo "== round $round, unpinned"; HOLO_BENCH_RUNS=2 timeout 100 "$D" fork-paced | squeeze | tee -a "$out/fork-paced-unpinned.log" | grep -E "^holo|^raw threaded, 2 consumers, paced on|^-- "
+    echo "== round $round, pinned"; HOLO_BENCH_FORK_CPUS=$cpus HOLO_BENCH_RUNS=2 timeout 100 "$D" fork-paced | squeeze | tee -a "$out/fork-paced-pinned.log" | grep -E "^holo|^raw threaded, 2 consumers, paced on|^-- |latency on"
   done
   date -u; exit 0
 fi

@@ -39,6 +39,10 @@
 //! service time the sinks keep up, and the rows show the latency without a standing
 //! queue.
 //!
+//! `HOLO_BENCH_FORK_CPUS=a,b,c` pins the source's thread to CPU a and the sinks' to b
+//! and c, holo's (at their first activation) and the raw baselines' alike; unset,
+//! nothing is pinned.
+//!
 //! Under `SharedProcessDevice` the three partitions submit on one stream, so the plan
 //! gives them one thread (`ExecutionPartition::thread`): the shared rows measure that.
 
@@ -84,6 +88,34 @@ fn wait_tick(next: &mut Instant) {
 
 /// Queue depth of every edge.
 const DEPTH: usize = 4;
+
+/// `HOLO_BENCH_FORK_CPUS=a,b,c`: the CPUs of the source, sink 0 and sink 1 (holo's
+/// partition threads, pinned at their first activation, and the raw baseline's threads);
+/// unset, nothing is pinned. A real-time deployment pins its threads; the two sinks on
+/// CPUs equally far from the source's is what makes their latencies comparable.
+fn fork_cpus() -> Option<[usize; 3]> {
+    static CPUS: std::sync::OnceLock<Option<[usize; 3]>> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| {
+        let v: Vec<usize> = std::env::var("HOLO_BENCH_FORK_CPUS")
+            .ok()?
+            .split(',')
+            .map(|c| c.trim().parse().ok())
+            .collect::<Option<_>>()?;
+        v.try_into().ok()
+    })
+}
+
+/// Pins the calling thread to role `role`'s CPU (0 the source, 1 and 2 the sinks) when
+/// [`fork_cpus`] names them; returns the mask it had, to restore.
+fn pin(role: usize) -> Option<rustix::thread::CpuSet> {
+    let cpu = fork_cpus()?[role];
+    let before = rustix::thread::sched_getaffinity(None).ok()?;
+    let mut one = rustix::thread::CpuSet::new();
+    one.set(cpu);
+    rustix::thread::sched_setaffinity(None, &one)
+        .unwrap_or_else(|e| panic!("HOLO_BENCH_FORK_CPUS: cannot pin to CPU {cpu}: {e}"));
+    Some(before)
+}
 
 /// What the source could not do.
 #[derive(Default)]
@@ -144,6 +176,8 @@ struct ClockedHead {
     /// With a period longer than the clock's 1 µs (`pace()`): the next tick that fills.
     next: Option<Instant>,
     pacing: Pace,
+    /// Whether its thread was pinned yet ([`pin`]).
+    pinned: bool,
 }
 
 /// How a source paces itself on its consumers (holo's and the raw producer).
@@ -159,6 +193,10 @@ enum Pace {
 
 impl Operator for ClockedHead {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        if !self.pinned {
+            self.pinned = true;
+            pin(0);
+        }
         if let Some(next) = &mut self.next {
             let now = Instant::now();
             if now < *next {
@@ -205,10 +243,17 @@ struct LatencySink {
     stats: Arc<SinkStats>,
     source: Arc<SourceStats>,
     local: Vec<u64>,
+    /// Its index (sink 0 or 1), and whether its thread was pinned yet ([`pin`]).
+    index: usize,
+    pinned: bool,
 }
 
 impl Operator for LatencySink {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        if !self.pinned {
+            self.pinned = true;
+            pin(1 + self.index);
+        }
         let stream = ctx.cuda_stream()?;
         let device = ctx.device().unwrap();
         let dst = self.scratch;
@@ -333,6 +378,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
                     Scenario::ForkPacedInFlight => Pace::InFlight,
                     _ => Pace::No,
                 },
+                pinned: false,
             },
             ParamSet::defaults().unwrap(),
         )
@@ -346,6 +392,8 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
         stats: Arc::clone(&sinks[i]),
         source: Arc::clone(&source),
         local: Vec::with_capacity(MEASURED as usize),
+        index: i,
+        pinned: false,
     };
     let depth = || ConnectionOptions::default().with_queue_depth(DEPTH as u32);
     let mut bound = vec!["head"];
@@ -462,6 +510,7 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize, polling: Polling, pace
             );
             let (stream, dst) = (s[1 + c], scratch[c]);
             std::thread::spawn(move || {
+                pin(1 + c);
                 let r = raw_for(&device);
                 let mut spins = 0u32;
                 let mut local = Vec::with_capacity(MEASURED as usize);
@@ -514,6 +563,8 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize, polling: Polling, pace
             }
         }));
     }
+    // The producer is this thread: its mask is restored after the row.
+    let unpinned = pin(0);
     let r = raw_for(device);
     let mut next = Instant::now();
     let mut k = 0usize;
@@ -566,6 +617,9 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize, polling: Polling, pace
         k = (k + 1) % K;
     }
     stop.store(true, Ordering::Release);
+    if let Some(mask) = unpinned {
+        rustix::thread::sched_setaffinity(None, &mask).unwrap();
+    }
     for t in threads {
         t.join().unwrap();
     }
@@ -646,10 +700,13 @@ fn row(name: &str, f: &Figures) {
 /// The first line of `fork` and `fork-paced`.
 fn header(what: &str, device: &Arc<dyn DeviceBackend>) {
     println!(
-        "{what} latency on {} {}: 256-byte frames, source period {:?}, blocking queues of depth {DEPTH}; {MEASURED} deliveries per sink after {WARM}; capture → receipt",
+        "{what} latency on {} {}: 256-byte frames, source period {:?}, blocking queues of depth {DEPTH}; {MEASURED} deliveries per sink after {WARM}; capture → receipt; {}",
         device.backend_kind().name(),
         device.ordinal(),
-        pace()
+        pace(),
+        fork_cpus().map_or("threads unpinned".to_owned(), |[a, b, c]| format!(
+            "source on CPU {a}, sinks on CPUs {b} and {c} (HOLO_BENCH_FORK_CPUS)"
+        ))
     );
 }
 
