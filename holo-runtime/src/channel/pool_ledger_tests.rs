@@ -25,8 +25,19 @@ struct Rig {
 
 impl Rig {
     fn new(backend: Arc<dyn DeviceBackend>, slots: u32, capacity: u32) -> Rig {
+        Rig::build(backend, slots, capacity, true)
+    }
+
+    /// With `worker` false, the worker's queue but no worker: slots handed over stay
+    /// there until a producer's [`Retirer::assist`] takes them (a worker off its CPU).
+    fn build(backend: Arc<dyn DeviceBackend>, slots: u32, capacity: u32, worker: bool) -> Rig {
         let retirer = Retirer::new();
-        let worker = retirer.start(slots as usize, Duration::ZERO).unwrap();
+        let worker = if worker {
+            Some(retirer.start(slots as usize, Duration::ZERO).unwrap())
+        } else {
+            retirer.install_queue(slots as usize);
+            None
+        };
         let spec = PoolSpec {
             release_capacity: capacity,
             shared_memory: false,
@@ -36,27 +47,7 @@ impl Rig {
         Rig {
             backend,
             retirer,
-            worker: Some(worker),
-            pool,
-        }
-    }
-
-    /// The same, with the worker's queue but no worker: slots handed over stay there
-    /// until a producer's [`Retirer::assist`] takes them (a worker off its CPU).
-    fn without_worker(slots: u32) -> Rig {
-        let backend: Arc<dyn DeviceBackend> = SoftwareDevice::new();
-        let retirer = Retirer::new();
-        retirer.install_queue(slots as usize);
-        let spec = PoolSpec {
-            release_capacity: 1,
-            shared_memory: false,
-            ..super::tests::spec(MemoryKind::CudaDevice, slots)
-        };
-        let pool = Pool::materialize(spec, Some((&backend, &retirer))).unwrap();
-        Rig {
-            backend,
-            retirer,
-            worker: None,
+            worker,
             pool,
         }
     }
@@ -826,7 +817,7 @@ fn the_worker_queries_one_event_per_busy_stream_per_pass() {
 /// reclaim removed from `borrow_slot`: the first loan after the release is refused.
 #[test]
 fn an_empty_pool_takes_back_a_retired_slot_whose_release_completed() {
-    let rig = Rig::without_worker(1);
+    let rig = Rig::build(SoftwareDevice::new(), 1, 1, false);
     let (producer, consumer) = (rig.stream(), rig.stream());
     let slot = rig.committed(producer);
     rig.receive(slot, &[consumer]);
