@@ -12,6 +12,11 @@ use std::time::Duration;
 
 use super::pool::{BusyStreams, Pool};
 use super::sync::{self, ArrayQueue, AtomicBool, AtomicU64, Ordering};
+use crate::{Error, ErrorCode, Result};
+
+/// The pause between two polls of the same pending release events (H200: polling back
+/// to back made 7–8 event calls per fenced frame instead of about 4, and the hop slower).
+const POLL_GAP: Duration = Duration::from_micros(2);
 
 /// Who runs a pass over the pending slots.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -22,11 +27,6 @@ enum Poller {
     /// whose poll failed stays pending for the worker to settle.
     Producer,
 }
-use crate::{Error, ErrorCode, Result};
-
-/// The pause between two polls of the same pending release events (H200: polling back
-/// to back made 7–8 event calls per fenced frame instead of about 4, and the hop slower).
-const POLL_GAP: Duration = Duration::from_micros(2);
 
 /// A slot the worker was handed and has not returned yet.
 pub(crate) struct Pending {

@@ -604,8 +604,9 @@ fn check_requirement(t: &Tensor, req: &TensorInputSpec) -> bool {
 
 impl<T: Clone + Send + 'static> Output<T> {
     /// Publishes `value` to every connected consumer. Several consumers are served in
-    /// turn, the first of them changing with each emit (frame k first to the k-th mod n,
-    /// in the order the flows were added): none is always the first to see a message.
+    /// turn, the first of them changing with each emit (the output's k-th emit, from 0,
+    /// goes first to consumer k mod n, in the order the flows were added): none is
+    /// always the first to see a message.
     ///
     /// With a blocking queue that is full, nothing is published and `Backpressured` is
     /// returned (the value is dropped; a tensor's slot goes back to its pool): the
