@@ -1,7 +1,8 @@
 //! A source paced on its consumers (docs/STREAMS.md, "Pacing a source"):
 //! `Output::queued()` is how many of the output's messages wait in its fullest consumer
 //! queue, and a source that fills only while it is 0 never has more than one frame
-//! waiting at its slowest consumer. Stepped sessions, so every count is exact. And the
+//! waiting at its slowest consumer; `Output::in_use()` counts a frame until the device
+//! finished its consumers' work on it. Stepped sessions, so every count is exact. And the
 //! order a fan-out serves its consumers in, which turns with each emit, so that a source
 //! paced to idle consumers does not serve the same one first every time.
 
@@ -589,4 +590,131 @@ fn a_fan_out_turns_which_consumer_it_serves_first() {
             "split {split}"
         );
     }
+}
+
+/// Per activation: `queued()`, `in_flight()`, `in_use()`, and whether it emitted.
+type CountLog = Arc<Mutex<Vec<(usize, usize, usize, bool)>>>;
+
+/// Logs its pacing counts each activation and fills a device frame only while
+/// `in_use()` is 0: every frame it sent is back in its pool, the consumer's device
+/// work on it finished.
+#[operator]
+struct DevicePaced {
+    #[output(storage = runtime_pool, memory = cuda_device, dtype = u8, rank = 1, bounds = 16)]
+    out: Output<holo_runtime::Tensor>,
+    log: CountLog,
+}
+
+impl Operator for DevicePaced {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let counts = (self.out.queued(), self.out.in_flight(), self.out.in_use());
+        let emit = counts.2 == 0;
+        if emit {
+            let stream = ctx.cuda_stream()?;
+            let loan = self.out.allocate_tensor(holo_runtime::TensorLoanRequest {
+                shape: &[16],
+                dtype: holo_runtime::DType::U8,
+            })?;
+            let w = loan.write(stream)?;
+            self.out.emit(w.commit()?, EmitOptions::default())?;
+        }
+        self.log
+            .lock()
+            .unwrap()
+            .push((counts.0, counts.1, counts.2, emit));
+        Ok(())
+    }
+}
+
+/// Receives each frame, enqueues `delay` of device work on its stream after it, and
+/// drops the frame at once: the activation returns, the slot retires when the work ends.
+#[operator]
+struct SlowOnDevice {
+    #[input(memory = cuda_device, dtype = u8, rank = 1)]
+    input: Input<holo_runtime::Tensor>,
+    delay: Duration,
+}
+
+impl Operator for SlowOnDevice {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        while let Some(t) = self.input.receive() {
+            let stream = ctx.cuda_stream()?;
+            ctx.device()
+                .expect("a device")
+                .enqueue_delay(stream.handle(), self.delay)?;
+            drop(t);
+        }
+        Ok(())
+    }
+}
+
+/// `Output::in_use()` counts a slot until the device has finished its consumer's work on
+/// it, where `queued()` and `in_flight()` are already 0: the consumer's activation
+/// returned once it had enqueued that work. A source paced on it sends the next frame
+/// only then. The software device; the consumer in a partition (and on a stream) of its
+/// own, so the slot retires through its release event. Fails with `in_use()` answering 0:
+/// the second activation emits.
+#[test]
+fn in_use_counts_a_slot_until_the_consumers_device_work_on_it_finished() {
+    let device: Arc<dyn holo_runtime::device::DeviceBackend> =
+        holo_runtime::device::SoftwareDevice::new();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut g = Graph::new();
+    let s = g
+        .add_operator_with_defaults(
+            "source",
+            DevicePaced {
+                out: Output::default(),
+                log: Arc::clone(&log),
+            },
+        )
+        .unwrap();
+    let k = g
+        .add_operator_with_defaults(
+            "sink",
+            SlowOnDevice {
+                input: Input::default(),
+                delay: Duration::from_millis(1500),
+            },
+        )
+        .unwrap();
+    g.add_flow(s.out, k.input, ConnectionOptions::default());
+    let mut options = one_partition_each(&["source", "sink"]);
+    options
+        .deployment
+        .bind_tensor_output_device("source", "out", device.ordinal());
+    let plan = compile(&g, options).unwrap();
+    let mut session = RunSession::start_stepped(
+        g,
+        &plan,
+        SessionOptions::default().on_device(Arc::clone(&device)),
+    )
+    .unwrap();
+    // The frame goes out, the sink takes it, enqueues its work and drops it.
+    session.step().unwrap();
+    session.step().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        {
+            let log = log.lock().unwrap();
+            if log.len() >= 2 && log.last().is_some_and(|e| e.3) {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "the source never sent again");
+        std::thread::sleep(Duration::from_millis(20));
+        session.step().unwrap();
+    }
+    let log = log.lock().unwrap().clone();
+    session.stop();
+    session.join().unwrap();
+    // First activation: nothing out. Then, while the sink's device work runs, nothing
+    // queued or in flight but one slot in use: skipped. Then it is back: the next frame.
+    assert_eq!(log[0], (0, 0, 0, true));
+    let (waiting, last) = log[1..].split_at(log.len() - 2);
+    assert!(
+        !waiting.is_empty() && waiting.iter().all(|&e| e == (0, 0, 1, false)),
+        "{log:?}"
+    );
+    assert_eq!(last, [(0, 0, 0, true)], "{log:?}");
 }

@@ -893,6 +893,28 @@ impl<T: Clone + Send + 'static> Output<T> {
 }
 
 impl Output<Tensor> {
+    /// How many slots of this output's runtime pool are not free: loaned, queued,
+    /// received and held, or retiring — every handle dropped, but a consumer's device
+    /// work on the slot not yet seen complete. 0 for an output without a pool (a
+    /// pass-through output) and an unbound one.
+    ///
+    /// The third count to pace a source on (docs/STREAMS.md, "Pacing a source"): a
+    /// consumer's activation returns once it has *enqueued* its work on the frame, so
+    /// [`in_flight`](Output::in_flight) can be 0 while the device is still behind; a
+    /// slot counts here until the device has finished every consumer's work on it. A
+    /// source that fills only while `in_use()` is at most a window of its choosing
+    /// bounds the frames of its whole pipeline's GPU work (the seed's "pace on
+    /// end-to-end GPU completion"), without waiting on an event: it skips the tick. A
+    /// retiring slot is seen complete when the retirement worker, or a loan that found
+    /// the pool empty, polls its release events, a few microseconds after the device
+    /// finished it.
+    pub fn in_use(&self) -> usize {
+        self.binding
+            .as_ref()
+            .and_then(|b| b.pool.as_ref())
+            .map_or(0, |p| p.slot_count.saturating_sub(p.free_slots()) as usize)
+    }
+
     /// Borrows a slot of this output's runtime pool, or fails at once: `ResourceExhausted`
     /// when every slot is in use (there is no waiting variant), `InvalidArgument` when the
     /// request exceeds the declared bounds or dtype, `NotSupported` for a pass-through
