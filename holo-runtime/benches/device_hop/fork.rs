@@ -21,6 +21,10 @@
 //! - **fork, default, paced on in_flight**: the same, paced on `Output::in_flight()`
 //!   (a frame a sink took and is still working on counts too), beside **raw threaded,
 //!   paced on in flight** (it fills only when every consumer has finished every frame).
+//! - **fork, default, paced on in_use**: the same, paced on `Output::in_use()` (the
+//!   device has finished every consumer's work on every frame: every slot is back in
+//!   the pool), beside **raw threaded, paced on completion** (it fills only when the
+//!   previous slot's release events, polled by the producer, have completed).
 //!
 //! Each row: per sink, msg/s over the measured window and p50 / p99 of capture → receipt
 //! (µs); at the source, Backpressured/s and ResourceExhausted/s. The raw baseline has the
@@ -189,6 +193,10 @@ enum Pace {
     Queued,
     /// Only when every consumer has finished every frame (`Output::in_flight() > 0`).
     InFlight,
+    /// Only when the device has finished every consumer's work on every frame: holo's
+    /// pool has every slot back (`Output::in_use() > 0`), the raw producer finds the
+    /// previous slot's release events complete.
+    InUse,
 }
 
 impl Operator for ClockedHead {
@@ -208,6 +216,7 @@ impl Operator for ClockedHead {
             Pace::No => 0,
             Pace::Queued => self.out.queued(),
             Pace::InFlight => self.out.in_flight(),
+            Pace::InUse => self.out.in_use(),
         };
         if waiting > 0 {
             self.stats.skipped.fetch_add(1, Ordering::Relaxed);
@@ -288,6 +297,7 @@ enum Scenario {
     ChainShared,
     ForkPaced,
     ForkPacedInFlight,
+    ForkPacedInUse,
 }
 
 impl Scenario {
@@ -300,6 +310,7 @@ impl Scenario {
             Scenario::ChainShared => "chain, 3 partitions, shared",
             Scenario::ForkPaced => "fork, default, paced",
             Scenario::ForkPacedInFlight => "fork, default, paced on in_flight",
+            Scenario::ForkPacedInUse => "fork, default, paced on in_use",
         }
     }
     fn is_fork(self) -> bool {
@@ -310,6 +321,7 @@ impl Scenario {
                 | Scenario::ForkOnePartition
                 | Scenario::ForkPaced
                 | Scenario::ForkPacedInFlight
+                | Scenario::ForkPacedInUse
         )
     }
 }
@@ -376,6 +388,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
                 pacing: match scenario {
                     Scenario::ForkPaced => Pace::Queued,
                     Scenario::ForkPacedInFlight => Pace::InFlight,
+                    Scenario::ForkPacedInUse => Pace::InUse,
                     _ => Pace::No,
                 },
                 pinned: false,
@@ -581,6 +594,14 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize, polling: Polling, pace
             Pace::No => false,
             Pace::Queued => hops.iter().any(|h| !h.is_empty()),
             Pace::InFlight => finished.iter().any(|f| f.load(Ordering::Acquire) < emitted),
+            Pace::InUse => {
+                let prev = (k + K - 1) % K;
+                emitted > 0
+                    && !(0..consumers).all(|c| {
+                        released[c * K + prev].load(Ordering::Acquire) == 1
+                            && r.done(rel[c * K + prev])
+                    })
+            }
         };
         if skip {
             source.skipped.fetch_add(1, Ordering::Relaxed);
@@ -736,6 +757,14 @@ fn paced_rows(device: &Arc<dyn DeviceBackend>, polling_thread: bool) {
         "raw threaded, 2 consumers, paced on in flight",
         &raw(device, 2, Polling::Producer, Pace::InFlight),
     );
+    row(
+        &format!("holo {}", Scenario::ForkPacedInUse.name()),
+        &holo(device, Scenario::ForkPacedInUse),
+    );
+    row(
+        "raw threaded, 2 consumers, paced on completion",
+        &raw(device, 2, Polling::Producer, Pace::InUse),
+    );
 }
 
 /// `device_hop fork`: each scenario and its raw baseline, `runs` times interleaved.
@@ -801,6 +830,7 @@ pub(super) fn run_diag(device: &Arc<dyn DeviceBackend>) {
         Scenario::ChainShared,
         Scenario::ForkPaced,
         Scenario::ForkPacedInFlight,
+        Scenario::ForkPacedInUse,
     ] {
         let before = super::diag::snapshot();
         let f = holo(&timed, scenario);
