@@ -35,6 +35,9 @@ const KINDS: [&str; 6] = ["record", "wait", "query", "memset", "copy", "other"];
 /// start of the next, and their time (15, 16).
 type Acc = [AtomicU64; 17];
 
+/// The index in [`Acc`] of the longest call: a maximum, not a sum.
+const LONGEST: usize = 14;
+
 /// What counts as a slow call, or a long gap between two calls of one thread: a stall a
 /// frame of 10–20 µs cannot hide (the driver's lock held elsewhere, or the thread off
 /// its CPU).
@@ -76,7 +79,7 @@ pub(super) fn tally(call: DeviceCall, took: Duration) {
             a[12].fetch_add(1, Ordering::Relaxed);
             a[13].fetch_add(ns, Ordering::Relaxed);
         }
-        a[14].fetch_max(ns, Ordering::Relaxed);
+        a[LONGEST].fetch_max(ns, Ordering::Relaxed);
         if let Some(gap) = gap.filter(|g| *g > SLOW) {
             a[15].fetch_add(1, Ordering::Relaxed);
             a[16].fetch_add(gap.as_nanos() as u64, Ordering::Relaxed);
@@ -94,7 +97,7 @@ pub(super) fn snapshot() -> Vec<(String, [u64; 17])> {
             (
                 n.clone(),
                 std::array::from_fn(|i| {
-                    if i == 14 {
+                    if i == LONGEST {
                         a[i].swap(0, Ordering::Relaxed)
                     } else {
                         a[i].load(Ordering::Relaxed)
@@ -112,7 +115,7 @@ pub(super) fn report(before: &[(String, [u64; 17])], after: &[(String, [u64; 17]
     for (i, (name, a)) in after.iter().enumerate() {
         let b = before.get(i).map_or([0; 17], |x| x.1);
         let d: Vec<u64> = (0..17)
-            .map(|k| if k == 14 { a[k] } else { a[k] - b[k] })
+            .map(|k| if k == LONGEST { a[k] } else { a[k] - b[k] })
             .collect();
         let total: u64 = d[..6].iter().sum();
         if total == 0 {
@@ -139,7 +142,7 @@ pub(super) fn report(before: &[(String, [u64; 17])], after: &[(String, [u64; 17]
             SLOW.as_micros(),
             d[12],
             d[13] as f64 / frames / 1e3,
-            d[14] as f64 / 1e3,
+            d[LONGEST] as f64 / 1e3,
             d[15],
             d[16] as f64 / frames / 1e3
         );

@@ -313,6 +313,15 @@ impl Scenario {
             Scenario::ForkPacedInUse => "fork, default, paced on in_use",
         }
     }
+    /// How the scenario's source paces itself.
+    fn pacing(self) -> Pace {
+        match self {
+            Scenario::ForkPaced => Pace::Queued,
+            Scenario::ForkPacedInFlight => Pace::InFlight,
+            Scenario::ForkPacedInUse => Pace::InUse,
+            _ => Pace::No,
+        }
+    }
     fn is_fork(self) -> bool {
         matches!(
             self,
@@ -385,12 +394,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
                 out: Output::default(),
                 stats: Arc::clone(&source),
                 next: (pace() > Duration::from_micros(1)).then(Instant::now),
-                pacing: match scenario {
-                    Scenario::ForkPaced => Pace::Queued,
-                    Scenario::ForkPacedInFlight => Pace::InFlight,
-                    Scenario::ForkPacedInUse => Pace::InUse,
-                    _ => Pace::No,
-                },
+                pacing: scenario.pacing(),
                 pinned: false,
             },
             ParamSet::defaults().unwrap(),
@@ -731,40 +735,31 @@ fn header(what: &str, device: &Arc<dyn DeviceBackend>) {
     );
 }
 
-/// The paced fork both ways, each beside its raw baseline; with `polling_thread`, also
-/// the raw `queued` baseline with its release events polled by a thread of its own
-/// (holo's layout: the producer fills as soon as the queues are empty).
+/// The paced fork each way, each beside its raw baseline under the same rule; with
+/// `polling_thread`, also the raw `queued` baseline with its release events polled by a
+/// thread of its own (holo's layout: the producer fills as soon as the queues are empty).
 fn paced_rows(device: &Arc<dyn DeviceBackend>, polling_thread: bool) {
-    row(
-        &format!("holo {}", Scenario::ForkPaced.name()),
-        &holo(device, Scenario::ForkPaced),
-    );
-    row(
-        "raw threaded, 2 consumers, paced",
-        &raw(device, 2, Polling::Producer, Pace::Queued),
-    );
-    if polling_thread {
+    for (scenario, rule) in [
+        (Scenario::ForkPaced, "paced"),
+        (Scenario::ForkPacedInFlight, "paced on in flight"),
+        (Scenario::ForkPacedInUse, "paced on completion"),
+    ] {
+        let pacing = scenario.pacing();
         row(
-            "raw threaded, 2 consumers, paced, polling thread",
-            &raw(device, 2, Polling::OwnThread, Pace::Queued),
+            &format!("holo {}", scenario.name()),
+            &holo(device, scenario),
         );
+        row(
+            &format!("raw threaded, 2 consumers, {rule}"),
+            &raw(device, 2, Polling::Producer, pacing),
+        );
+        if polling_thread && pacing == Pace::Queued {
+            row(
+                "raw threaded, 2 consumers, paced, polling thread",
+                &raw(device, 2, Polling::OwnThread, pacing),
+            );
+        }
     }
-    row(
-        &format!("holo {}", Scenario::ForkPacedInFlight.name()),
-        &holo(device, Scenario::ForkPacedInFlight),
-    );
-    row(
-        "raw threaded, 2 consumers, paced on in flight",
-        &raw(device, 2, Polling::Producer, Pace::InFlight),
-    );
-    row(
-        &format!("holo {}", Scenario::ForkPacedInUse.name()),
-        &holo(device, Scenario::ForkPacedInUse),
-    );
-    row(
-        "raw threaded, 2 consumers, paced on completion",
-        &raw(device, 2, Polling::Producer, Pace::InUse),
-    );
 }
 
 /// `device_hop fork`: each scenario and its raw baseline, `runs` times interleaved.
