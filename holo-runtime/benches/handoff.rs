@@ -14,7 +14,9 @@
 //! The steady-state form is timed against the target: `device_array_on` on a stream
 //! adopted once, borrowing the tensor and the adoption (no handle cloned). The per-call
 //! adoption (`device_array`, one `cuStreamGetCtx` each) and the owning form
-//! (`into_device_array_on` on a clone of the tensor) are printed beside it.
+//! (`into_device_array_on` on a clone of the tensor) are printed beside it. On CUDA two
+//! more rows split the gap: the raw pair on holo's own two events (the slot's readiness
+//! event, the stream's release event), and that pair through the backend trait.
 //!
 //! `cargo bench -p holo-runtime --bench handoff` (target: ≤ 1.1× on CUDA; SDK stream 0
 //! calls).
@@ -283,6 +285,44 @@ fn bench_cuda() {
         "cuda      hand-off, adopted once                            {holo:>8.1} ns   cuStreamWaitEvent+cuEventRecord {base:>8.1} ns   ratio {:.2} (target ≤ 1.10)",
         holo / base
     );
+    // Where the gap goes: the same two driver calls on holo's own events (the slot's
+    // readiness event and the stream's release event), made raw, then through the backend
+    // trait (unchecked, counted): the rest of holo's hand-off is its ledger.
+    if let Some((ready_h, release_h)) = holo_runtime::__test_support::hand_off_events(&t, &adopted)
+    {
+        let (r, e) = (
+            ready_h.raw() as sys::CUevent,
+            release_h.raw() as sys::CUevent,
+        );
+        let raw_on_holos = || {
+            // SAFETY: the pool's live events (the tensor keeps its pool); a live stream.
+            unsafe {
+                assert_eq!(
+                    sys::cuStreamWaitEvent(stream, r, 0),
+                    sys::CUresult::CUDA_SUCCESS
+                );
+                assert_eq!(sys::cuEventRecord(e, stream), sys::CUresult::CUDA_SUCCESS);
+            }
+        };
+        let (holo, base) = interleaved(raw_on_holos, baseline, settle);
+        println!(
+            "cuda      the raw pair on holo's two events                {holo:>8.1} ns   cuStreamWaitEvent+cuEventRecord {base:>8.1} ns   ratio {:.2}",
+            holo / base
+        );
+        let h = adopted.handle();
+        let trait_pair = || {
+            // SAFETY: as above; the stream is adopted by `device` until `adopted` drops.
+            unsafe {
+                device.wait_event_unchecked(h, ready_h).unwrap();
+                device.record_event_unchecked(release_h, h).unwrap();
+            }
+        };
+        let (holo, base) = interleaved(trait_pair, baseline, settle);
+        println!(
+            "cuda      the same pair through the backend trait          {holo:>8.1} ns   cuStreamWaitEvent+cuEventRecord {base:>8.1} ns   ratio {:.2}",
+            holo / base
+        );
+    }
     let (holo, base) = interleaved(
         || drop(t.clone().into_device_array_on(&adopted).unwrap()),
         baseline,

@@ -116,6 +116,15 @@ pub mod __test_support {
         crate::device::backends_for_tests()
     }
     pub use crate::session::fault::fail_partition_spawn;
+    /// The readiness event and `stream`'s release event of `tensor`'s slot: what a
+    /// hand-off on `stream` waits on and records (`None` before a first hand-off on it).
+    /// The hand-off bench times the raw driver pair on these same events.
+    pub fn hand_off_events(
+        tensor: &crate::Tensor,
+        stream: &crate::device::AdoptedStream,
+    ) -> Option<(crate::device::EventHandle, crate::device::EventHandle)> {
+        tensor.hand_off_events(stream)
+    }
 }
 
 /// The parameter schema of an operator that has no deployment parameters (the default

@@ -1269,6 +1269,15 @@ impl Pool {
         Some(Holder(i as u8))
     }
 
+    /// The release event of `stream`'s position in `slot` (`None` if the stream is not one
+    /// of the slot's first 64 release streams): the event a hand-off on that stream records
+    /// when it ends. Read-only: no clean mark is touched.
+    pub(crate) fn release_event(&self, slot: u32, stream: StreamHandle) -> Option<EventHandle> {
+        let d = self.device()?;
+        let i = self.enter_position(slot, stream, false)?.position()?;
+        Some(d.release_events[slot as usize * d.release_capacity as usize + i])
+    }
+
     /// Records the release events of `slot` not already recorded by their holders, and
     /// hands the slot, with its count, to the retirement worker. The last holder's own
     /// position is recorded again (it may have used the slot through another handle since

@@ -18,7 +18,7 @@ use std::thread::ThreadId;
 use super::Tensor;
 use crate::channel::pool::Holder;
 use crate::device::{
-    AdoptedStream, BackendKind, CudaStreamPtr, DeviceBackend, DevicePtr, StreamHandle,
+    AdoptedStream, BackendKind, CudaStreamPtr, DeviceBackend, DevicePtr, EventHandle, StreamHandle,
     StreamOrQueue,
 };
 use crate::spec::DType;
@@ -166,6 +166,19 @@ impl Tensor {
             owned: true,
         })?;
         Ok(self.into_array(stream, adoption))
+    }
+
+    /// The two events a hand-off of this tensor on `stream` waits on and records: the
+    /// slot's readiness event and the stream's release event. `None` until a hand-off on
+    /// `stream` has registered it (or for host bytes, or an unrecorded readiness). For the
+    /// hand-off bench's raw pair on holo's own events.
+    pub(crate) fn hand_off_events(
+        &self,
+        stream: &AdoptedStream,
+    ) -> Option<(EventHandle, EventHandle)> {
+        let (ready, _) = self.pool.readiness_event(self.slot).ok()??;
+        let release = self.pool.release_event(self.slot, stream.handle())?;
+        Some((ready, release))
     }
 
     /// The borrowing array.
