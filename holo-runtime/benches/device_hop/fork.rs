@@ -150,11 +150,12 @@ impl SinkStats {
         w1.saturating_sub(w0) as f64 / 1e9
     }
 
-    /// A frame received now, captured `latency` ns earlier.
-    fn frame(&self, latency: u64, source: &SourceStats, local: &mut Vec<u64>) {
+    /// A frame received now, captured `latency` ns earlier; `odd`: its frame id is odd
+    /// (kept in the sample's low bit: [`figures`] splits the latencies by it).
+    fn frame(&self, latency: u64, odd: bool, source: &SourceStats, local: &mut Vec<u64>) {
         let n = self.frames.fetch_add(1, Ordering::Release) + 1;
         if n > WARM && n <= WARM + MEASURED && local.len() < local.capacity() {
-            local.push(latency);
+            local.push(latency << 1 | u64::from(odd));
         }
         if n == WARM || n == WARM + MEASURED {
             let i = usize::from(n != WARM);
@@ -272,7 +273,8 @@ impl Operator for LatencySink {
             // stream orders the copy after `t`'s writes.
             unsafe { device.copy_async(dst, t.device_ptr(), BYTES, stream.handle())? };
             let latency = latency_ns(&info, now);
-            self.stats.frame(latency, &self.source, &mut self.local);
+            self.stats
+                .frame(latency, info.frame & 1 == 1, &self.source, &mut self.local);
         }
         Ok(())
     }
@@ -335,10 +337,11 @@ impl Scenario {
     }
 }
 
-/// A run's figures: per sink (msg/s, p50 µs, p99 µs), and the source's Backpressured/s,
-/// ResourceExhausted/s and skipped ticks/s over the window.
+/// A run's figures: per sink (msg/s, p50 µs, p99 µs, and the p50s of its even and odd
+/// frames), and the source's Backpressured/s, ResourceExhausted/s and skipped ticks/s over
+/// the window.
 struct Figures {
-    sinks: Vec<(f64, f64, f64)>,
+    sinks: Vec<(f64, f64, f64, [f64; 2])>,
     backpressured: f64,
     exhausted: f64,
     skipped: f64,
@@ -359,11 +362,26 @@ fn quantile_us(v: &mut [u64], q: f64) -> f64 {
 fn figures(sinks: &[Arc<SinkStats>]) -> Figures {
     let mut out = Vec::new();
     for s in sinks {
-        let mut l = s.latencies.lock().unwrap().clone();
+        let tagged = s.latencies.lock().unwrap().clone();
+        let mut l: Vec<u64> = tagged.iter().map(|v| v >> 1).collect();
+        // A fan-out serves consumer `id mod n` first: at n = 2, each sink's even frames
+        // are one class (served first, or second) and its odd frames the other.
+        let mut parity = [0, 1].map(|bit| {
+            let mut c: Vec<u64> = tagged
+                .iter()
+                .filter(|v| *v & 1 == bit)
+                .map(|v| v >> 1)
+                .collect();
+            quantile_us(&mut c, 0.5)
+        });
+        if parity.iter().any(|p| p.is_nan()) {
+            parity = [f64::NAN; 2];
+        }
         out.push((
             MEASURED as f64 / s.window_secs(),
             quantile_us(&mut l, 0.5),
             quantile_us(&mut l, 0.99),
+            parity,
         ));
     }
     let s = &sinks[0];
@@ -543,7 +561,7 @@ fn raw(device: &Arc<dyn DeviceBackend>, consumers: usize, polling: Polling, pace
                     released[c * K + k].store(1, Ordering::Release);
                     finished[c].fetch_add(1, Ordering::Release);
                     let latency = now.saturating_duration_since(captured).as_nanos() as u64;
-                    stats.frame(latency, &source, &mut local);
+                    stats.frame(latency, false, &source, &mut local);
                 }
                 *stats.latencies.lock().unwrap() = local;
             })
@@ -689,7 +707,7 @@ fn raw_one_thread(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures 
             let now = Instant::now();
             r.copy(scratch[c], slots[k], s0);
             let latency = now.saturating_duration_since(captured).as_nanos() as u64;
-            stats.frame(latency, &source, &mut locals[c]);
+            stats.frame(latency, false, &source, &mut locals[c]);
         }
         r.record(rel[k], s0);
         recorded[k] = true;
@@ -704,12 +722,15 @@ fn raw_one_thread(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures 
 
 fn row(name: &str, f: &Figures) {
     let mut s = format!("{name:<30}");
-    for (i, (rate, p50, p99)) in f.sinks.iter().enumerate() {
+    for (i, (rate, p50, p99, [even, odd])) in f.sinks.iter().enumerate() {
         let _ = write!(
             s,
             "  sink{i} {:>7.1} k/s p50 {p50:>7.1} p99 {p99:>8.1} µs",
             rate / 1e3
         );
+        if !even.is_nan() {
+            let _ = write!(s, " (p50 even/odd frames {even:.1}/{odd:.1})");
+        }
     }
     let skipped = if f.skipped > 0.0 {
         format!(" skipped {:>8.0}/s", f.skipped)
