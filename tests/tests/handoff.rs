@@ -775,3 +775,65 @@ fn an_array_whose_release_record_fails_waits_and_leaves_nothing_to_record_on_its
     let report = s.finish();
     assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
 }
+
+#[test]
+fn a_hand_off_whose_wait_fails_is_refused_with_the_drivers_code_and_loses_nothing() {
+    // The caller stream's wait on the readiness fails (an injected fault): the hand-off
+    // returns the error, records the stream's release at once (nothing of the caller's
+    // was ordered yet), and the slot goes back to its pool. Both ways in: the first
+    // hand-off on the stream (which registers it) and a later one (the steady state's
+    // one-pass lookup).
+    use holo_runtime::device::{CallKind, FaultInjecting};
+    let faulty = FaultInjecting::new(SoftwareDevice::new());
+    let device: Arc<dyn DeviceBackend> = Arc::clone(&faulty) as Arc<dyn DeviceBackend>;
+    // Two frames, both taken before any fault is set: the session makes no device call
+    // while the test injects one.
+    let s = start(&device, 2, Duration::ZERO);
+    let frames = [next(&s), next(&s)];
+    let adopted = AdoptedStream::new(
+        &device,
+        StreamOrQueue::Cuda(holo_runtime::device::CudaStreamPtr::LEGACY),
+    )
+    .unwrap();
+    let other = device.create_stream().unwrap();
+    for (registered_first, (k, t)) in [false, true].into_iter().zip(frames) {
+        // A first hand-off records the readiness (a fused producer elides it until a
+        // stream of another domain needs it): on the caller's stream, which it registers,
+        // or on another one.
+        if registered_first {
+            drop(t.device_array_on(&adopted).unwrap());
+        } else {
+            drop(t.device_array(other).unwrap());
+        }
+        faulty.fail_nth(CallKind::WaitEvent, 1, ErrorCode::DeviceUnavailable);
+        let (records, injected) = (
+            faulty.calls(CallKind::RecordEvent),
+            faulty.injected(CallKind::WaitEvent),
+        );
+        assert_eq!(
+            t.device_array_on(&adopted).unwrap_err().code(),
+            ErrorCode::DeviceUnavailable,
+            "registered first: {registered_first}"
+        );
+        assert_eq!(faulty.injected(CallKind::WaitEvent) - injected, 1);
+        assert_eq!(
+            faulty.calls(CallKind::RecordEvent) - records,
+            1,
+            "registered first: {registered_first}: the release is recorded at once"
+        );
+        // The next hand-off of the same tensor is whole.
+        let bytes = t
+            .device_array_on(&adopted)
+            .unwrap()
+            .copy_to_host_async(vec![0; 8])
+            .unwrap()
+            .synchronize_stream()
+            .unwrap();
+        assert_eq!(bytes, vec![expected(k); 8]);
+        drop(t);
+    }
+    drop(adopted);
+    let report = s.finish();
+    assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
+    device.destroy_stream(other).unwrap();
+}

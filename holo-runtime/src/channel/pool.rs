@@ -1269,6 +1269,39 @@ impl Pool {
         Some(Holder(i as u8))
     }
 
+    /// A steady-state hand-off's whole lookup in one pass over `slot`: its readiness event
+    /// and `stream`'s release position, when the slot is on the device, its readiness is
+    /// recorded, `stream` (whose raw value is `raw`) is not the writer's, and it is
+    /// already one of the slot's first 64 release streams. `None` otherwise: the caller
+    /// takes the general path ([`readiness_event`](Self::readiness_event),
+    /// [`enter_borrowed`](Self::enter_borrowed)), which decides every other case. Clears
+    /// no clean mark: for a stream only hand-offs use (`enter_borrowed`'s
+    /// `hand_offs_only`).
+    #[inline]
+    pub(crate) fn registered_hand_off(
+        &self,
+        slot: u32,
+        stream: StreamHandle,
+        raw: u64,
+    ) -> Option<(&DeviceBacking, EventHandle, Holder)> {
+        let d = self.device()?;
+        let s = &self.slots[slot as usize];
+        if s.state.load(Ordering::Acquire) != readiness::RECORDED
+            || s.writer.load(Ordering::Acquire) == raw
+        {
+            return None;
+        }
+        let base = slot as usize * d.release_capacity as usize;
+        let n = (s.release_count.load(Ordering::Acquire) as usize).min(CLEAN_BITS);
+        let i = (0..n)
+            .find(|&i| d.release_streams[base + i].load(Ordering::Relaxed) == stream.raw())?;
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "i < CLEAN_BITS = 64 fits in u8"
+        )]
+        Some((d, d.readiness[slot as usize], Holder(i as u8)))
+    }
+
     /// The release event of `stream`'s position in `slot` (`None` if the stream is not one
     /// of the slot's first 64 release streams): the event a hand-off on that stream records
     /// when it ends. Read-only: no clean mark is touched.

@@ -20,23 +20,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Shards a process hands out: the threads that may bump without a locked instruction at
 /// once (the rest share one block).
 pub(crate) const SHARDS: usize = 64;
+const _: () = assert!(SHARDS.is_power_of_two() && SHARDS <= 64);
 
 /// Which shards a live thread owns (bit `i`: shard `i`).
 static CLAIMED: AtomicU64 = AtomicU64::new(0);
 
-/// What a thread bumps.
-#[derive(Clone, Copy)]
-enum Bumps {
-    /// Not worked out yet (the thread has not bumped).
-    Unclaimed,
-    /// Its own shard.
-    Shard(u8),
-    /// The shared block (no shard was free at its first bump).
-    Shared,
+/// The thread's shard index, or one of these two: no `Drop`, so reading it is one load
+/// (a thread-local with a destructor checks its state on every access) and it can be read
+/// while the thread's other thread-locals are destroyed.
+const UNCLAIMED: u8 = u8::MAX;
+/// The shared block: no shard was free at the thread's first bump, or its claim was
+/// given back (the thread is ending).
+const SHARED: u8 = u8::MAX - 1;
+
+thread_local! {
+    /// The shard this thread bumps, [`UNCLAIMED`] or [`SHARED`].
+    static SHARD: Cell<u8> = const { Cell::new(UNCLAIMED) };
+    /// Gives the thread's shard back when the thread ends; touched only at the claim.
+    static CLAIM: Claim = const { Claim(Cell::new(None)) };
 }
 
 /// A thread's claim on a shard, given back when the thread ends.
-struct Claim(Cell<Bumps>);
+struct Claim(Cell<Option<u8>>);
 
 impl Claim {
     /// A free shard, or `None` when every shard is owned.
@@ -63,39 +68,40 @@ impl Claim {
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        if let Bumps::Shard(i) = self.0.get() {
-            // Release: this thread's last store to the shard happens before the next
-            // owner's claim (Acquire) and its first load.
+        if let Some(i) = self.0.get() {
+            // Later bumps of this thread (from other thread-locals' destructors) go to the
+            // shared block before the shard can be another thread's.
+            SHARD.set(SHARED);
             CLAIMED.fetch_and(!(1 << i), Ordering::Release);
         }
     }
 }
 
-thread_local! {
-    /// This thread's claim: what it bumps.
-    static SHARD: Claim = const { Claim(Cell::new(Bumps::Unclaimed)) };
-}
-
-/// The calling thread's shard, claimed at its first bump; `None`: use the shared block.
+/// The calling thread's shard, or `None` for the shared block.
 #[inline]
 fn my_shard() -> Option<usize> {
-    SHARD
-        .try_with(|claim| {
-            let bumps = match claim.0.get() {
-                Bumps::Unclaimed => {
-                    let taken = Claim::take().map_or(Bumps::Shared, Bumps::Shard);
-                    claim.0.set(taken);
-                    taken
-                }
-                known => known,
-            };
-            match bumps {
-                Bumps::Shard(i) => Some(usize::from(i)),
-                Bumps::Unclaimed | Bumps::Shared => None,
-            }
+    match SHARD.get() {
+        UNCLAIMED => claim(),
+        SHARED => None,
+        i => Some(usize::from(i)),
+    }
+}
+
+/// The thread's first bump: claims a shard, registering its release at thread exit.
+#[cold]
+#[inline(never)]
+fn claim() -> Option<usize> {
+    // A thread whose thread-locals are being destroyed cannot register a release.
+    let taken = CLAIM
+        .try_with(|c| {
+            let taken = Claim::take();
+            c.0.set(taken);
+            taken
         })
         .ok()
-        .flatten()
+        .flatten();
+    SHARD.set(taken.unwrap_or(SHARED));
+    taken.map(usize::from)
 }
 
 macro_rules! counters {
@@ -129,14 +135,14 @@ macro_rules! counters {
         /// them with [`snapshot`](Self::snapshot) and subtract two snapshots to count what
         /// one piece of code did.
         pub struct DeviceCounters {
-            shards: Box<[Block]>,
+            shards: Box<[Block; SHARDS]>,
             shared: Block,
         }
 
         impl Default for DeviceCounters {
             fn default() -> Self {
                 Self {
-                    shards: (0..SHARDS).map(|_| Block::default()).collect(),
+                    shards: Box::new(std::array::from_fn(|_| Block::default())),
                     shared: Block::default(),
                 }
             }
@@ -157,7 +163,8 @@ macro_rules! counters {
                     Some(i) => {
                         // The shard's only writer is this thread: a plain load and store,
                         // no locked instruction.
-                        let n = self.shards[i].get(c);
+                        // (`i` < SHARDS: the mask only spares the bounds check.)
+                        let n = self.shards[i & (SHARDS - 1)].get(c);
                         n.store(n.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                     }
                     None => {
@@ -263,6 +270,39 @@ mod tests {
         assert_eq!((before - counters.snapshot()).total(), 0);
     }
 
+    /// The two tests that claim many shards, one at a time (the unit tests share the
+    /// process's shards).
+    static MANY_SHARDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// A thread gives its shard back when it ends: twice as many threads as there are
+    /// shards, one after another, nearly all bump a shard of their own. Fails (at most
+    /// `SHARDS` of them could) when an ended thread keeps its shard.
+    #[test]
+    fn an_ended_threads_shard_is_claimed_again() {
+        let _one = MANY_SHARDS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let counters = DeviceCounters::default();
+        let mut own = 0;
+        for _ in 0..2 * SHARDS {
+            let shard = std::thread::scope(|s| {
+                s.spawn(|| {
+                    counters.bump(Count::copy);
+                    my_shard()
+                })
+                .join()
+                .unwrap()
+            });
+            own += usize::from(shard.is_some());
+        }
+        assert_eq!(counters.snapshot().copy, 2 * SHARDS as u64);
+        assert!(
+            own > SHARDS + SHARDS / 2,
+            "{own} of {} threads had a shard of their own",
+            2 * SHARDS
+        );
+    }
+
     /// More threads bump at once than there are shards, so some own a shard (plain
     /// stores) and the rest share the atomic block: not one call is lost. Fails with the
     /// shared block bumped by a load and a store, or with two threads given one shard.
@@ -270,6 +310,9 @@ mod tests {
     fn concurrent_bumps_past_the_shard_count_are_all_counted() {
         const THREADS: usize = SHARDS + 16;
         const PER: u64 = 100_000;
+        let _one = MANY_SHARDS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let counters = DeviceCounters::default();
         let start = std::sync::Barrier::new(THREADS);
         std::thread::scope(|s| {

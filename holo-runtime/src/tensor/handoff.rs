@@ -141,6 +141,38 @@ impl Tensor {
     /// steady-state hand-off. A stream adopted by another device than the tensor's is
     /// `InvalidArgument`.
     pub fn device_array_on<'a>(&'a self, stream: &'a AdoptedStream) -> Result<DeviceArray<'a>> {
+        // The steady state, in one pass over the slot: a caller's raw stream adopted by
+        // the tensor's device, already registered on the slot, the readiness recorded.
+        // Every other case (the first hand-off on the stream, the writer's own stream, a
+        // readiness not recorded yet or without its contract, another device, CUDA's
+        // per-thread default stream) takes `hand_off`.
+        if !stream.is_backend_stream()
+            && let Some((d, ready, position)) =
+                self.pool
+                    .registered_hand_off(self.slot, stream.handle(), stream.stream().raw())
+            && std::ptr::addr_eq(Arc::as_ptr(&d.backend), Arc::as_ptr(stream.device()))
+            && stream.stream() != StreamOrQueue::Cuda(CudaStreamPtr::PER_THREAD)
+        {
+            // SAFETY: the readiness event is the pool's, live while this handle keeps the
+            // pool; the stream is adopted by the tensor's device until `stream` drops,
+            // which the array's borrow keeps from happening before the array drops.
+            if let Err(error) = unsafe { d.backend.wait_event_unchecked(stream.handle(), ready) } {
+                // As `order_on`: nothing of the caller's was ordered yet.
+                let _ = self.pool.record_release_at(self.slot, position, None, true);
+                return Err(error);
+            }
+            return Ok(DeviceArray {
+                tensor: Held::Borrowed(self),
+                stream: stream.stream(),
+                adoption: Some(Adoption {
+                    stream: stream.handle(),
+                    position,
+                    per_thread: None,
+                    ends: AdoptionEnd::Borrowed,
+                    mark_clean: true,
+                }),
+            });
+        }
         let (stream, adoption) = self.hand_off(Via::Adopted {
             stream,
             owned: false,
