@@ -113,13 +113,17 @@ fn fill_frame(
     w.commit().map(Some)
 }
 
-/// Copies its input into a slot of its own on its stream; forwards it when connected.
+/// Copies its input on its stream: into a slot of its own, which it forwards, when its
+/// output is connected; else (a sink) into a device buffer of its own, as the raw loops'
+/// last copy goes into their `scratch` (a sink that loaned a slot only to drop it
+/// uncommitted made a loan and its return per frame that the raw loops do not make).
 #[operator]
 struct Stage {
     input: Input<Tensor>,
     #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256, max_loans = 4)]
     out: Output<Tensor>,
     done: Arc<Progress>,
+    scratch: DevicePtr,
 }
 
 /// A sink's frame count, and when it passed the end of the warm-up and the end of the
@@ -155,6 +159,14 @@ impl Operator for Stage {
         let stream = ctx.cuda_stream()?;
         let device = ctx.device().unwrap();
         while let Some(t) = self.input.receive() {
+            if !self.out.is_connected() {
+                // SAFETY: `scratch` is this stage's own allocation (freed after the
+                // session joined), `t` keeps the input out of its pool, and the stream
+                // orders the copy after the input's readiness.
+                unsafe { device.copy_async(self.scratch, t.device_ptr(), BYTES, stream.handle())? };
+                self.done.frame();
+                continue;
+            }
             let Ok(loan) = self.out.allocate_tensor(TensorLoanRequest {
                 shape: &[BYTES as u64],
                 dtype: DType::U8,
@@ -165,25 +177,30 @@ impl Operator for Stage {
             // SAFETY: both slots are live: the writer owns its slot, `t` keeps the input
             // out of its pool, and the stream orders the copy after the input's readiness.
             unsafe { device.copy_async(w.device_ptr(), t.device_ptr(), BYTES, w.stream())? };
-            if self.out.is_connected() {
-                match self.out.emit(w.commit()?, EmitOptions::default()) {
-                    Err(e) if e.code() == ErrorCode::Backpressured => {}
-                    other => other?,
-                }
+            match self.out.emit(w.commit()?, EmitOptions::default()) {
+                Err(e) if e.code() == ErrorCode::Backpressured => {}
+                other => other?,
             }
-            // Unconnected: the guard drops uncommitted; its slot's next write is on this
-            // same stream, after the copy.
             self.done.frame();
         }
         Ok(())
     }
 }
 
-fn stage(done: &Arc<Progress>) -> Stage {
+/// A stage counting into `done`, with a scratch buffer of `device`'s (pushed to
+/// `scratch`, for the caller to free once the session has joined).
+fn stage(
+    done: &Arc<Progress>,
+    device: &Arc<dyn DeviceBackend>,
+    scratch: &mut Vec<DevicePtr>,
+) -> Stage {
+    let buffer = device.alloc(AllocKind::Device, BYTES).unwrap();
+    scratch.push(buffer);
     Stage {
         input: Input::default(),
         out: Output::default(),
         done: Arc::clone(done),
+        scratch: buffer,
     }
 }
 
@@ -210,11 +227,16 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
     let done = Arc::new(Progress::default());
     let done2 = Arc::new(Progress::default());
     let mut bound = vec!["head"];
+    let mut scratch = Vec::new();
     let c = ConnectionOptions::default().with_queue_depth(4);
     match shape {
         Shape::FencedHop | Shape::FusedHop => {
             let t = g
-                .add_operator("tail", stage(&done), ParamSet::defaults().unwrap())
+                .add_operator(
+                    "tail",
+                    stage(&done, device, &mut scratch),
+                    ParamSet::defaults().unwrap(),
+                )
                 .unwrap();
             g.add_flow(h.out, t.input, c);
             bound.push("tail");
@@ -226,9 +248,9 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
                     .add_operator(
                         name,
                         if i == 2 {
-                            stage(&done)
+                            stage(&done, device, &mut scratch)
                         } else {
-                            stage(&Arc::new(Progress::default()))
+                            stage(&Arc::new(Progress::default()), device, &mut scratch)
                         },
                         ParamSet::defaults().unwrap(),
                     )
@@ -241,7 +263,11 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
         Shape::Fork => {
             for (name, d) in [("left", &done), ("right", &done2)] {
                 let s = g
-                    .add_operator(name, stage(d), ParamSet::defaults().unwrap())
+                    .add_operator(
+                        name,
+                        stage(d, device, &mut scratch),
+                        ParamSet::defaults().unwrap(),
+                    )
                     .unwrap();
                 g.add_flow(h.out, s.input, c);
                 bound.push(name);
@@ -289,6 +315,10 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
     let calls = device.counters().snapshot() - c0;
     session.stop();
     session.join().unwrap();
+    for p in scratch {
+        // SAFETY: the session has joined: every stream that copied into it is done.
+        unsafe { device.free(AllocKind::Device, p, BYTES).unwrap() };
+    }
     // From the last sink past the warm-up to the last sink past the measured frames.
     let mark = |i: usize| {
         sinks

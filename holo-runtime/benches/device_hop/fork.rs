@@ -433,6 +433,8 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
     let depth = || ConnectionOptions::default().with_queue_depth(DEPTH as u32);
     let mut bound = vec!["head"];
     let mut names = vec!["head"];
+    // The forwarding stage's scratch buffer (a connected stage does not use it).
+    let mut forward_scratch = Vec::new();
     if scenario.is_fork() {
         for (i, name) in ["sink0", "sink1"].into_iter().enumerate() {
             let s = g
@@ -446,7 +448,11 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
         let f = g
             .add_operator(
                 "forward",
-                super::stage(&Arc::new(super::Progress::default())),
+                super::stage(
+                    &Arc::new(super::Progress::default()),
+                    device,
+                    &mut forward_scratch,
+                ),
                 ParamSet::defaults().unwrap(),
             )
             .unwrap();
@@ -487,7 +493,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
     }
     session.stop();
     session.join().unwrap();
-    for p in scratch {
+    for p in scratch.into_iter().chain(forward_scratch) {
         // SAFETY: the session's teardown synchronized the sinks' streams.
         unsafe { device.free(AllocKind::Device, p, BYTES).unwrap() };
     }
