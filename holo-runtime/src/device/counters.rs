@@ -142,7 +142,13 @@ macro_rules! counters {
         impl Default for DeviceCounters {
             fn default() -> Self {
                 Self {
-                    shards: Box::new(std::array::from_fn(|_| Block::default())),
+                    // Built on the heap: the array is too large for a small thread
+                    // stack (loom's, for one).
+                    shards: (0..SHARDS)
+                        .map(|_| Block::default())
+                        .collect::<Box<[Block]>>()
+                        .try_into()
+                        .unwrap_or_else(|_| unreachable!("SHARDS blocks")),
                     shared: Block::default(),
                 }
             }
