@@ -34,6 +34,7 @@
 //! HOLO_DEVICE=cuda ./device_hop-* --bench                   # on the GPU machine
 //! HOLO_DEVICE=cuda HOLO_BENCH_IDLE_SPIN_US=0 ./device_hop-* --bench
 //! HOLO_DEVICE=cuda ./device_hop-* diag
+//! HOLO_BENCH_NULL_SHAPE=fused ./device_hop-* diag-null      # holo's own cost, one scenario
 //! HOLO_DEVICE=cuda ./device_hop-* fused-probe              # the raw fused loop on holo's thread
 //! HOLO_DEVICE=cuda ./device_hop-* fork                      # issue 17's fork latency
 //! HOLO_DEVICE=cuda ./device_hop-* fork-diag                 # … and its driver time per thread
