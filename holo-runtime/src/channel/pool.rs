@@ -1255,10 +1255,7 @@ impl Pool {
     fn enter_position(&self, slot: u32, stream: StreamHandle, clear: bool) -> Option<Holder> {
         let d = self.device()?;
         let s = &self.slots[slot as usize];
-        let base = slot as usize * d.release_capacity as usize;
-        let n = (s.release_count.load(Ordering::Acquire) as usize).min(CLEAN_BITS);
-        let i = (0..n)
-            .find(|&i| d.release_streams[base + i].load(Ordering::Relaxed) == stream.raw())?;
+        let i = Self::position_of(d, s, slot, stream)?;
         if clear && s.release_clean.load(Ordering::Relaxed) & (1 << i) != 0 {
             s.release_clean.fetch_and(!(1 << i), Ordering::Relaxed);
         }
@@ -1267,6 +1264,16 @@ impl Pool {
             reason = "i < CLEAN_BITS = 64 fits in u8"
         )]
         Some(Holder(i as u8))
+    }
+
+    /// `stream`'s index among the first 64 release streams of slot `slot` (`s`), without
+    /// the registration lock: an entry below the acquire-loaded count is final while a
+    /// handle of the slot is held.
+    #[inline]
+    fn position_of(d: &DeviceBacking, s: &Slot, slot: u32, stream: StreamHandle) -> Option<usize> {
+        let base = slot as usize * d.release_capacity as usize;
+        let n = (s.release_count.load(Ordering::Acquire) as usize).min(CLEAN_BITS);
+        (0..n).find(|&i| d.release_streams[base + i].load(Ordering::Relaxed) == stream.raw())
     }
 
     /// A steady-state hand-off's whole lookup in one pass over `slot`: its readiness event
@@ -1291,10 +1298,7 @@ impl Pool {
         {
             return None;
         }
-        let base = slot as usize * d.release_capacity as usize;
-        let n = (s.release_count.load(Ordering::Acquire) as usize).min(CLEAN_BITS);
-        let i = (0..n)
-            .find(|&i| d.release_streams[base + i].load(Ordering::Relaxed) == stream.raw())?;
+        let i = Self::position_of(d, s, slot, stream)?;
         #[allow(
             clippy::cast_possible_truncation,
             reason = "i < CLEAN_BITS = 64 fits in u8"
