@@ -27,7 +27,10 @@
 //!   previous slot's release events, polled by the producer, have completed).
 //!
 //! Each row: per sink, msg/s over the measured window and p50 / p99 of capture → receipt
-//! (µs); at the source, Backpressured/s and ResourceExhausted/s. The raw baseline has the
+//! (µs); at the source, Backpressured/s and ResourceExhausted/s. A holo sink's row adds
+//! its p50 from capture to the entry of the activation that received the frame: the part
+//! before `receive`, which makes the driver call that orders the sink's stream behind the
+//! frame (the raw consumers stamp a frame at its pop, before their wait). The raw baseline has the
 //! same threads and queue depth: a producer thread paced at 1 µs (fill, readiness record,
 //! a crossbeam `ArrayQueue` of depth 4 per consumer, a ring of 8 slots whose release
 //! events it polls before reuse; a frame is dropped and counted when a queue is full or no
@@ -136,6 +139,10 @@ struct SourceStats {
 struct SinkStats {
     frames: AtomicU64,
     latencies: Mutex<Vec<u64>>,
+    /// holo's sinks: capture → the activation's entry (ns) of the same frames, before
+    /// `receive` orders the sink's stream behind the frame (a driver call). Empty for the
+    /// raw baselines, whose receipt is their pop.
+    entries: Mutex<Vec<u64>>,
     window: [AtomicU64; 2],
     /// The source's Backpressured, ResourceExhausted and skipped counts at the window's
     /// start and end.
@@ -151,10 +158,12 @@ impl SinkStats {
     }
 
     /// A frame received now, captured `latency` ns earlier; `odd`: its frame id is odd
-    /// (kept in the sample's low bit: [`figures`] splits the latencies by it).
-    fn frame(&self, latency: u64, odd: bool, source: &SourceStats, local: &mut Vec<u64>) {
+    /// (kept in the sample's low bit: [`figures`] splits the latencies by it). Whether it
+    /// is in the measured window (kept).
+    fn frame(&self, latency: u64, odd: bool, source: &SourceStats, local: &mut Vec<u64>) -> bool {
         let n = self.frames.fetch_add(1, Ordering::Release) + 1;
-        if n > WARM && n <= WARM + MEASURED && local.len() < local.capacity() {
+        let kept = n > WARM && n <= WARM + MEASURED && local.len() < local.capacity();
+        if kept {
             local.push(latency << 1 | u64::from(odd));
         }
         if n == WARM || n == WARM + MEASURED {
@@ -170,6 +179,7 @@ impl SinkStats {
             self.refusals[i][1].store(source.exhausted.load(Ordering::Relaxed), Ordering::Release);
             self.refusals[i][2].store(source.skipped.load(Ordering::Relaxed), Ordering::Release);
         }
+        kept
     }
 }
 
@@ -253,6 +263,8 @@ struct LatencySink {
     stats: Arc<SinkStats>,
     source: Arc<SourceStats>,
     local: Vec<u64>,
+    /// Capture → activation entry of the kept frames ([`SinkStats::entries`]).
+    entries: Vec<u64>,
     /// Its index (sink 0 or 1), and whether its thread was pinned yet ([`pin`]).
     index: usize,
     pinned: bool,
@@ -264,6 +276,7 @@ impl Operator for LatencySink {
             self.pinned = true;
             pin(1 + self.index);
         }
+        let entry = Instant::now();
         let stream = ctx.cuda_stream()?;
         let device = ctx.device().unwrap();
         let dst = self.scratch;
@@ -273,14 +286,19 @@ impl Operator for LatencySink {
             // stream orders the copy after `t`'s writes.
             unsafe { device.copy_async(dst, t.device_ptr(), BYTES, stream.handle())? };
             let latency = latency_ns(&info, now);
-            self.stats
-                .frame(latency, info.frame & 1 == 1, &self.source, &mut self.local);
+            if self
+                .stats
+                .frame(latency, info.frame & 1 == 1, &self.source, &mut self.local)
+            {
+                self.entries.push(latency_ns(&info, entry));
+            }
         }
         Ok(())
     }
 
     fn stop(&mut self, _ctx: &mut holo_runtime::LifecycleContext<'_>) -> Result<()> {
         *self.stats.latencies.lock().unwrap() = std::mem::take(&mut self.local);
+        *self.stats.entries.lock().unwrap() = std::mem::take(&mut self.entries);
         Ok(())
     }
 }
@@ -341,7 +359,7 @@ impl Scenario {
 /// frames), and the source's Backpressured/s, ResourceExhausted/s and skipped ticks/s over
 /// the window.
 struct Figures {
-    sinks: Vec<(f64, f64, f64, [f64; 2])>,
+    sinks: Vec<(f64, f64, f64, [f64; 2], f64)>,
     backpressured: f64,
     exhausted: f64,
     skipped: f64,
@@ -377,11 +395,13 @@ fn figures(sinks: &[Arc<SinkStats>]) -> Figures {
         if parity.iter().any(|p| p.is_nan()) {
             parity = [f64::NAN; 2];
         }
+        let mut entries = s.entries.lock().unwrap().clone();
         out.push((
             MEASURED as f64 / s.window_secs(),
             quantile_us(&mut l, 0.5),
             quantile_us(&mut l, 0.99),
             parity,
+            quantile_us(&mut entries, 0.5),
         ));
     }
     let s = &sinks[0];
@@ -427,6 +447,7 @@ fn holo(device: &Arc<dyn DeviceBackend>, scenario: Scenario) -> Figures {
         stats: Arc::clone(&sinks[i]),
         source: Arc::clone(&source),
         local: Vec::with_capacity(MEASURED as usize),
+        entries: Vec::with_capacity(MEASURED as usize),
         index: i,
         pinned: false,
     };
@@ -728,7 +749,7 @@ fn raw_one_thread(device: &Arc<dyn DeviceBackend>, consumers: usize) -> Figures 
 
 fn row(name: &str, f: &Figures) {
     let mut s = format!("{name:<30}");
-    for (i, (rate, p50, p99, [even, odd])) in f.sinks.iter().enumerate() {
+    for (i, (rate, p50, p99, [even, odd], entry)) in f.sinks.iter().enumerate() {
         let _ = write!(
             s,
             "  sink{i} {:>7.1} k/s p50 {p50:>7.1} p99 {p99:>8.1} µs",
@@ -736,6 +757,9 @@ fn row(name: &str, f: &Figures) {
         );
         if !even.is_nan() {
             let _ = write!(s, " (p50 even/odd frames {even:.1}/{odd:.1})");
+        }
+        if !entry.is_nan() {
+            let _ = write!(s, " (p50 to the activation's entry {entry:.1})");
         }
     }
     let skipped = if f.skipped > 0.0 {
