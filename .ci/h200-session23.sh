@@ -6,7 +6,8 @@
 # timeout cuts is last). Default: `device_hop fork-paced` before and after the idle loop's
 # change (partitions re-check for 4 µs between yields), alternating, two runs a turn; three
 # hand-off rounds; the pacing, fork and stream_contract tests on CUDA. `hops`: one
-# device_hop round before and after, alternating. Logs go to $OUT.
+# device_hop round before and after, alternating. `h200`: the H200 lease (below). Logs go
+# to $OUT.
 export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
@@ -16,6 +17,18 @@ if [ "${1:-}" = hops ]; then
   for bin in .gpu/base/device_hop-base "$D"; do
     echo "== device_hop: $(basename "$bin")"; HOLO_BENCH_PAIRS=21 timeout 140 "$bin" --bench | grep -vE "^  "
   done | tee "$out/device_hop-ab.log"
+  date -u; exit 0
+fi
+if [ "${1:-}" = h200 ]; then
+  # The H200 lease: nine fork-paced runs of each binary (three turns of three,
+  # alternating), three hand-off rounds, two device_hop rounds of each.
+  for turn in 1 2 3; do for bin in .gpu/base/device_hop-base "$D"; do
+    echo "== fork-paced turn $turn: $(basename "$bin")"; HOLO_BENCH_RUNS=3 timeout 90 "$bin" fork-paced | squeeze
+  done; done | tee "$out/fork-paced-ab.log"
+  for round in 1 2 3; do echo "== handoff round $round"; timeout 40 "$H" --bench | grep -E "^cuda"; done | tee "$out/handoff.log"
+  for round in 1 2; do for bin in .gpu/base/device_hop-base "$D"; do
+    echo "== device_hop round $round: $(basename "$bin")"; HOLO_BENCH_PAIRS=21 timeout 100 "$bin" --bench | grep -vE "^  "
+  done; done | tee "$out/device_hop-ab.log"
   date -u; exit 0
 fi
 for turn in 1 2 3; do for bin in .gpu/base/device_hop-base "$D"; do
