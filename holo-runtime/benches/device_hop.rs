@@ -25,7 +25,8 @@
 //! several threads, and that figure shows how much of holo's result that alone explains.
 //!
 //! `HOLO_BENCH_IDLE_SPIN_US` sets holo's `SessionOptions::idle_spin` (default 50 µs),
-//! `HOLO_BENCH_PAIRS` the pairs, `HOLO_BENCH_VERBOSE=1` prints every pair; `diag` prints
+//! `HOLO_BENCH_PAIRS` the pairs, `HOLO_BENCH_ONLY=fused` (comma-separated parts of the
+//! scenario names) runs only those scenarios, `HOLO_BENCH_VERBOSE=1` prints every pair; `diag` prints
 //! where a hop's driver time goes per thread (`device_hop/diag.rs`), `diag-null` holo's
 //! own cost on a device that does nothing.
 //!
@@ -584,6 +585,10 @@ fn main() {
         return;
     }
     let pairs = pairs();
+    // `HOLO_BENCH_ONLY=fused,fork`: only the scenarios whose names contain one of these.
+    let only: Option<Vec<String>> = std::env::var("HOLO_BENCH_ONLY")
+        .ok()
+        .map(|v| v.split(',').map(|o| o.trim().to_owned()).collect());
     println!(
         "device_hop on {} {}: ns per frame, medians of {pairs} interleaved holo/raw pairs of {FRAMES}-frame runs (ratio: median of the pairs' ratios); idle_spin {:?}",
         device.backend_kind().name(),
@@ -604,6 +609,12 @@ fn main() {
         ),
         ("1→2 fork", Shape::Fork, "throughput ≥ 0.9× (ratio ≤ 1.11)"),
     ] {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.iter().any(|o| name.contains(o.as_str())))
+        {
+            continue;
+        }
         let (mut h, mut b, mut r, mut t, mut rt) = (vec![], vec![], vec![], vec![], vec![]);
         let mut ev = 0.0;
         for pair in 0..pairs {

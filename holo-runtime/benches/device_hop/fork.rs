@@ -752,15 +752,19 @@ fn row(name: &str, f: &Figures) {
     for (i, (rate, p50, p99, [even, odd], entry)) in f.sinks.iter().enumerate() {
         let _ = write!(
             s,
-            "  sink{i} {:>7.1} k/s p50 {p50:>7.1} p99 {p99:>8.1} µs",
+            "  sink{i} {:>7.1} k/s p50 {p50:>7.2} p99 {p99:>8.1} µs",
             rate / 1e3
         );
         if !even.is_nan() {
             let _ = write!(s, " (p50 even/odd frames {even:.1}/{odd:.1})");
         }
         if !entry.is_nan() {
-            let _ = write!(s, " (p50 to the activation's entry {entry:.1})");
+            let _ = write!(s, " (p50 to the activation's entry {entry:.2})");
         }
+    }
+    // Issue 17's symmetry figure: the slower sink's p50 over the faster's (≤ 1.20).
+    if let [(_, a, ..), (_, b, ..)] = f.sinks[..] {
+        let _ = write!(s, "  p50 ratio {:.2}", a.max(b) / a.min(b));
     }
     let skipped = if f.skipped > 0.0 {
         format!(" skipped {:>8.0}/s", f.skipped)
