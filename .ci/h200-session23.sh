@@ -33,17 +33,13 @@ if [ "${1:-}" = h200 ]; then
 fi
 if [ "${1:-}" = third ]; then
   # The third lease: ten fork-paced runs of the new binary (its rows print the sinks' p50
-  # ratio), then the fused hop before and after alternating (four turns of 31 pairs; the
-  # base runs every scenario, the new one the fused hop alone), five hand-off rounds,
-  # six fork-paced runs of each binary alternating.
-  echo "== fork-paced, ten runs: $(basename "$D")"; HOLO_BENCH_RUNS=10 timeout 150 "$D" fork-paced | squeeze | tee "$out/fork-paced-new.log"
-  for turn in 1 2 3 4; do for bin in .gpu/base/device_hop-base "$D"; do
-    echo "== device_hop turn $turn: $(basename "$bin")"; HOLO_BENCH_ONLY=fused HOLO_BENCH_PAIRS=31 timeout 100 "$bin" --bench | grep -vE "^  "
+  # ratio), then the fused hop before and after alternating (two turns of 21 pairs; the
+  # base runs every scenario, the new one the fused hop alone), three hand-off rounds.
+  echo "== fork-paced, ten runs: $(basename "$D")"; HOLO_BENCH_RUNS=10 timeout 90 "$D" fork-paced | squeeze | tee "$out/fork-paced-new.log"
+  for turn in 1 2; do for bin in .gpu/base/device_hop-base "$D"; do
+    echo "== device_hop turn $turn: $(basename "$bin")"; HOLO_BENCH_ONLY=fused HOLO_BENCH_PAIRS=21 timeout 60 "$bin" --bench | grep -vE "^  "
   done; done | tee "$out/fused-ab.log"
-  for round in 1 2 3 4 5; do echo "== handoff round $round"; timeout 40 "$H" --bench | grep -E "^cuda"; done | tee "$out/handoff.log"
-  for turn in 1 2 3; do for bin in .gpu/base/device_hop-base "$D"; do
-    echo "== fork-paced turn $turn: $(basename "$bin")"; HOLO_BENCH_RUNS=2 timeout 60 "$bin" fork-paced | squeeze
-  done; done | tee "$out/fork-paced-ab.log"
+  for round in 1 2 3; do echo "== handoff round $round"; timeout 30 "$H" --bench | grep -E "^cuda"; done | tee "$out/handoff.log"
   date -u; exit 0
 fi
 for turn in 1 2 3; do for bin in .gpu/base/device_hop-base "$D"; do
