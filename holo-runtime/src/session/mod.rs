@@ -53,10 +53,12 @@ pub struct SessionOptions {
     /// (`DeviceUnavailable`).
     pub device: Option<std::sync::Arc<dyn crate::device::DeviceBackend>>,
     /// How long an idle partition thread, and the retirement worker, keep polling —
-    /// a short spin, then yielding the CPU — before they park. Work that arrives within it
-    /// is picked up with no futex wake on the sender's thread and no wake-up latency on
-    /// this one; the price is up to this much CPU time after each burst of work. Zero
-    /// parks right after the short spin. Default [`SessionOptions::DEFAULT_IDLE_SPIN`].
+    /// a short spin, then re-checking with the CPU yielded now and then (a partition
+    /// thread yields once every 4 µs, the worker between polls) — before they park.
+    /// Work that arrives within it is picked up with no futex wake on the sender's thread
+    /// and no wake-up latency on this one; the price is up to this much CPU time after
+    /// each burst of work. Zero parks right after the short spin. Default
+    /// [`SessionOptions::DEFAULT_IDLE_SPIN`].
     pub idle_spin: std::time::Duration,
     /// The namespace the session serves its topics exported across processes in: the
     /// topic's socket is `holo/<namespace>/<topic>` (abstract), and
