@@ -499,7 +499,52 @@ impl DeviceArray<'_> {
 }
 
 impl Drop for DeviceArray<'_> {
+    /// The steady state inline (a borrowed tensor, a stream adopted once or shared, not a
+    /// per-thread default stream: one record of the release), the rest out of line.
+    #[inline]
     fn drop(&mut self) {
+        if let (Held::Borrowed(tensor), Some(a)) = (&self.tensor, &self.adoption)
+            && a.per_thread.is_none()
+            && !matches!(a.ends, AdoptionEnd::PerCall)
+        {
+            if tensor
+                .pool
+                .record_release_at(tensor.slot, a.position, Some(a.stream), a.mark_clean)
+                .is_err()
+            {
+                release_not_recorded(tensor, a);
+            }
+            return;
+        }
+        self.drop_general();
+    }
+}
+
+/// The release of a hand-off could not be recorded on the caller's stream: waits for the
+/// stream on the host instead, so the slot is not reused under its work.
+#[cold]
+#[inline(never)]
+fn release_not_recorded(tensor: &Tensor, a: &Adoption) {
+    let Some(d) = tensor.pool.device() else {
+        return;
+    };
+    crate::trace::event!(
+        warn,
+        pool = tensor.pool.location,
+        "a DeviceArray could not record its release on the caller's stream; waiting for the stream on the host"
+    );
+    // Once the stream has run, its work on the slot is complete: the position is clean,
+    // so the slot's last handle does not record on a caller's stream the caller may
+    // destroy once the array has dropped.
+    if d.backend.synchronize_stream(a.stream).is_ok() && a.mark_clean {
+        tensor.pool.mark_release_clean(tensor.slot, a.position);
+    }
+}
+
+impl DeviceArray<'_> {
+    /// `drop` in every case but the steady state.
+    #[inline(never)]
+    fn drop_general(&mut self) {
         let tensor = self.tensor.get();
         let backend = tensor.pool.device().map(|d| &d.backend);
         if let (Some(a), Some(backend)) = (&self.adoption, backend) {
@@ -530,19 +575,7 @@ impl Drop for DeviceArray<'_> {
                 ),
             };
             if r.is_err() {
-                // The release could not be recorded on the caller's stream: wait for the
-                // stream on the host instead, so the slot is not reused under its work.
-                crate::trace::event!(
-                    warn,
-                    pool = tensor.pool.location,
-                    "a DeviceArray could not record its release on the caller's stream; waiting for the stream on the host"
-                );
-                // Once the stream has run, its work on the slot is complete: the position
-                // is clean, so the slot's last handle does not record on a caller's stream
-                // the caller may destroy once the array has dropped.
-                if backend.synchronize_stream(a.stream).is_ok() && a.mark_clean {
-                    tensor.pool.mark_release_clean(tensor.slot, a.position);
-                }
+                release_not_recorded(tensor, a);
             }
         }
         // The per-call adoption ends after an owned handle drops: the slot's last handle
