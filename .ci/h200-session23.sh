@@ -7,7 +7,7 @@
 # change (partitions re-check for 4 µs between yields), alternating, two runs a turn; three
 # hand-off rounds; the pacing, fork and stream_contract tests on CUDA. `hops`: one
 # device_hop round before and after, alternating. `h200`, `third`: the second and third
-# leases (below). Logs go to $OUT.
+# leases (below); `next`: for the next lease. Logs go to $OUT.
 export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
@@ -29,6 +29,20 @@ if [ "${1:-}" = h200 ]; then
   for round in 1 2; do for bin in .gpu/base/device_hop-base "$D"; do
     echo "== device_hop round $round: $(basename "$bin")"; HOLO_BENCH_PAIRS=21 timeout 100 "$bin" --bench | grep -vE "^  "
   done; done | tee "$out/device_hop-ab.log"
+  date -u; exit 0
+fi
+if [ "${1:-}" = next ]; then
+  # For the next lease (not run in the twenty-third session), after a bundle with
+  #   HOLO_TESTS="handoff dlpack defects topics" HOLO_BENCHES="device_hop handoff"
+  # the hand-off suites on CUDA (DeviceArray's drop split at 86f7fc1 has not run on a GPU),
+  # three hand-off rounds against .gpu/base/handoff-base alternating, and `fork-diag`
+  # (driver time per call kind and thread: which part of the slower sink's receive differs).
+  for n in handoff dlpack defects topics; do for b in .gpu/bin/$n-*; do echo "test $n: $(timeout 100 "$b" --test-threads=1 2>&1 | grep 'test result')"; done; done | tee "$out/tests.log"
+  for round in 1 2 3; do for bin in .gpu/base/handoff-base "$H"; do
+    [ -x "$bin" ] || continue
+    echo "== handoff round $round: $(basename "$bin")"; timeout 40 "$bin" --bench | grep -E "^cuda"
+  done; done | tee "$out/handoff-ab.log"
+  echo "== fork-diag"; timeout 200 "$D" fork-diag | tee "$out/fork-diag.log"
   date -u; exit 0
 fi
 if [ "${1:-}" = third ]; then
