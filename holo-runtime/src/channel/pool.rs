@@ -1311,7 +1311,7 @@ impl Pool {
     /// when it ends. Read-only: no clean mark is touched.
     pub(crate) fn release_event(&self, slot: u32, stream: StreamHandle) -> Option<EventHandle> {
         let d = self.device()?;
-        let i = self.enter_position(slot, stream, false)?.position()?;
+        let i = Self::position_of(d, &self.slots[slot as usize], slot, stream)?;
         Some(d.release_events[slot as usize * d.release_capacity as usize + i])
     }
 
