@@ -542,6 +542,14 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Whether scenario `name` runs: environment variable `var` unset, or a comma-separated
+/// list naming a part of it (`HOLO_BENCH_ONLY=fused,fork`, `HOLO_BENCH_NULL_SHAPE=fused`).
+fn picked(var: &str, name: &str) -> bool {
+    std::env::var(var).map_or(true, |v| {
+        v.split(',').any(|part| name.contains(part.trim()))
+    })
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -585,10 +593,6 @@ fn main() {
         return;
     }
     let pairs = pairs();
-    // `HOLO_BENCH_ONLY=fused,fork`: only the scenarios whose names contain one of these.
-    let only: Option<Vec<String>> = std::env::var("HOLO_BENCH_ONLY")
-        .ok()
-        .map(|v| v.split(',').map(|o| o.trim().to_owned()).collect());
     println!(
         "device_hop on {} {}: ns per frame, medians of {pairs} interleaved holo/raw pairs of {FRAMES}-frame runs (ratio: median of the pairs' ratios); idle_spin {:?}",
         device.backend_kind().name(),
@@ -609,10 +613,7 @@ fn main() {
         ),
         ("1→2 fork", Shape::Fork, "throughput ≥ 0.9× (ratio ≤ 1.11)"),
     ] {
-        if only
-            .as_ref()
-            .is_some_and(|o| !o.iter().any(|o| name.contains(o.as_str())))
-        {
+        if !picked("HOLO_BENCH_ONLY", name) {
             continue;
         }
         let (mut h, mut b, mut r, mut t, mut rt) = (vec![], vec![], vec![], vec![], vec![]);

@@ -555,16 +555,12 @@ impl DeviceBackend for NullDevice {
 /// profiler: `valgrind --tool=callgrind`).
 pub(super) fn run_null() {
     let device: Arc<dyn DeviceBackend> = Arc::new(NullDevice::default());
-    let only = std::env::var("HOLO_BENCH_NULL_SHAPE").ok();
     for (name, shape) in [
         ("fused hop", Shape::FusedHop),
         ("fenced hop", Shape::FencedHop),
         ("4-op chain", Shape::Chain4),
     ] {
-        if only
-            .as_deref()
-            .is_some_and(|o| !name.starts_with(o) && !name.ends_with(o))
-        {
+        if !super::picked("HOLO_BENCH_NULL_SHAPE", name) {
             continue;
         }
         let runs: Vec<f64> = (0..5).map(|_| super::holo(&device, &shape).0).collect();
