@@ -483,6 +483,45 @@ fn a_stream_adopted_once_takes_every_frame_and_another_devices_is_refused() {
     }
 }
 
+/// The steady-state path (a stream adopted once and already registered on the slot) checks
+/// the adopting device too: a wrapper of the tensor's device adopts the same raw stream,
+/// under the same handle, and is still another device, refused as the general path
+/// refuses it.
+#[test]
+fn a_registered_stream_adopted_by_another_device_is_refused_on_the_steady_path() {
+    for device in test_backends() {
+        let s = start(&device, 2, Duration::ZERO);
+        let (_, t) = next(&s);
+        if refuses_cuda_default_streams(&device, &t) {
+            drop(t);
+            s.finish();
+            continue;
+        }
+        let own = AdoptedStream::new(&device, CudaStreamPtr::LEGACY).unwrap();
+        // The first hand-off registers the stream on the slot.
+        drop(t.device_array_on(&own).unwrap());
+        let wrapper: Arc<dyn DeviceBackend> =
+            holo_runtime::device::FaultInjecting::new(Arc::clone(&device));
+        let foreign = AdoptedStream::new(&wrapper, CudaStreamPtr::LEGACY).unwrap();
+        assert_eq!(foreign.handle(), own.handle(), "{}", name(&device));
+        assert_eq!(
+            t.device_array_on(&foreign).unwrap_err().code(),
+            ErrorCode::InvalidArgument,
+            "{}",
+            name(&device)
+        );
+        // The device's own adoption still takes the steady path.
+        let array = t.device_array_on(&own).unwrap();
+        assert!(array.is_ordered());
+        drop(array);
+        drop((foreign, wrapper));
+        synchronize_stream(device.as_ref(), CudaStreamPtr::LEGACY.into()).unwrap();
+        drop(t);
+        drop(own);
+        s.finish();
+    }
+}
+
 #[test]
 fn a_per_thread_stream_array_dropped_on_another_thread_records_on_the_legacy_stream() {
     // The per-thread default stream is the calling thread's: an array made on it and

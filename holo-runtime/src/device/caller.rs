@@ -224,6 +224,10 @@ struct Adoption {
     handle: StreamHandle,
     /// [`DeviceBackend::is_backend_stream`], asked once.
     backend_stream: bool,
+    /// Whether a hand-off on it can take the steady-state path: a caller's raw stream
+    /// (not one the device runs itself), not CUDA's per-thread default stream (whose
+    /// release is recorded on the legacy stream by the array's owner thread's rule).
+    steady: bool,
 }
 
 impl AdoptedStream {
@@ -235,11 +239,13 @@ impl AdoptedStream {
     ) -> crate::Result<Self> {
         let stream = stream.into();
         let handle = device.adopt_stream(stream)?;
+        let backend_stream = device.is_backend_stream(handle);
         Ok(Self(Arc::new(Adoption {
             device: Arc::clone(device),
             stream,
             handle,
-            backend_stream: device.is_backend_stream(handle),
+            backend_stream,
+            steady: !backend_stream && stream != StreamOrQueue::Cuda(CudaStreamPtr::PER_THREAD),
         })))
     }
 
@@ -257,6 +263,19 @@ impl AdoptedStream {
     /// ([`DeviceBackend::is_backend_stream`]).
     pub(crate) fn is_backend_stream(&self) -> bool {
         self.0.backend_stream
+    }
+
+    /// Whether a hand-off on it may take the steady-state path: a caller's raw stream,
+    /// not CUDA's per-thread default stream (asked once, at adoption).
+    #[inline]
+    pub(crate) fn is_steady(&self) -> bool {
+        self.0.steady
+    }
+
+    /// Whether `device` is the device that adopted it (the same backend instance).
+    #[inline]
+    pub(crate) fn is_adopted_by(&self, device: &Arc<dyn DeviceBackend>) -> bool {
+        Arc::ptr_eq(&self.0.device, device)
     }
 
     /// The device that adopted it.

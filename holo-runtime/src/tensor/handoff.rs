@@ -140,26 +140,24 @@ impl Tensor {
     /// ([`AdoptedStream::new`]): no context check per call, and no handle cloned — the
     /// steady-state hand-off. A stream adopted by another device than the tensor's is
     /// `InvalidArgument`.
+    #[inline]
     pub fn device_array_on<'a>(&'a self, stream: &'a AdoptedStream) -> Result<DeviceArray<'a>> {
         // The steady state, in one pass over the slot: a caller's raw stream adopted by
         // the tensor's device, already registered on the slot, the readiness recorded.
         // Every other case (the first hand-off on the stream, the writer's own stream, a
         // readiness not recorded yet or without its contract, another device, CUDA's
-        // per-thread default stream) takes `hand_off`.
-        if !stream.is_backend_stream()
+        // per-thread default stream) takes the general path, out of line.
+        if stream.is_steady()
             && let Some((d, ready, position)) =
                 self.pool
                     .registered_hand_off(self.slot, stream.handle(), stream.stream().raw())
-            && std::ptr::addr_eq(Arc::as_ptr(&d.backend), Arc::as_ptr(stream.device()))
-            && stream.stream() != StreamOrQueue::Cuda(CudaStreamPtr::PER_THREAD)
+            && stream.is_adopted_by(&d.backend)
         {
             // SAFETY: the readiness event is the pool's, live while this handle keeps the
             // pool; the stream is adopted by the tensor's device until `stream` drops,
             // which the array's borrow keeps from happening before the array drops.
             if let Err(error) = unsafe { d.backend.wait_event_unchecked(stream.handle(), ready) } {
-                // As `order_on`: nothing of the caller's was ordered yet.
-                let _ = self.pool.record_release_at(self.slot, position, None, true);
-                return Err(error);
+                return Err(self.hand_off_not_ordered(position, error));
             }
             return Ok(DeviceArray {
                 tensor: Held::Borrowed(self),
@@ -173,11 +171,27 @@ impl Tensor {
                 }),
             });
         }
+        self.device_array_on_general(stream)
+    }
+
+    /// [`device_array_on`](Self::device_array_on) in every case but the steady state.
+    #[inline(never)]
+    fn device_array_on_general<'a>(&'a self, stream: &'a AdoptedStream) -> Result<DeviceArray<'a>> {
         let (stream, adoption) = self.hand_off(Via::Adopted {
             stream,
             owned: false,
         })?;
         Ok(self.borrowed_array(stream, adoption))
+    }
+
+    /// The steady-state hand-off's wait could not be enqueued: nothing of the caller's
+    /// was ordered yet, so the release position is recorded at once (as `order_on` does)
+    /// and the error returned.
+    #[cold]
+    #[inline(never)]
+    fn hand_off_not_ordered(&self, position: Holder, error: Error) -> Error {
+        let _ = self.pool.record_release_at(self.slot, position, None, true);
+        error
     }
 
     /// [`device_array`](Self::device_array) taking the tensor: the array owns it and lives
