@@ -7,7 +7,11 @@
 //! that costs with no framework: `cuStreamWaitEvent` on an event recorded on another
 //! stream (as the readiness is, on the producer's) + `cuEventRecord`, on the same kind of
 //! handles, straight through `cudarc::driver::sys` (through the trait for the software
-//! device). Batches of the two alternate; the medians and their ratio are printed. The
+//! device). Batches of the two alternate, after one untimed pair, which side goes first
+//! alternating from pair to pair; each row prints both sides' medians, their ratio (the
+//! figure every earlier log printed as "ratio"), and the median and quartiles of the
+//! pairs' ratios (each holo batch over the baseline batch beside it, the `device_hop`
+//! method: a drift that moves both sides of a pair cancels in its ratio). The
 //! SDK-stream hand-off (the tensor's own stream) is timed too, with its device call count
 //! per hand-off (the rule: 0).
 //!
@@ -34,7 +38,8 @@ use holo_runtime::{
     compile, operator,
 };
 
-const BATCHES: usize = 15;
+/// Timed pairs of batches per row (`HOLO_BENCH_BATCHES` overrides).
+const BATCHES: usize = 41;
 const PER_BATCH: u32 = 2000;
 
 #[operator]
@@ -122,12 +127,44 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Alternating batches of `holo` and `baseline`; `settle` runs untimed after each batch.
+/// Timed pairs per row: `HOLO_BENCH_BATCHES`, else [`BATCHES`].
+fn batches() -> usize {
+    std::env::var("HOLO_BENCH_BATCHES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(BATCHES)
+}
+
+/// One row's figures: the two sides' medians over the batches, and the median and
+/// quartiles of the per-pair ratios (each holo batch over the baseline batch beside it:
+/// a drift that moves both sides of a pair cancels in its ratio).
+struct Pairs {
+    holo: f64,
+    base: f64,
+    pair_ratio: [f64; 3],
+}
+
+impl Pairs {
+    /// The ratio of the medians (the figure every earlier log printed as "ratio").
+    fn ratio(&self) -> f64 {
+        self.holo / self.base
+    }
+
+    /// "ratio R; pairs median M [Q1–Q3]".
+    fn ratios(&self) -> String {
+        let [q1, m, q3] = self.pair_ratio;
+        format!("ratio {:.2}; pairs {m:.2} [{q1:.2}–{q3:.2}]", self.ratio())
+    }
+}
+
+/// Alternating batches of `holo` and `baseline` (which goes first alternates from pair to
+/// pair, after one untimed warm-up pair); `settle` runs untimed after each batch.
 fn interleaved(
     mut holo: impl FnMut(),
     mut baseline: impl FnMut(),
     mut settle: impl FnMut(),
-) -> (f64, f64) {
+) -> Pairs {
     let mut time = |f: &mut dyn FnMut()| {
         let t0 = Instant::now();
         for _ in 0..PER_BATCH {
@@ -137,12 +174,32 @@ fn interleaved(
         settle();
         ns
     };
-    let (mut h, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..BATCHES {
-        h.push(time(&mut holo));
-        b.push(time(&mut baseline));
+    time(&mut holo);
+    time(&mut baseline);
+    let pairs = batches();
+    let (mut holos, mut bases, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..pairs {
+        let (x, y) = if i % 2 == 0 {
+            let x = time(&mut holo);
+            (x, time(&mut baseline))
+        } else {
+            let y = time(&mut baseline);
+            (time(&mut holo), y)
+        };
+        holos.push(x);
+        bases.push(y);
+        ratios.push(x / y);
     }
-    (median(h), median(b))
+    ratios.sort_by(f64::total_cmp);
+    Pairs {
+        holo: median(holos),
+        base: median(bases),
+        pair_ratio: [
+            ratios[pairs / 4],
+            ratios[pairs / 2],
+            ratios[(3 * pairs) / 4],
+        ],
+    }
 }
 
 fn sdk_row(name: &str, device: &Arc<dyn DeviceBackend>, t: &Tensor) {
@@ -188,15 +245,19 @@ fn bench_software() {
         device.record_event(event, caller).unwrap();
     };
     let settle = || device.synchronize_stream(caller).unwrap();
-    let (holo, base) = interleaved(|| drop(t.device_array(legacy).unwrap()), baseline, settle);
+    let row = interleaved(|| drop(t.device_array(legacy).unwrap()), baseline, settle);
     println!(
-        "software  hand-off, adopted per call {holo:>8.1} ns   wait+record via the trait {base:>8.1} ns   ratio {:.2}",
-        holo / base
+        "software  hand-off, adopted per call {:>8.1} ns   wait+record via the trait {:>8.1} ns   {}",
+        row.holo,
+        row.base,
+        row.ratios()
     );
-    let (holo, base) = interleaved(|| adopted_hand_off(&t, &adopted), baseline, settle);
+    let row = interleaved(|| adopted_hand_off(&t, &adopted), baseline, settle);
     println!(
-        "software  hand-off, adopted once     {holo:>8.1} ns   wait+record via the trait {base:>8.1} ns   ratio {:.2}",
-        holo / base
+        "software  hand-off, adopted once     {:>8.1} ns   wait+record via the trait {:>8.1} ns   {}",
+        row.holo,
+        row.base,
+        row.ratios()
     );
     drop(adopted);
     sdk_row("software", &device, &t);
@@ -275,20 +336,24 @@ fn bench_cuda() {
             sys::CUresult::CUDA_SUCCESS
         );
     };
-    let (holo, base) = interleaved(|| drop(t.device_array(caller).unwrap()), baseline, settle);
+    let row = interleaved(|| drop(t.device_array(caller).unwrap()), baseline, settle);
     println!(
-        "cuda      hand-off, adopted per call (cuStreamGetCtx each) {holo:>8.1} ns   cuStreamWaitEvent+cuEventRecord {base:>8.1} ns   ratio {:.2}",
-        holo / base
+        "cuda      hand-off, adopted per call (cuStreamGetCtx each) {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {}",
+        row.holo,
+        row.base,
+        row.ratios()
     );
     let adopted = AdoptedStream::new(&device, caller).unwrap();
-    let (holo, base) = interleaved(
+    let row = interleaved(
         || drop(t.device_array_on(&adopted).unwrap()),
         baseline,
         settle,
     );
     println!(
-        "cuda      hand-off, adopted once                            {holo:>8.1} ns   cuStreamWaitEvent+cuEventRecord {base:>8.1} ns   ratio {:.2} (target ≤ 1.10)",
-        holo / base
+        "cuda      hand-off, adopted once                            {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {} (target ≤ 1.10)",
+        row.holo,
+        row.base,
+        row.ratios()
     );
     // Where the gap goes: the same two driver calls on holo's own events (the slot's
     // readiness event and the stream's release event), made raw, then through the backend
@@ -309,10 +374,12 @@ fn bench_cuda() {
                 assert_eq!(sys::cuEventRecord(e, stream), sys::CUresult::CUDA_SUCCESS);
             }
         };
-        let (holo, base) = interleaved(raw_on_holos, baseline, settle);
+        let row = interleaved(raw_on_holos, baseline, settle);
         println!(
-            "cuda      the raw pair on holo's two events                {holo:>8.1} ns   cuStreamWaitEvent+cuEventRecord {base:>8.1} ns   ratio {:.2}",
-            holo / base
+            "cuda      the raw pair on holo's two events                {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {}",
+            row.holo,
+            row.base,
+            row.ratios()
         );
         let h = adopted.handle();
         let trait_pair = || {
@@ -322,20 +389,24 @@ fn bench_cuda() {
                 device.record_event_unchecked(release_h, h).unwrap();
             }
         };
-        let (holo, base) = interleaved(trait_pair, baseline, settle);
+        let row = interleaved(trait_pair, baseline, settle);
         println!(
-            "cuda      the same pair through the backend trait          {holo:>8.1} ns   cuStreamWaitEvent+cuEventRecord {base:>8.1} ns   ratio {:.2}",
-            holo / base
+            "cuda      the same pair through the backend trait          {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {}",
+            row.holo,
+            row.base,
+            row.ratios()
         );
     }
-    let (holo, base) = interleaved(
+    let row = interleaved(
         || drop(t.clone().into_device_array_on(&adopted).unwrap()),
         baseline,
         settle,
     );
     println!(
-        "cuda      hand-off, adopted once, owning form (a handle and the adoption cloned) {holo:>8.1} ns   cuStreamWaitEvent+cuEventRecord {base:>8.1} ns   ratio {:.2}",
-        holo / base
+        "cuda      hand-off, adopted once, owning form (a handle and the adoption cloned) {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {}",
+        row.holo,
+        row.base,
+        row.ratios()
     );
     drop(adopted);
     sdk_row("cuda", &device, &t);
@@ -362,7 +433,10 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    println!("DeviceArray hand-off (median of {BATCHES} alternating batches of {PER_BATCH})");
+    println!(
+        "DeviceArray hand-off ({} timed pairs of batches of {PER_BATCH}, after one untimed pair; medians, their ratio, and the median and quartiles of the pairs' ratios)",
+        batches()
+    );
     bench_software();
     bench_cuda();
 }
