@@ -989,6 +989,123 @@ fn a_host_only_operator_has_no_stream() {
     assert_eq!(*code.lock().unwrap(), Some(ErrorCode::NotSupported));
 }
 
+/// A device loan written on a stream that is not the operator's, and a host-pool loan
+/// given to the device writer: what each refusal said, and the free slots of both pools
+/// after the refused loans dropped.
+#[operator]
+struct WrongWrites {
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 64)]
+    dev: Output<Tensor>,
+    #[output(storage = runtime_pool, memory = host, dtype = u8, rank = 1, bounds = 64)]
+    host: Output<Tensor>,
+    other: StreamHandle,
+    seen: Arc<Mutex<Vec<(ErrorCode, String)>>>,
+}
+
+impl Operator for WrongWrites {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let stream = ctx.cuda_stream()?;
+        let request = || TensorLoanRequest {
+            shape: &[64],
+            dtype: DType::U8,
+        };
+        let mut seen = self.seen.lock().unwrap();
+        let e = self
+            .dev
+            .allocate_tensor(request())?
+            .write(self.other)
+            .unwrap_err();
+        seen.push((e.code(), e.to_string()));
+        let e = self
+            .host
+            .allocate_tensor(request())?
+            .write(stream)
+            .unwrap_err();
+        seen.push((e.code(), e.to_string()));
+        Ok(())
+    }
+}
+
+#[test]
+fn a_device_write_on_another_stream_or_of_a_host_pool_is_refused_and_the_slot_returns() {
+    for device in test_backends() {
+        let other = device.create_stream().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut g = Graph::new();
+        g.add_operator(
+            "w",
+            WrongWrites {
+                dev: Output::default(),
+                host: Output::default(),
+                other,
+                seen: Arc::clone(&seen),
+            },
+            ParamSet::defaults().unwrap(),
+        )
+        .unwrap();
+        let mut options = CompileOptions::default();
+        options
+            .deployment
+            .bind_tensor_output_device("w", "dev", device.device_id());
+        let plan = compile(&g, options).unwrap();
+        let slots = |pool: &str| {
+            plan.tensor_allocations()
+                .iter()
+                .find(|a| a.pool == pool)
+                .map(|a| a.slot_count)
+        };
+        let (dev_slots, host_slots) = (slots("w.dev"), slots("w.host"));
+        let session = RunSession::start(
+            g,
+            &plan,
+            SessionOptions::frames(3).on_device(Arc::clone(&device)),
+        )
+        .unwrap();
+        assert!(
+            session.wait_idle(Duration::from_secs(20)),
+            "{}",
+            name(&device)
+        );
+        assert_eq!(
+            session.pool_free_slots("w.dev"),
+            dev_slots,
+            "{}",
+            name(&device)
+        );
+        assert_eq!(
+            session.pool_free_slots("w.host"),
+            host_slots,
+            "{}",
+            name(&device)
+        );
+        session.stop();
+        session.join().unwrap();
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 6, "{}", name(&device));
+        for pair in seen.chunks(2) {
+            assert_eq!(pair[0].0, ErrorCode::NotSupported, "{}", pair[0].1);
+            assert!(
+                pair[0].1.contains("runtime-assigned compute stream"),
+                "{}",
+                pair[0].1
+            );
+            assert!(
+                pair[0].1.contains(r#"operator "w", port "dev""#),
+                "{}",
+                pair[0].1
+            );
+            assert_eq!(pair[1].0, ErrorCode::NotSupported, "{}", pair[1].1);
+            assert!(pair[1].1.contains("write_host"), "{}", pair[1].1);
+            assert!(
+                pair[1].1.contains(r#"operator "w", port "host""#),
+                "{}",
+                pair[1].1
+            );
+        }
+        device.destroy_stream(other).unwrap();
+    }
+}
+
 /// Writes a pinned slot on its stream (`write_and_commit`) or on the host
 /// (`write_host_and_commit`), after delaying its stream.
 #[operator]

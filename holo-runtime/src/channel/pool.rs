@@ -1530,6 +1530,7 @@ impl Pool {
 
     /// The loan of `slot` is written in `writer`'s domain (its readiness will be recorded
     /// there).
+    #[inline]
     pub(crate) fn set_writer(&self, slot: u32, writer: OrderingDomain) {
         self.slots[slot as usize].writer.store(
             writer.stream().map_or(0, StreamHandle::raw),

@@ -337,22 +337,20 @@ impl ExecutionContext<'_> {
     /// The operator's runtime-owned compute stream, valid for submissions during this
     /// callback only. `NotSupported` for an operator in a host-only partition (it has no
     /// stream).
+    #[inline]
     pub fn cuda_stream(&self) -> crate::Result<crate::tensor::CudaStream<'_>> {
         match self.stream {
             Some(handle) => Ok(crate::tensor::CudaStream {
                 handle,
                 _activation: std::marker::PhantomData,
             }),
-            None => Err(crate::Error::new(
-                crate::ErrorCode::NotSupported,
-                "this operator runs in a host-only partition: it has no CUDA stream",
-            )
-            .at(format!("operator {:?}", self.operator))),
+            None => Err(no_stream(self.operator)),
         }
     }
 
     /// The session's device backend, for an operator with a planned stream (to enqueue
     /// fills and copies on [`cuda_stream`](Self::cuda_stream)).
+    #[inline]
     pub fn device(&self) -> Option<&std::sync::Arc<dyn crate::device::DeviceBackend>> {
         self.device
     }
@@ -436,6 +434,18 @@ fn device_access<'a>(
         )
         .at(format!("operator {operator:?}"))),
     }
+}
+
+/// [`ExecutionContext::cuda_stream`]'s refusal in a host-only partition, out of line: the
+/// accessor itself stays a few instructions inlined into the operator.
+#[cold]
+#[inline(never)]
+fn no_stream(operator: &str) -> crate::Error {
+    crate::Error::new(
+        crate::ErrorCode::NotSupported,
+        "this operator runs in a host-only partition: it has no CUDA stream",
+    )
+    .at(format!("operator {operator:?}"))
 }
 
 /// What `start()` and `stop()` see.

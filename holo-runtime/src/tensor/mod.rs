@@ -141,21 +141,11 @@ impl TensorOutputLoan {
     /// Starts the device write phase on the operator's runtime stream. Any other stream
     /// (or an operator with no planned stream) gives `NotSupported`; a host pool gives
     /// `NotSupported` too (use [`write_host`](Self::write_host)).
+    #[inline]
     pub fn write(self, stream: impl Into<StreamHandle>) -> Result<DeviceWriteGuard> {
         let stream = stream.into();
-        if self.pool.loan_streams().planned != Some(stream) {
-            return Err(Error::new(
-                ErrorCode::NotSupported,
-                "a device write must use the operator's runtime-assigned compute stream (ctx.cuda_stream())",
-            )
-            .at(self.pool.location));
-        }
-        if self.pool.device().is_none() {
-            return Err(Error::new(
-                ErrorCode::NotSupported,
-                "this pool is pageable host memory: write it with write_host",
-            )
-            .at(self.pool.location));
+        if self.pool.loan_streams().planned != Some(stream) || self.pool.device().is_none() {
+            return Err(self.write_refused(stream));
         }
         // The operator's planned stream: the readiness is recorded there.
         self.pool
@@ -164,6 +154,25 @@ impl TensorOutputLoan {
             loan: std::mem::ManuallyDrop::new(self),
             stream,
         })
+    }
+
+    /// Why [`write`](Self::write) refused `stream` (out of line: the accepted write is a
+    /// few instructions inlined into the operator).
+    #[cold]
+    #[inline(never)]
+    fn write_refused(&self, stream: StreamHandle) -> Error {
+        if self.pool.loan_streams().planned != Some(stream) {
+            return Error::new(
+                ErrorCode::NotSupported,
+                "a device write must use the operator's runtime-assigned compute stream (ctx.cuda_stream())",
+            )
+            .at(self.pool.location);
+        }
+        Error::new(
+            ErrorCode::NotSupported,
+            "this pool is pageable host memory: write it with write_host",
+        )
+        .at(self.pool.location)
     }
 
     /// Writes the slot on `stream` with `fill` (which enqueues work on the stream) and
