@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# holo's own instructions on two device paths, counted with callgrind on this machine (no
+# GPU needed), as BENCHMARKS.md quotes them:
+#   - per steady-state hand-off (`handoff` bench, software device): collected inside
+#     `handoff::adopted_hand_off` (one `device_array_on` on a stream adopted once, and the
+#     array's drop), less the software backend's `wait_event_unchecked` and
+#     `record_event_unchecked`, over the 15 × 2000 hand-offs of that row;
+#   - per fused-hop frame (`device_hop diag-null`, a device that does nothing): collected
+#     inside the partition loop (`--fair-sched=yes`, so the bench's own thread ends the run
+#     in time), its inclusive count over the frames (`fill_frame` calls).
+# `bash .ci/count-instructions.sh [handoff-binary device_hop-binary]`: with no arguments it
+# builds the two benches first. Needs valgrind (apt-get install -y valgrind).
+set -eu  # no pipefail: `grep -m1` closes callgrind_annotate's pipe early
+cd "$(git rev-parse --show-toplevel)"
+if [ $# -eq 2 ]; then H=$1; D=$2; else
+  source .ci/pick.sh
+  exes=$(cargo bench --no-run --message-format=json -p holo-runtime --bench handoff --bench device_hop 2>/dev/null | pick bench handoff device_hop)
+  H=$(echo "$exes" | grep '/handoff-'); D=$(echo "$exes" | grep '/device_hop-')
+fi
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+inclusive() { callgrind_annotate --inclusive=yes "$1" 2>/dev/null; }
+HOLO_BENCH_BATCHES=14 valgrind --tool=callgrind --callgrind-out-file="$tmp/h" \
+  --toggle-collect='handoff::adopted_hand_off' "$H" >/dev/null 2>&1
+total=$(inclusive "$tmp/h" | grep -m1 "PROGRAM TOTALS" | awk '{gsub(",","",$1); print $1}')
+backend=$(inclusive "$tmp/h" | grep -E "^ *[0-9,]+ .*device/mod.rs:holo_runtime::device::DeviceBackend::(wait_event_unchecked|record_event_unchecked) \[" \
+  | awk '{gsub(",","",$1); s+=$1} END {print s+0}')
+echo "hand-off: $(( (total - backend) / 30000 )) instructions of holo's own per steady-state hand-off (software device)"
+HOLO_BENCH_NULL_SHAPE=fused valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$tmp/d" \
+  --toggle-collect='holo_runtime::session::run::partition_loop' "$D" diag-null >/dev/null 2>&1
+frames=$(callgrind_annotate --tree=calling "$tmp/d" 2>/dev/null | grep -m1 -E "> .*device_hop::fill_frame \(" \
+  | sed -E 's/.*\(([0-9,]+)x\).*/\1/' | tr -d ,)
+loop=$(inclusive "$tmp/d" | grep -m1 "run::partition_loop \[" | awk '{gsub(",","",$1); print $1}')
+echo "fused hop: $(( loop / frames )) instructions per frame in the partition loop (null device, $frames frames)"
