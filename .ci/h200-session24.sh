@@ -8,11 +8,27 @@
 # session's runs, most wanted first (what a timeout cuts is last): the changed paths'
 # suites on CUDA, the hand-off before and after alternating (three rounds), the fused hop
 # before and after alternating (three turns of 31 pairs), the two hand-off examples, one
-# whole device_hop round of the new binary. Logs go to $OUT.
+# whole device_hop round of the new binary. `ab`: a second call's before/after rounds
+# (below). Logs go to $OUT.
 export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 D=$(ls .gpu/bench/device_hop-* | head -1); H=$(ls .gpu/bench/handoff-* | head -1)
+if [ "${1:-}" = ab ]; then
+  # The second call of a lease (the same bundle): the fused hop before and after in six
+  # alternating turns of 31 pairs, five hand-off rounds alternating, and two whole
+  # device_hop rounds of each binary alternating.
+  for turn in 1 2 3 4 5 6; do for bin in .gpu/base/device_hop-base "$D"; do
+    echo "== fused turn $turn: $(basename "$bin")"; HOLO_BENCH_ONLY=fused HOLO_BENCH_PAIRS=31 timeout 60 "$bin" --bench | grep "^fused"
+  done; done | tee "$out/fused-ab.log"
+  for round in 1 2 3 4 5; do for bin in .gpu/base/handoff-base "$H"; do
+    echo "== handoff round $round: $(basename "$bin")"; timeout 60 "$bin" --bench | grep -E "adopted once  |two events|backend trait"
+  done; done | tee "$out/handoff-ab.log"
+  for turn in 1 2; do for bin in .gpu/base/device_hop-base "$D"; do
+    echo "== all turn $turn: $(basename "$bin")"; HOLO_BENCH_PAIRS=21 timeout 100 "$bin" --bench | grep -E "^(fenced|fused|4-op|1→2)"
+  done; done | tee "$out/device_hop-ab.log"
+  date -u; exit 0
+fi
 for n in handoff stream_contract dlpack topics defects kernel_author; do for b in .gpu/bin/$n-*; do
   echo "test $n: $(timeout 100 "$b" --test-threads=1 2>&1 | grep -E 'test result|FAILED|panicked' | head -3)"
 done; done | tee "$out/tests.log"
