@@ -65,6 +65,8 @@ use holo_runtime::{
 mod diag;
 #[path = "device_hop/fork.rs"]
 mod fork;
+#[path = "common/null_device.rs"]
+mod null_device;
 
 const BYTES: usize = 256;
 const FRAMES: u64 = 10_000;

@@ -23,7 +23,9 @@
 //! event, the stream's release event), and that pair through the backend trait.
 //!
 //! `cargo bench -p holo-runtime --bench handoff` (target: ≤ 1.1× on CUDA; SDK stream 0
-//! calls).
+//! calls). `… --bench handoff -- cold` times holo's own part of a steady-state hand-off on
+//! a device that does nothing, with warm caches and with caches evicted between hand-offs
+//! (`bench_cold`).
 
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
@@ -32,6 +34,9 @@ use std::time::{Duration, Instant};
 use holo_runtime::device::{
     AdoptedStream, CudaStreamPtr, DeviceBackend, SoftwareDevice, StreamOrQueue,
 };
+#[path = "common/null_device.rs"]
+mod null_device;
+
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, ExecutionContext, Graph, Input,
     Operator, Output, ParamSet, Result, RunSession, SessionOptions, Tensor, TensorLoanRequest,
@@ -267,6 +272,99 @@ fn bench_software() {
     session.join().unwrap();
 }
 
+/// Hand-offs per batch of `handoff cold` (each may write megabytes first).
+const COLD_PER_BATCH: u32 = 200;
+
+/// `handoff cold`: holo's own cost per steady-state hand-off on a device that does
+/// nothing ([`null_device::NullDevice`]), with the caches warm (hand-offs back to back)
+/// and with a buffer written between hand-offs — 64 KiB (more than a core's L1 data
+/// cache) or 8 MiB (more than its L2) — as a GPU driver's calls evict what holo's ledger
+/// touched between two hand-offs. Beside each: the same loop with the raw pair through
+/// the trait on the null device (which does nothing), so that the difference is the
+/// ledger's: the pool's fields, the slot, its release-stream, readiness and
+/// release-event entries, the adoption, the backend's vtable and counters.
+fn bench_cold() {
+    let device: Arc<dyn DeviceBackend> = Arc::new(null_device::NullDevice::default());
+    let (session, rx, t) = one_frame(&device);
+    // SAFETY: the null device never dereferences a stream; the value only names one.
+    let caller = StreamOrQueue::Cuda(unsafe { CudaStreamPtr::from_raw(0x5_0001) });
+    let adopted = AdoptedStream::new(&device, caller).unwrap();
+    drop(t.device_array_on(&adopted).unwrap());
+    let (ready, release) = holo_runtime::__test_support::hand_off_events(&t, &adopted)
+        .expect("the first hand-off registered the stream");
+    let handle = adopted.handle();
+    let mut buffer = vec![0u8; 8 << 20];
+    println!(
+        "null-device hand-off, ns per hand-off (median of {} pairs of batches of {COLD_PER_BATCH}; holo's own = holo - raw pair)",
+        batches()
+    );
+    // `HOLO_BENCH_EVICT_KIB=N`: only the row with N KiB written between hand-offs (for
+    // `valgrind --tool=callgrind --cache-sim=yes`, whose miss counts are exact).
+    let rows: Vec<(String, usize)> = match std::env::var("HOLO_BENCH_EVICT_KIB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        Some(kib) => vec![(format!("{kib} KiB written between"), kib << 10)],
+        None => vec![
+            ("warm".to_owned(), 0),
+            ("64 KiB written between".to_owned(), 64 << 10),
+            ("8 MiB written between".to_owned(), 8 << 20),
+        ],
+    };
+    for (label, bytes) in rows {
+        let pollute = |buffer: &mut [u8]| {
+            for i in (0..bytes).step_by(64) {
+                buffer[i] = buffer[i].wrapping_add(1);
+            }
+            std::hint::black_box(&*buffer);
+        };
+        let time = |with_holo: bool, buffer: &mut [u8]| {
+            let mut inside = Duration::ZERO;
+            for _ in 0..COLD_PER_BATCH {
+                pollute(buffer);
+                let t0 = Instant::now();
+                if with_holo {
+                    adopted_hand_off(&t, &adopted);
+                } else {
+                    // SAFETY: the pool's live events; the stream is adopted by `device`.
+                    unsafe {
+                        device.wait_event_unchecked(handle, ready).unwrap();
+                        device.record_event_unchecked(release, handle).unwrap();
+                    }
+                }
+                inside += t0.elapsed();
+            }
+            inside.as_secs_f64() * 1e9 / f64::from(COLD_PER_BATCH)
+        };
+        time(true, &mut buffer);
+        time(false, &mut buffer);
+        let (mut holos, mut pairs, mut own) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..batches() {
+            let (h, r) = if i % 2 == 0 {
+                let h = time(true, &mut buffer);
+                (h, time(false, &mut buffer))
+            } else {
+                let r = time(false, &mut buffer);
+                (time(true, &mut buffer), r)
+            };
+            holos.push(h);
+            pairs.push(r);
+            own.push(h - r);
+        }
+        println!(
+            "null      {label:<24} holo {:>6.1}   raw pair via the trait {:>6.1}   holo's own {:>6.1}",
+            median(holos),
+            median(pairs),
+            median(own)
+        );
+    }
+    drop(adopted);
+    drop(t);
+    session.stop();
+    drop(rx);
+    session.join().unwrap();
+}
+
 #[cfg(feature = "cuda")]
 fn bench_cuda() {
     use cudarc::driver::sys;
@@ -431,6 +529,10 @@ fn bench_cuda() {
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    if std::env::args().any(|a| a == "cold") {
+        bench_cold();
         return;
     }
     println!(

@@ -19,7 +19,9 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 
 use crossbeam_queue::ArrayQueue;
-use holo_runtime::device::{DeviceCall, DeviceCounters, Observed};
+use holo_runtime::device::{DeviceCall, Observed};
+
+use super::null_device::NullDevice;
 
 use super::{
     AllocKind, Arc, AtomicU64, BYTES, DeviceBackend, DevicePtr, Duration, EventHandle, FRAMES,
@@ -449,104 +451,6 @@ impl RawRing {
             // SAFETY: every stream using them was synchronized.
             unsafe { d.free(AllocKind::Device, p, BYTES).unwrap() };
         }
-    }
-}
-
-/// A device whose asynchronous calls do nothing and whose events are always complete:
-/// what is left of a hop through it is holo's own cost (`device_hop diag-null`, for a
-/// profiler on a machine without a GPU).
-#[derive(Default)]
-struct NullDevice {
-    next: AtomicU64,
-    counters: DeviceCounters,
-}
-
-impl NullDevice {
-    fn handle(&self) -> u64 {
-        (self.next.fetch_add(1, Ordering::Relaxed) + 1) << 16
-    }
-}
-
-impl DeviceBackend for NullDevice {
-    fn backend_kind(&self) -> holo_runtime::device::BackendKind {
-        holo_runtime::device::BackendKind::Software
-    }
-    fn ordinal(&self) -> u32 {
-        0
-    }
-    fn create_stream(&self) -> Result<StreamHandle> {
-        Ok(StreamHandle::from_raw(self.handle()))
-    }
-    fn destroy_stream(&self, _: StreamHandle) -> Result<()> {
-        Ok(())
-    }
-    fn create_event(&self) -> Result<EventHandle> {
-        Ok(EventHandle::from_raw(self.handle()))
-    }
-    fn destroy_event(&self, _: EventHandle) -> Result<()> {
-        Ok(())
-    }
-    fn record_event(&self, _: EventHandle, _: StreamHandle) -> Result<()> {
-        Ok(())
-    }
-    fn wait_event(&self, _: StreamHandle, _: EventHandle) -> Result<()> {
-        Ok(())
-    }
-    fn query_event(&self, _: EventHandle) -> Result<bool> {
-        Ok(true)
-    }
-    fn synchronize_event(&self, _: EventHandle) -> Result<()> {
-        Ok(())
-    }
-    fn synchronize_stream(&self, _: StreamHandle) -> Result<()> {
-        Ok(())
-    }
-    fn alloc(&self, _: AllocKind, bytes: usize) -> Result<DevicePtr> {
-        // Never dereferenced: only the null device's own (no-op) calls see it.
-        Ok(DevicePtr::from_raw(
-            self.next
-                .fetch_add(bytes as u64 / 256 + 1, Ordering::Relaxed)
-                << 16,
-        ))
-    }
-    unsafe fn free(&self, _: AllocKind, _: DevicePtr, _: usize) -> Result<()> {
-        Ok(())
-    }
-    unsafe fn memset_async(&self, _: DevicePtr, _: u8, _: usize, _: StreamHandle) -> Result<()> {
-        Ok(())
-    }
-    unsafe fn copy_async(
-        &self,
-        _: DevicePtr,
-        _: DevicePtr,
-        _: usize,
-        _: StreamHandle,
-    ) -> Result<()> {
-        Ok(())
-    }
-    unsafe fn copy_to_host_async(
-        &self,
-        _: *mut u8,
-        _: DevicePtr,
-        _: usize,
-        _: StreamHandle,
-    ) -> Result<()> {
-        Ok(())
-    }
-    unsafe fn copy_from_host_async(
-        &self,
-        _: DevicePtr,
-        _: *const u8,
-        _: usize,
-        _: StreamHandle,
-    ) -> Result<()> {
-        Ok(())
-    }
-    fn enqueue_delay(&self, _: StreamHandle, _: Duration) -> Result<()> {
-        Ok(())
-    }
-    fn counters(&self) -> &DeviceCounters {
-        &self.counters
     }
 }
 

@@ -1,0 +1,126 @@
+//! A device whose asynchronous calls do nothing and whose events are always complete
+//! (`#[path = "common/null_device.rs"] mod null_device;`): what is left of a path through
+//! it is holo's own cost (`device_hop diag-null`, `handoff cold`), for a profiler on a
+//! machine without a GPU.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use holo_runtime::Result;
+use holo_runtime::device::{
+    AllocKind, BackendKind, DeviceBackend, DeviceCounters, DevicePtr, EventHandle, StreamHandle,
+    StreamOrQueue,
+};
+
+/// A device that does nothing (the module's doc).
+#[derive(Default)]
+pub(crate) struct NullDevice {
+    next: AtomicU64,
+    counters: DeviceCounters,
+}
+
+impl NullDevice {
+    fn handle(&self) -> u64 {
+        (self.next.fetch_add(1, Ordering::Relaxed) + 1) << 16
+    }
+}
+
+impl DeviceBackend for NullDevice {
+    fn backend_kind(&self) -> holo_runtime::device::BackendKind {
+        BackendKind::Software
+    }
+    fn ordinal(&self) -> u32 {
+        0
+    }
+    /// A caller's CUDA stream is adopted under its own raw value (whose low 16 bits are
+    /// not all zero, unlike every handle `create_stream` makes): the hand-off's steady
+    /// path, on a device that does nothing.
+    fn adopt_stream(&self, stream: StreamOrQueue) -> Result<StreamHandle> {
+        match stream {
+            StreamOrQueue::Cuda(ptr) if ptr.raw() & 0xffff != 0 => {
+                Ok(StreamHandle::from_raw(ptr.raw()))
+            }
+            StreamOrQueue::Backend(handle) => Ok(handle),
+            other => Err(holo_runtime::Error::invalid_argument(format!(
+                "the null device adopts a CUDA stream whose low 16 bits are not zero, not {other:?}"
+            ))),
+        }
+    }
+    fn is_backend_stream(&self, stream: StreamHandle) -> bool {
+        stream.raw().trailing_zeros() >= 16
+    }
+    fn create_stream(&self) -> Result<StreamHandle> {
+        Ok(StreamHandle::from_raw(self.handle()))
+    }
+    fn destroy_stream(&self, _: StreamHandle) -> Result<()> {
+        Ok(())
+    }
+    fn create_event(&self) -> Result<EventHandle> {
+        Ok(EventHandle::from_raw(self.handle()))
+    }
+    fn destroy_event(&self, _: EventHandle) -> Result<()> {
+        Ok(())
+    }
+    fn record_event(&self, _: EventHandle, _: StreamHandle) -> Result<()> {
+        Ok(())
+    }
+    fn wait_event(&self, _: StreamHandle, _: EventHandle) -> Result<()> {
+        Ok(())
+    }
+    fn query_event(&self, _: EventHandle) -> Result<bool> {
+        Ok(true)
+    }
+    fn synchronize_event(&self, _: EventHandle) -> Result<()> {
+        Ok(())
+    }
+    fn synchronize_stream(&self, _: StreamHandle) -> Result<()> {
+        Ok(())
+    }
+    fn alloc(&self, _: AllocKind, bytes: usize) -> Result<DevicePtr> {
+        // Never dereferenced: only the null device's own (no-op) calls see it.
+        Ok(DevicePtr::from_raw(
+            self.next
+                .fetch_add(bytes as u64 / 256 + 1, Ordering::Relaxed)
+                << 16,
+        ))
+    }
+    unsafe fn free(&self, _: AllocKind, _: DevicePtr, _: usize) -> Result<()> {
+        Ok(())
+    }
+    unsafe fn memset_async(&self, _: DevicePtr, _: u8, _: usize, _: StreamHandle) -> Result<()> {
+        Ok(())
+    }
+    unsafe fn copy_async(
+        &self,
+        _: DevicePtr,
+        _: DevicePtr,
+        _: usize,
+        _: StreamHandle,
+    ) -> Result<()> {
+        Ok(())
+    }
+    unsafe fn copy_to_host_async(
+        &self,
+        _: *mut u8,
+        _: DevicePtr,
+        _: usize,
+        _: StreamHandle,
+    ) -> Result<()> {
+        Ok(())
+    }
+    unsafe fn copy_from_host_async(
+        &self,
+        _: DevicePtr,
+        _: *const u8,
+        _: usize,
+        _: StreamHandle,
+    ) -> Result<()> {
+        Ok(())
+    }
+    fn enqueue_delay(&self, _: StreamHandle, _: Duration) -> Result<()> {
+        Ok(())
+    }
+    fn counters(&self) -> &DeviceCounters {
+        &self.counters
+    }
+}
