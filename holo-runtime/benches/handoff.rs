@@ -24,8 +24,8 @@
 //!
 //! `cargo bench -p holo-runtime --bench handoff` (target: ≤ 1.1× on CUDA; SDK stream 0
 //! calls). `… --bench handoff -- cold` times holo's own part of a steady-state hand-off on
-//! a device that does nothing, with warm caches and with caches evicted between hand-offs
-//! (`bench_cold`).
+//! a device that does nothing, with warm caches and with caches evicted in every device
+//! call, as a driver's calls evict them (`bench_cold`).
 
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
@@ -276,53 +276,44 @@ fn bench_software() {
 const COLD_PER_BATCH: u32 = 200;
 
 /// `handoff cold`: holo's own cost per steady-state hand-off on a device that does
-/// nothing ([`null_device::NullDevice`]), with the caches warm (hand-offs back to back)
-/// and with a buffer written between hand-offs — 64 KiB (more than a core's L1 data
-/// cache) or 8 MiB (more than its L2) — as a GPU driver's calls evict what holo's ledger
-/// touched between two hand-offs. Beside each: the same loop with the raw pair through
-/// the trait on the null device (which does nothing), so that the difference is the
-/// ledger's: the pool's fields, the slot, its release-stream, readiness and
-/// release-event entries, the adoption, the backend's vtable and counters.
+/// nothing ([`null_device::NullDevice`]), with the caches warm and with a buffer written
+/// inside every stream wait and event record — 64 KiB (more than a core's L1 data cache)
+/// or 1 MiB (the size of an L2) — as a GPU driver's calls evict what holo's ledger touched
+/// before them: the hand-off's wait comes after its lookup, the array's drop after the
+/// wait. Beside each: the same loop with the raw pair through the trait on that device
+/// (which evicts the same), so that the difference is the ledger's: the pool's fields,
+/// the slot, its release-stream, readiness and release-event entries, the adoption.
 fn bench_cold() {
-    let device: Arc<dyn DeviceBackend> = Arc::new(null_device::NullDevice::default());
-    let (session, rx, t) = one_frame(&device);
-    // SAFETY: the null device never dereferences a stream; the value only names one.
-    let caller = StreamOrQueue::Cuda(unsafe { CudaStreamPtr::from_raw(0x5_0001) });
-    let adopted = AdoptedStream::new(&device, caller).unwrap();
-    drop(t.device_array_on(&adopted).unwrap());
-    let (ready, release) = holo_runtime::__test_support::hand_off_events(&t, &adopted)
-        .expect("the first hand-off registered the stream");
-    let handle = adopted.handle();
-    let mut buffer = vec![0u8; 8 << 20];
-    println!(
-        "null-device hand-off, ns per hand-off (median of {} pairs of batches of {COLD_PER_BATCH}; holo's own = holo - raw pair)",
-        batches()
-    );
-    // `HOLO_BENCH_EVICT_KIB=N`: only the row with N KiB written between hand-offs (for
+    // `HOLO_BENCH_EVICT_KIB=N`: only the row with N KiB written in each call (for
     // `valgrind --tool=callgrind --cache-sim=yes`, whose miss counts are exact).
     let rows: Vec<(String, usize)> = match std::env::var("HOLO_BENCH_EVICT_KIB")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
     {
-        Some(kib) => vec![(format!("{kib} KiB written between"), kib << 10)],
+        Some(kib) => vec![(format!("{kib} KiB written per call"), kib << 10)],
         None => vec![
             ("warm".to_owned(), 0),
-            ("64 KiB written between".to_owned(), 64 << 10),
-            ("8 MiB written between".to_owned(), 8 << 20),
+            ("64 KiB written per call".to_owned(), 64 << 10),
+            ("1 MiB written per call".to_owned(), 1 << 20),
         ],
     };
+    println!(
+        "null-device hand-off, ns per hand-off (median of {} pairs of batches of {COLD_PER_BATCH}; holo's own = holo - raw pair)",
+        batches()
+    );
     for (label, bytes) in rows {
-        let pollute = |buffer: &mut [u8]| {
-            for i in (0..bytes).step_by(64) {
-                buffer[i] = buffer[i].wrapping_add(1);
-            }
-            std::hint::black_box(&*buffer);
-        };
-        let time = |with_holo: bool, buffer: &mut [u8]| {
-            let mut inside = Duration::ZERO;
+        let device: Arc<dyn DeviceBackend> = Arc::new(null_device::NullDevice::evicting(bytes));
+        let (session, rx, t) = one_frame(&device);
+        // SAFETY: the null device never dereferences a stream; the value only names one.
+        let caller = StreamOrQueue::Cuda(unsafe { CudaStreamPtr::from_raw(0x5_0001) });
+        let adopted = AdoptedStream::new(&device, caller).unwrap();
+        drop(t.device_array_on(&adopted).unwrap());
+        let (ready, release) = holo_runtime::__test_support::hand_off_events(&t, &adopted)
+            .expect("the first hand-off registered the stream");
+        let handle = adopted.handle();
+        let time = |with_holo: bool| {
+            let t0 = Instant::now();
             for _ in 0..COLD_PER_BATCH {
-                pollute(buffer);
-                let t0 = Instant::now();
                 if with_holo {
                     adopted_hand_off(&t, &adopted);
                 } else {
@@ -332,37 +323,36 @@ fn bench_cold() {
                         device.record_event_unchecked(release, handle).unwrap();
                     }
                 }
-                inside += t0.elapsed();
             }
-            inside.as_secs_f64() * 1e9 / f64::from(COLD_PER_BATCH)
+            t0.elapsed().as_secs_f64() * 1e9 / f64::from(COLD_PER_BATCH)
         };
-        time(true, &mut buffer);
-        time(false, &mut buffer);
+        time(true);
+        time(false);
         let (mut holos, mut pairs, mut own) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..batches() {
             let (h, r) = if i % 2 == 0 {
-                let h = time(true, &mut buffer);
-                (h, time(false, &mut buffer))
+                let h = time(true);
+                (h, time(false))
             } else {
-                let r = time(false, &mut buffer);
-                (time(true, &mut buffer), r)
+                let r = time(false);
+                (time(true), r)
             };
             holos.push(h);
             pairs.push(r);
             own.push(h - r);
         }
         println!(
-            "null      {label:<24} holo {:>6.1}   raw pair via the trait {:>6.1}   holo's own {:>6.1}",
+            "null      {label:<25} holo {:>8.1}   raw pair via the trait {:>8.1}   holo's own {:>6.1}",
             median(holos),
             median(pairs),
             median(own)
         );
+        drop(adopted);
+        drop(t);
+        session.stop();
+        drop(rx);
+        session.join().unwrap();
     }
-    drop(adopted);
-    drop(t);
-    session.stop();
-    drop(rx);
-    session.join().unwrap();
 }
 
 #[cfg(feature = "cuda")]

@@ -17,11 +17,46 @@ use holo_runtime::device::{
 pub(crate) struct NullDevice {
     next: AtomicU64,
     counters: DeviceCounters,
+    /// Bytes each event record and stream wait writes first (0: none), in a buffer of
+    /// the calling thread's: as a GPU driver's calls evict what the caller touched
+    /// before them.
+    evict: usize,
+}
+
+thread_local! {
+    /// The buffer [`NullDevice::evict`] writes through.
+    static EVICTION: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl NullDevice {
+    /// A null device whose event records and stream waits each write `bytes` first.
+    #[allow(
+        dead_code,
+        reason = "the handoff bench's; device_hop's diag-null uses none"
+    )]
+    pub(crate) fn evicting(bytes: usize) -> Self {
+        Self {
+            evict: bytes,
+            ..Self::default()
+        }
+    }
+
     fn handle(&self) -> u64 {
         (self.next.fetch_add(1, Ordering::Relaxed) + 1) << 16
+    }
+
+    /// Writes one byte of every cache line of `evict` bytes.
+    fn pollute(&self) {
+        if self.evict == 0 {
+            return;
+        }
+        EVICTION.with_borrow_mut(|buffer| {
+            buffer.resize(self.evict, 0);
+            for i in (0..self.evict).step_by(64) {
+                buffer[i] = buffer[i].wrapping_add(1);
+            }
+            std::hint::black_box(&*buffer);
+        });
     }
 }
 
@@ -62,9 +97,11 @@ impl DeviceBackend for NullDevice {
         Ok(())
     }
     fn record_event(&self, _: EventHandle, _: StreamHandle) -> Result<()> {
+        self.pollute();
         Ok(())
     }
     fn wait_event(&self, _: StreamHandle, _: EventHandle) -> Result<()> {
+        self.pollute();
         Ok(())
     }
     fn query_event(&self, _: EventHandle) -> Result<bool> {

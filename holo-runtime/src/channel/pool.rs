@@ -147,6 +147,45 @@ impl Holder {
     }
 }
 
+/// What a steady-state hand-off found in one pass over its slot
+/// ([`Pool::registered_hand_off`]).
+pub(crate) struct SteadyHandOff<'p> {
+    pub(crate) backing: &'p DeviceBacking,
+    /// The slot's readiness event, which the caller's stream waits on.
+    pub(crate) ready: EventHandle,
+    /// The stream's release position.
+    pub(crate) position: Holder,
+    /// What the hand-off's end records and marks.
+    pub(crate) end: HandOffEnd<'p>,
+}
+
+/// The end of a steady-state hand-off, found when it began: the stream's release event
+/// and the slot's clean mark, so that the end touches neither the pool's fields nor its
+/// event table. A hand-off on a GPU ends after the caller's own driver calls, which evict
+/// much of what it touched (`handoff cold`, BENCHMARKS.md).
+pub(crate) struct HandOffEnd<'p> {
+    backend: &'p dyn DeviceBackend,
+    release: EventHandle,
+    clean: &'p AtomicU64,
+    bit: u64,
+}
+
+impl HandOffEnd<'_> {
+    /// [`Pool::record_release_at`] for this position with `mark_clean`: records the
+    /// release event on `stream` (the hand-off's, adopted until after this call) and marks
+    /// the position clean.
+    #[inline]
+    pub(crate) fn record(&self, stream: StreamHandle) -> Result<()> {
+        // SAFETY: the event is the pool's, live while the hand-off's tensor keeps the
+        // pool; the stream is the hand-off's, adopted until after this call.
+        unsafe { self.backend.record_event_unchecked(self.release, stream)? };
+        if self.clean.load(Ordering::Relaxed) & self.bit == 0 {
+            self.clean.fetch_or(self.bit, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
 /// The streams of the output a pool belongs to, bound once when the session binds the
 /// output (a pool outside a session has neither).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1277,10 +1316,11 @@ impl Pool {
     }
 
     /// A steady-state hand-off's whole lookup in one pass over `slot`: its readiness event
-    /// and `stream`'s release position, when the slot is on the device, its readiness is
-    /// recorded, `stream` (whose raw value is `raw`) is not the writer's, and it is
-    /// already one of the slot's first 64 release streams. `None` otherwise: the caller
-    /// takes the general path ([`readiness_event`](Self::readiness_event),
+    /// and `stream`'s release position — with what the hand-off's end needs, so that it
+    /// does not look them up again ([`SteadyHandOff`]) — when the slot is on the device,
+    /// its readiness is recorded, `stream` (whose raw value is `raw`) is not the writer's,
+    /// and it is already one of the slot's first 64 release streams. `None` otherwise: the
+    /// caller takes the general path ([`readiness_event`](Self::readiness_event),
     /// [`enter_borrowed`](Self::enter_borrowed)), which decides every other case. Clears
     /// no clean mark: for a stream only hand-offs use (`enter_borrowed`'s
     /// `hand_offs_only`).
@@ -1290,7 +1330,7 @@ impl Pool {
         slot: u32,
         stream: StreamHandle,
         raw: u64,
-    ) -> Option<(&DeviceBacking, EventHandle, Holder)> {
+    ) -> Option<SteadyHandOff<'_>> {
         let d = self.device()?;
         let s = &self.slots[slot as usize];
         if s.state.load(Ordering::Acquire) != readiness::RECORDED
@@ -1303,7 +1343,17 @@ impl Pool {
             clippy::cast_possible_truncation,
             reason = "i < CLEAN_BITS = 64 fits in u8"
         )]
-        Some((d, d.readiness[slot as usize], Holder(i as u8)))
+        Some(SteadyHandOff {
+            backing: d,
+            ready: d.readiness[slot as usize],
+            position: Holder(i as u8),
+            end: HandOffEnd {
+                backend: &*d.backend,
+                release: d.release_events[slot as usize * d.release_capacity as usize + i],
+                clean: &s.release_clean,
+                bit: 1 << i,
+            },
+        })
     }
 
     /// The release event of `stream`'s position in `slot` (`None` if the stream is not one

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 
 use super::Tensor;
-use crate::channel::pool::Holder;
+use crate::channel::pool::{HandOffEnd, Holder};
 use crate::device::{
     AdoptedStream, BackendKind, CudaStreamPtr, DeviceBackend, DevicePtr, EventHandle, StreamHandle,
     StreamOrQueue,
@@ -98,6 +98,9 @@ pub struct DeviceArray<'a> {
     stream: StreamOrQueue,
     /// `None` when nothing was ordered: the tensor's own (SDK) stream, or host bytes.
     adoption: Option<Adoption>,
+    /// The steady state's end, found when the hand-off began (`device_array_on`): what
+    /// the drop records and marks, with no lookup in the pool's ledger.
+    end: Option<HandOffEnd<'a>>,
 }
 
 impl Tensor {
@@ -148,27 +151,33 @@ impl Tensor {
         // readiness not recorded yet or without its contract, another device, CUDA's
         // per-thread default stream) takes the general path, out of line.
         if stream.is_steady()
-            && let Some((d, ready, position)) =
+            && let Some(steady) =
                 self.pool
                     .registered_hand_off(self.slot, stream.handle(), stream.stream().raw())
-            && stream.is_adopted_by(&d.backend)
+            && stream.is_adopted_by(&steady.backing.backend)
         {
             // SAFETY: the readiness event is the pool's, live while this handle keeps the
             // pool; the stream is adopted by the tensor's device until `stream` drops,
             // which the array's borrow keeps from happening before the array drops.
-            if let Err(error) = unsafe { d.backend.wait_event_unchecked(stream.handle(), ready) } {
-                return Err(self.hand_off_not_ordered(position, error));
+            if let Err(error) = unsafe {
+                steady
+                    .backing
+                    .backend
+                    .wait_event_unchecked(stream.handle(), steady.ready)
+            } {
+                return Err(self.hand_off_not_ordered(steady.position, error));
             }
             return Ok(DeviceArray {
                 tensor: Held::Borrowed(self),
                 stream: stream.stream(),
                 adoption: Some(Adoption {
                     stream: stream.handle(),
-                    position,
+                    position: steady.position,
                     per_thread: None,
                     ends: AdoptionEnd::Borrowed,
                     mark_clean: true,
                 }),
+                end: Some(steady.end),
             });
         }
         self.device_array_on_general(stream)
@@ -233,6 +242,7 @@ impl Tensor {
             tensor: Held::Borrowed(self),
             stream,
             adoption,
+            end: None,
         }
     }
 
@@ -248,6 +258,7 @@ impl Tensor {
             tensor: Held::Owned(ManuallyDrop::new(self)),
             stream,
             adoption,
+            end: None,
         }
     }
 
@@ -517,18 +528,23 @@ impl Drop for DeviceArray<'_> {
     /// per-thread default stream: one record of the release), the rest out of line.
     #[inline]
     fn drop(&mut self) {
-        if let (Held::Borrowed(tensor), Some(a)) = (&self.tensor, &self.adoption)
-            && a.per_thread.is_none()
-            && !matches!(a.ends, AdoptionEnd::PerCall)
-        {
-            if tensor
-                .pool
-                .record_release_at(tensor.slot, a.position, Some(a.stream), a.mark_clean)
-                .is_err()
-            {
-                release_not_recorded(tensor, a);
+        if let (Held::Borrowed(tensor), Some(a)) = (&self.tensor, &self.adoption) {
+            if let Some(end) = &self.end {
+                if end.record(a.stream).is_err() {
+                    release_not_recorded(tensor, a);
+                }
+                return;
             }
-            return;
+            if a.per_thread.is_none() && !matches!(a.ends, AdoptionEnd::PerCall) {
+                if tensor
+                    .pool
+                    .record_release_at(tensor.slot, a.position, Some(a.stream), a.mark_clean)
+                    .is_err()
+                {
+                    release_not_recorded(tensor, a);
+                }
+                return;
+            }
         }
         self.drop_general();
     }
