@@ -98,21 +98,17 @@ pub(crate) mod readiness {
     pub(crate) const UNCONTRACTED: u8 = 4;
 }
 
+#[repr(C, align(64))]
 struct Slot {
-    /// Live handles: the producer's loan, then every `Tensor` and read lease.
-    refs: AtomicU32,
-    /// Advanced each time the slot is loaned (by the loaning thread, which holds the
-    /// slot exclusively then): with the index, it names one use of the slot
-    /// ([`SlotRef`](crate::channel::SlotRef)).
-    generation: AtomicU32,
-    /// Written only by the slot's exclusive loan holder before publication.
-    meta: UnsafeCell<TensorMeta>,
+    // The first cache line holds every field a hand-off, a commit, a receive and a
+    // release read or write (`repr(C)` keeps them there; the metadata follows): a
+    // steady-state hand-off on a GPU runs between driver calls that evict much of what it
+    // touched (`handoff cold`, BENCHMARKS.md).
     /// The raw writer stream (0: written on the host).
     writer: AtomicU64,
-    state: AtomicU8,
-    /// Guards `release_count` and this slot's release streams (held for a few loads).
-    release_lock: AtomicBool,
-    release_count: AtomicU32,
+    /// The slot's readiness event (the pool's `readiness[slot]`, copied here so that a
+    /// hand-off reads it from the line it reads the state from); 0 for a host pool.
+    ready: EventHandle,
     /// Bit `i`: release stream `i` is a partition's own stream and a handle held in it
     /// ([`Holder`]) recorded its release event when it was dropped, and the slot was not
     /// received into that stream since (see [`Pool::release`]).
@@ -121,6 +117,18 @@ struct Slot {
     /// (`synchronize_for_consumer_stream`, `copy_to_host_async`), from any thread: its
     /// event is always recorded by the slot's last handle.
     release_sticky: AtomicU64,
+    /// Live handles: the producer's loan, then every `Tensor` and read lease.
+    refs: AtomicU32,
+    /// Advanced each time the slot is loaned (by the loaning thread, which holds the
+    /// slot exclusively then): with the index, it names one use of the slot
+    /// ([`SlotRef`](crate::channel::SlotRef)).
+    generation: AtomicU32,
+    release_count: AtomicU32,
+    state: AtomicU8,
+    /// Guards `release_count` and this slot's release streams (held for a few loads).
+    release_lock: AtomicBool,
+    /// Written only by the slot's exclusive loan holder before publication.
+    meta: UnsafeCell<TensorMeta>,
 }
 
 /// Release positions that can be marked clean (the rest are always recorded by the last
@@ -208,9 +216,10 @@ struct Closing {
 
 impl Slot {
     /// A slot with `refs` handles and `meta`, host-ready, with no writer and no release
-    /// stream.
-    fn new(refs: u32, meta: TensorMeta) -> Slot {
+    /// stream; `ready` is its readiness event in `backing` (0 for a host pool).
+    fn new(refs: u32, meta: TensorMeta, ready: EventHandle) -> Slot {
         Slot {
+            ready,
             refs: AtomicU32::new(refs),
             generation: AtomicU32::new(0),
             meta: UnsafeCell::new(meta),
@@ -528,8 +537,8 @@ impl Pool {
             }
             Backing::Device(device_backing(&spec, backend, retirer, total.max(1))?)
         };
-        let slots = crate::cold::boxed_slice(spec.slot_count as usize, |_| {
-            Slot::new(0, TensorMeta::EMPTY)
+        let slots = crate::cold::boxed_slice(spec.slot_count as usize, |i| {
+            Slot::new(0, TensorMeta::EMPTY, backing.readiness_of(i))
         })
         .map_err(|e| exhausted(&spec, format!("its slot records: {e}")))?;
         let free = FreeList::full(spec.slot_count)
@@ -591,7 +600,7 @@ impl Pool {
                 len,
                 owner: HostBytes::Boxed,
             },
-            slots: Box::new([Slot::new(1, meta)]),
+            slots: Box::new([Slot::new(1, meta, EventHandle::from_raw(0))]),
             free: FreeList::empty(),
             closing: CachePadded::default(),
             counters: PoolCounters::default(),
@@ -626,7 +635,7 @@ impl Pool {
                 .generation
                 .load(Ordering::Relaxed)
                 .wrapping_add(1);
-            p.slots[0] = Slot::new(1, foreign.meta);
+            p.slots[0] = Slot::new(1, foreign.meta, p.backing.readiness_of(0));
             p.slots[0].generation.store(generation, Ordering::Relaxed);
             p.foreign = Some(foreign.owner);
             p.fence_words = OnceLock::new();
@@ -634,6 +643,7 @@ impl Pool {
             return Ok(pool);
         }
         let backing = foreign_backing(&foreign, None)?;
+        let ready = backing.readiness_of(0);
         let pool = Pool {
             name: String::new(),
             location: FOREIGN_LOCATION,
@@ -646,7 +656,7 @@ impl Pool {
             pass_through: true,
             loan_streams: OnceLock::new(),
             backing,
-            slots: Box::new([Slot::new(1, foreign.meta)]),
+            slots: Box::new([Slot::new(1, foreign.meta, ready)]),
             free: FreeList::empty(),
             closing: CachePadded::default(),
             counters: PoolCounters::default(),
@@ -1345,7 +1355,7 @@ impl Pool {
         )]
         Some(SteadyHandOff {
             backing: d,
-            ready: d.readiness[slot as usize],
+            ready: s.ready,
             position: Holder(i as u8),
             end: HandOffEnd {
                 backend: &*d.backend,
@@ -1830,6 +1840,18 @@ fn foreign_retirer() -> Result<Arc<Retirer>> {
 }
 
 impl Backing {
+    /// Slot `i`'s readiness event (0 for a host backing, or past the events).
+    fn readiness_of(&self, i: usize) -> EventHandle {
+        match self {
+            Backing::Device(d) => d
+                .readiness
+                .get(i)
+                .copied()
+                .unwrap_or(EventHandle::from_raw(0)),
+            Backing::Host { .. } => EventHandle::from_raw(0),
+        }
+    }
+
     /// A placeholder while a recycled foreign pool is rebound.
     const EMPTY_FOREIGN: Backing = Backing::Host {
         ptr: std::ptr::null_mut(),

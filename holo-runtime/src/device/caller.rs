@@ -218,6 +218,9 @@ pub fn synchronize_stream(device: &dyn DeviceBackend, stream: StreamOrQueue) -> 
 #[derive(Clone)]
 pub struct AdoptedStream(Arc<Adoption>);
 
+/// Aligned to a cache line: everything a steady-state hand-off reads of its stream in one
+/// line (`handoff cold`, BENCHMARKS.md).
+#[repr(align(64))]
 struct Adoption {
     device: Arc<dyn DeviceBackend>,
     stream: StreamOrQueue,
