@@ -5,6 +5,11 @@
 #     `handoff::adopted_hand_off` (one `device_array_on` on a stream adopted once, and the
 #     array's drop), less the software backend's `wait_event_unchecked` and
 #     `record_event_unchecked`, over the 15 × 2000 hand-offs of that row;
+#   - the cache lines a steady-state hand-off misses when every device call evicts the
+#     core's L1 data cache first, as a GPU driver's calls do (`handoff cold` on the null
+#     device writing 64 KiB in each call; callgrind's cache simulation, so the counts are
+#     exact): D1 read and write misses inside `handoff::adopted_hand_off`, less the
+#     device's calls, over its 600 hand-offs;
 #   - per fused-hop frame (`device_hop diag-null`, a device that does nothing): collected
 #     inside the partition loop (`--fair-sched=yes`, so the bench's own thread ends the run
 #     in time), its inclusive count over the frames (`fill_frame` calls).
@@ -25,6 +30,13 @@ total=$(inclusive "$tmp/h" | grep -m1 "PROGRAM TOTALS" | awk '{gsub(",","",$1); 
 backend=$(inclusive "$tmp/h" | grep -E "^ *[0-9,]+ .*device/mod.rs:holo_runtime::device::DeviceBackend::(wait_event_unchecked|record_event_unchecked) \[" \
   | awk '{gsub(",","",$1); s+=$1} END {print s+0}')
 echo "hand-off: $(( (total - backend) / 30000 )) instructions of holo's own per steady-state hand-off (software device)"
+HOLO_BENCH_BATCHES=2 HOLO_BENCH_EVICT_KIB=64 valgrind --tool=callgrind --cache-sim=yes \
+  --callgrind-out-file="$tmp/c" --toggle-collect='handoff::adopted_hand_off' "$H" cold >/dev/null 2>&1
+callgrind_annotate --inclusive=yes --show=Ir,D1mr,D1mw "$tmp/c" 2>/dev/null >"$tmp/c.txt"
+read -r cr cw < <(grep -m1 "PROGRAM TOTALS" "$tmp/c.txt" | awk '{gsub(",","",$3); gsub(",","",$5); print $3, $5}')
+read -r dr dw < <(grep -E "device/mod.rs:holo_runtime::device::DeviceBackend::(wait_event_unchecked|record_event_unchecked)( \[| *$)" "$tmp/c.txt" \
+  | awk '{gsub(",","",$3); gsub(",","",$5); r+=$3; w+=$5} END {print r+0, w+0}')
+awk -v r=$((cr - dr)) -v w=$((cw - dw)) 'BEGIN {printf "hand-off, L1 evicted in every device call: %.1f D1 read misses, %.1f D1 write misses of holo'"'"'s own per hand-off\n", r / 600, w / 600}'
 HOLO_BENCH_NULL_SHAPE=fused valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$tmp/d" \
   --toggle-collect='holo_runtime::session::run::partition_loop' "$D" diag-null >/dev/null 2>&1
 frames=$(callgrind_annotate --tree=calling "$tmp/d" 2>/dev/null | grep -m1 -E "> .*device_hop::fill_frame \(" \
