@@ -20,13 +20,13 @@ if [ "${1:-}" = ab ]; then
   # device_hop rounds of each binary alternating.
   for turn in 1 2 3 4 5 6; do for bin in .gpu/base/device_hop-base "$D"; do
     echo "== fused turn $turn: $(basename "$bin")"; HOLO_BENCH_ONLY=fused HOLO_BENCH_PAIRS=31 timeout 60 "$bin" --bench | grep "^fused"
-  done; done | tee "$out/fused-ab.log"
+  done; done | tee "$out/ab-fused.log"
   for round in 1 2 3 4 5; do for bin in .gpu/base/handoff-base "$H"; do
     echo "== handoff round $round: $(basename "$bin")"; timeout 60 "$bin" --bench | grep -E "adopted once  |two events|backend trait"
-  done; done | tee "$out/handoff-ab.log"
+  done; done | tee "$out/ab-handoff.log"
   for turn in 1 2; do for bin in .gpu/base/device_hop-base "$D"; do
     echo "== all turn $turn: $(basename "$bin")"; HOLO_BENCH_PAIRS=21 timeout 100 "$bin" --bench | grep -E "^(fenced|fused|4-op|1→2)"
-  done; done | tee "$out/device_hop-ab.log"
+  done; done | tee "$out/ab-device_hop.log"
   date -u; exit 0
 fi
 for n in handoff stream_contract dlpack topics defects kernel_author; do for b in .gpu/bin/$n-*; do
