@@ -773,93 +773,65 @@ fn a_second_hand_off_on_a_caller_stream_still_holds_the_slot_until_its_work_ran(
     }
 }
 
-/// The same fallback on the steady path (a stream already registered on the slot), whose
-/// array carries the release event and clean mark it found when the hand-off began.
-#[test]
-fn a_steady_state_array_whose_release_record_fails_waits_and_leaves_nothing_to_record() {
-    use holo_runtime::device::{CallKind, FaultInjecting};
-    let faulty = FaultInjecting::new(SoftwareDevice::new());
-    let device: Arc<dyn DeviceBackend> = Arc::clone(&faulty) as Arc<dyn DeviceBackend>;
-    let s = start(&device, u64::MAX, Duration::ZERO);
-    let (k, t) = next(&s);
-    let adopted = AdoptedStream::new(
-        &device,
-        StreamOrQueue::Cuda(holo_runtime::device::CudaStreamPtr::LEGACY),
-    )
-    .unwrap();
-    // The first hand-off registers the stream; the second takes the steady path.
-    drop(t.device_array_on(&adopted).unwrap());
-    let before = device.counters().snapshot();
-    let array = t.device_array_on(&adopted).unwrap();
-    let made = device.counters().snapshot() - before;
-    assert_eq!(
-        (made.stream_wait, made.event_record),
-        (1, 0),
-        "the steady hand-off is one wait"
-    );
-    let bytes = array
-        .copy_to_host_async(vec![0; 8])
-        .unwrap()
-        .synchronize_stream()
-        .unwrap();
-    assert_eq!(bytes, vec![expected(k); 8]);
-    faulty.fail_nth(CallKind::RecordEvent, 1, ErrorCode::DeviceUnavailable);
-    let before = device.counters().snapshot();
-    drop(array);
-    let dropped = device.counters().snapshot() - before;
-    assert_eq!(faulty.injected(CallKind::RecordEvent), 1);
-    assert_eq!(
-        dropped.stream_synchronize, 1,
-        "the failed record falls back to one host wait"
-    );
-    let before = faulty.calls(CallKind::RecordEvent);
-    drop(t);
-    assert_eq!(faulty.calls(CallKind::RecordEvent) - before, 0);
-    drop(adopted);
-    let report = s.finish();
-    assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
-}
-
 #[test]
 fn an_array_whose_release_record_fails_waits_and_leaves_nothing_to_record_on_its_stream() {
     // The array's release record on a caller's raw stream fails (an injected fault): it
     // waits for the stream on the host instead, and then its position is clean, so the
     // tensor's last handle does not record on the caller's stream again — a stream the
-    // caller may destroy once the array has dropped.
+    // caller may destroy once the array has dropped. Both ways in: the first hand-off on
+    // the stream (which registers it), and a later one on the steady path, whose array
+    // carries the release event and clean mark it found when the hand-off began.
     use holo_runtime::device::{CallKind, FaultInjecting};
-    let faulty = FaultInjecting::new(SoftwareDevice::new());
-    let device: Arc<dyn DeviceBackend> = Arc::clone(&faulty) as Arc<dyn DeviceBackend>;
-    let s = start(&device, u64::MAX, Duration::ZERO);
-    let (k, t) = next(&s);
-    let adopted = AdoptedStream::new(
-        &device,
-        StreamOrQueue::Cuda(holo_runtime::device::CudaStreamPtr::LEGACY),
-    )
-    .unwrap();
-    let array = t.device_array_on(&adopted).unwrap();
-    let bytes = array
-        .copy_to_host_async(vec![0; 8])
-        .unwrap()
-        .synchronize_stream()
+    for steady in [false, true] {
+        let faulty = FaultInjecting::new(SoftwareDevice::new());
+        let device: Arc<dyn DeviceBackend> = Arc::clone(&faulty) as Arc<dyn DeviceBackend>;
+        let s = start(&device, u64::MAX, Duration::ZERO);
+        let (k, t) = next(&s);
+        let adopted = AdoptedStream::new(
+            &device,
+            StreamOrQueue::Cuda(holo_runtime::device::CudaStreamPtr::LEGACY),
+        )
         .unwrap();
-    assert_eq!(bytes, vec![expected(k); 8]);
-    faulty.fail_nth(CallKind::RecordEvent, 1, ErrorCode::DeviceUnavailable);
-    let before = device.counters().snapshot();
-    drop(array);
-    let dropped = device.counters().snapshot() - before;
-    assert_eq!(faulty.injected(CallKind::RecordEvent), 1);
-    assert_eq!(
-        dropped.stream_synchronize, 1,
-        "the failed record falls back to one host wait"
-    );
-    let before = faulty.calls(CallKind::RecordEvent);
-    drop(t);
-    // Every position is clean now (the tap recorded its own release when it handed the
-    // tensor over): the last handle records nothing, on the caller's stream least of all.
-    assert_eq!(faulty.calls(CallKind::RecordEvent) - before, 0);
-    drop(adopted);
-    let report = s.finish();
-    assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
+        if steady {
+            // The first hand-off registers the stream; the next takes the steady path,
+            // one wait and nothing else.
+            drop(t.device_array_on(&adopted).unwrap());
+        }
+        let before = device.counters().snapshot();
+        let array = t.device_array_on(&adopted).unwrap();
+        let made = device.counters().snapshot() - before;
+        if steady {
+            assert_eq!((made.stream_wait, made.event_record), (1, 0));
+        }
+        let bytes = array
+            .copy_to_host_async(vec![0; 8])
+            .unwrap()
+            .synchronize_stream()
+            .unwrap();
+        assert_eq!(bytes, vec![expected(k); 8]);
+        faulty.fail_nth(CallKind::RecordEvent, 1, ErrorCode::DeviceUnavailable);
+        let before = device.counters().snapshot();
+        drop(array);
+        let dropped = device.counters().snapshot() - before;
+        assert_eq!(faulty.injected(CallKind::RecordEvent), 1, "steady {steady}");
+        assert_eq!(
+            dropped.stream_synchronize, 1,
+            "the failed record falls back to one host wait (steady {steady})"
+        );
+        let before = faulty.calls(CallKind::RecordEvent);
+        drop(t);
+        // Every position is clean now (the tap recorded its own release when it handed
+        // the tensor over): the last handle records nothing, on the caller's stream least
+        // of all.
+        assert_eq!(
+            faulty.calls(CallKind::RecordEvent) - before,
+            0,
+            "steady {steady}"
+        );
+        drop(adopted);
+        let report = s.finish();
+        assert_eq!(report.pools[0].free_at_end, report.pools[0].slot_count);
+    }
 }
 
 #[test]
