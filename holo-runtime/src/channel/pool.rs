@@ -106,8 +106,9 @@ struct Slot {
     // touched (`handoff cold`, BENCHMARKS.md).
     /// The raw writer stream (0: written on the host).
     writer: AtomicU64,
-    /// The slot's readiness event (the pool's `readiness[slot]`, copied here so that a
-    /// hand-off reads it from the line it reads the state from); 0 for a host pool.
+    /// The slot's readiness event, which every reader takes from here: the line it reads
+    /// the state from (the pool's `readiness` owns the events and destroys them); 0 for a
+    /// host pool.
     ready: EventHandle,
     /// Bit `i`: release stream `i` is a partition's own stream and a handle held in it
     /// ([`Holder`]) recorded its release event when it was dropped, and the slot was not
@@ -775,7 +776,7 @@ impl Pool {
             }
             sync::spin_loop();
         };
-        let r = d.backend.record_event(d.readiness[slot as usize], stream);
+        let r = d.backend.record_event(s.ready, stream);
         if r.is_ok() {
             s.writer.store(stream.raw(), Ordering::Relaxed);
         }
@@ -1633,7 +1634,7 @@ impl Pool {
         let d = self
             .device()
             .ok_or_else(|| Error::new(ErrorCode::Internal, "a stream commit on a host pool"))?;
-        d.backend.record_event(d.readiness[slot as usize], stream)?;
+        d.backend.record_event(s.ready, stream)?;
         s.state.store(readiness::RECORDED, Ordering::Release);
         Ok(())
     }
@@ -1647,10 +1648,11 @@ impl Pool {
         slot: u32,
     ) -> Result<Option<(EventHandle, &Arc<dyn DeviceBackend>)>> {
         // The usual case, inlined into the hand-off and the delivery: recorded already.
+        let s = &self.slots[slot as usize];
         if let Some(d) = self.device()
-            && self.slots[slot as usize].state.load(Ordering::Acquire) == readiness::RECORDED
+            && s.state.load(Ordering::Acquire) == readiness::RECORDED
         {
-            return Ok(Some((d.readiness[slot as usize], &d.backend)));
+            return Ok(Some((s.ready, &d.backend)));
         }
         self.readiness_event_slow(slot)
     }
@@ -1668,7 +1670,7 @@ impl Pool {
         loop {
             match s.state.load(Ordering::Acquire) {
                 readiness::HOST => return Ok(None),
-                readiness::RECORDED => return Ok(Some((d.readiness[slot as usize], &d.backend))),
+                readiness::RECORDED => return Ok(Some((s.ready, &d.backend))),
                 readiness::UNCONTRACTED => return Err(self.uncontracted(slot)),
                 // The session's teardown synchronized the writer's stream (and destroys
                 // it): the elided writes are complete, and there is nothing to record on.
@@ -1684,7 +1686,7 @@ impl Pool {
                         .is_ok()
                     {
                         let writer = StreamHandle::from_raw(s.writer.load(Ordering::Acquire));
-                        let r = d.backend.record_event(d.readiness[slot as usize], writer);
+                        let r = d.backend.record_event(s.ready, writer);
                         s.state.store(
                             if r.is_ok() {
                                 readiness::RECORDED
