@@ -141,13 +141,15 @@ fn batches() -> usize {
         .unwrap_or(BATCHES)
 }
 
-/// One row's figures: the two sides' medians over the batches, and the median and
-/// quartiles of the per-pair ratios (each holo batch over the baseline batch beside it:
-/// a drift that moves both sides of a pair cancels in its ratio).
+/// One row's figures: the two sides' medians over the batches, the median and quartiles
+/// of the per-pair ratios (each holo batch over the baseline batch beside it: a drift
+/// that moves both sides of a pair cancels in its ratio), and the median of the per-pair
+/// differences (holo's own ns beside the baseline, for `handoff cold`).
 struct Pairs {
     holo: f64,
     base: f64,
     pair_ratio: [f64; 3],
+    difference: f64,
 }
 
 impl Pairs {
@@ -165,24 +167,31 @@ impl Pairs {
 
 /// Alternating batches of `holo` and `baseline` (which goes first alternates from pair to
 /// pair, after one untimed warm-up pair); `settle` runs untimed after each batch.
-fn interleaved(
+fn interleaved(holo: impl FnMut(), baseline: impl FnMut(), settle: impl FnMut()) -> Pairs {
+    interleaved_by(PER_BATCH, holo, baseline, settle)
+}
+
+/// [`interleaved`] with `per_batch` calls a batch.
+fn interleaved_by(
+    per_batch: u32,
     mut holo: impl FnMut(),
     mut baseline: impl FnMut(),
     mut settle: impl FnMut(),
 ) -> Pairs {
     let mut time = |f: &mut dyn FnMut()| {
         let t0 = Instant::now();
-        for _ in 0..PER_BATCH {
+        for _ in 0..per_batch {
             f();
         }
-        let ns = t0.elapsed().as_secs_f64() * 1e9 / f64::from(PER_BATCH);
+        let ns = t0.elapsed().as_secs_f64() * 1e9 / f64::from(per_batch);
         settle();
         ns
     };
     time(&mut holo);
     time(&mut baseline);
     let pairs = batches();
-    let (mut holos, mut bases, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut holos, mut bases, mut ratios, mut differences) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..pairs {
         let (x, y) = if i % 2 == 0 {
             let x = time(&mut holo);
@@ -194,6 +203,7 @@ fn interleaved(
         holos.push(x);
         bases.push(y);
         ratios.push(x / y);
+        differences.push(x - y);
     }
     ratios.sort_by(f64::total_cmp);
     Pairs {
@@ -204,6 +214,7 @@ fn interleaved(
             ratios[pairs / 2],
             ratios[(3 * pairs) / 4],
         ],
+        difference: median(differences),
     }
 }
 
@@ -311,41 +322,22 @@ fn bench_cold() {
         let (ready, release) = holo_runtime::__test_support::hand_off_events(&t, &adopted)
             .expect("the first hand-off registered the stream");
         let handle = adopted.handle();
-        let time = |with_holo: bool| {
-            let t0 = Instant::now();
-            for _ in 0..COLD_PER_BATCH {
-                if with_holo {
-                    adopted_hand_off(&t, &adopted);
-                } else {
-                    // SAFETY: the pool's live events; the stream is adopted by `device`.
-                    unsafe {
-                        device.wait_event_unchecked(handle, ready).unwrap();
-                        device.record_event_unchecked(release, handle).unwrap();
-                    }
-                }
+        let raw_pair = || {
+            // SAFETY: the pool's live events; the stream is adopted by `device`.
+            unsafe {
+                device.wait_event_unchecked(handle, ready).unwrap();
+                device.record_event_unchecked(release, handle).unwrap();
             }
-            t0.elapsed().as_secs_f64() * 1e9 / f64::from(COLD_PER_BATCH)
         };
-        time(true);
-        time(false);
-        let (mut holos, mut pairs, mut own) = (Vec::new(), Vec::new(), Vec::new());
-        for i in 0..batches() {
-            let (h, r) = if i % 2 == 0 {
-                let h = time(true);
-                (h, time(false))
-            } else {
-                let r = time(false);
-                (time(true), r)
-            };
-            holos.push(h);
-            pairs.push(r);
-            own.push(h - r);
-        }
+        let row = interleaved_by(
+            COLD_PER_BATCH,
+            || adopted_hand_off(&t, &adopted),
+            raw_pair,
+            || {},
+        );
         println!(
             "null      {label:<25} holo {:>8.1}   raw pair via the trait {:>8.1}   holo's own {:>6.1}",
-            median(holos),
-            median(pairs),
-            median(own)
+            row.holo, row.base, row.difference
         );
         drop(adopted);
         drop(t);
