@@ -296,7 +296,11 @@ pub fn byte_span_rate(data: &[u8]) {
         2 => Some(u32::from(b.byte())),
         _ => Some(u32::MAX - u32::from(b.byte())),
     };
-    let (expr, want) = expression(&mut b, &params, bound, 0);
+    let (expr, span) = expression(&mut b, &params, bound, 0);
+    // The slot bound is the span rounded up to a multiple of the pool's dtype size
+    // (`Spanned::out` is `u16`): slots `per_slot_bytes` apart stay aligned for the
+    // dtype; past `u64::MAX` it is an overflow, refused as a byte-span diagnostic.
+    let want = span.and_then(|bytes| bytes.checked_next_multiple_of(2));
     SPAN.with_borrow_mut(|s| *s = Some(expr));
     BOUND_SPAN.with_borrow_mut(|s| *s = Some(tensor_byte_span(bound)));
     RATES.with_borrow_mut(|r| *r = Some(case_rates));
