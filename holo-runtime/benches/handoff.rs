@@ -25,7 +25,10 @@
 //! `cargo bench -p holo-runtime --bench handoff` (target: ≤ 1.1× on CUDA; SDK stream 0
 //! calls). `… --bench handoff -- cold` times holo's own part of a steady-state hand-off on
 //! a device that does nothing, with warm caches and with caches evicted in every device
-//! call, as a driver's calls evict them (`bench_cold`).
+//! call, as a driver's calls evict them (`bench_cold`). `… -- perf` counts the CPU's own
+//! events (cycles, instructions, branch and instruction-cache misses, user space) per
+//! hand-off beside the same counts for the raw pair (`perf_rows`), on the device
+//! `HOLO_DEVICE` names (CUDA, else the software device).
 
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
@@ -36,6 +39,9 @@ use holo_runtime::device::{
 };
 #[path = "common/null_device.rs"]
 mod null_device;
+#[cfg(target_os = "linux")]
+#[path = "common/perf_counters.rs"]
+mod perf_counters;
 
 use holo_runtime::{
     CompileOptions, ConnectionOptions, DType, EmitOptions, ExecutionContext, Graph, Input,
@@ -242,6 +248,69 @@ fn adopted_hand_off(t: &Tensor, adopted: &AdoptedStream) {
     drop(t.device_array_on(adopted).unwrap());
 }
 
+/// `handoff perf`: each side's batches (of [`PER_BATCH`] calls) counted by the CPU's own
+/// counters, the sides' order rotating from round to round, [`batches`] rounds; prints each
+/// side's medians per call, then each side less the first baseline (the second side).
+#[cfg(target_os = "linux")]
+fn perf_rows(label: &str, sides: &mut [(&str, &mut dyn FnMut())], settle: &mut dyn FnMut()) {
+    use std::fmt::Write as _;
+    let mut counters = match perf_counters::CpuCounters::open() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("{label:<9} perf counters unavailable: {e}");
+            return;
+        }
+    };
+    if !counters.missing.is_empty() {
+        println!("{label:<9} not counted: {}", counters.missing.join(", "));
+    }
+    let names = counters.names();
+    let mut rows: Vec<Vec<perf_counters::PerCall>> = sides.iter().map(|_| Vec::new()).collect();
+    for (_, f) in sides.iter_mut() {
+        counters.measure(PER_BATCH, &mut **f);
+        settle();
+    }
+    let n = sides.len();
+    for round in 0..batches() {
+        for k in 0..n {
+            let i = (round + k) % n;
+            rows[i].push(counters.measure(PER_BATCH, &mut *sides[i].1));
+            settle();
+        }
+    }
+    let medians: Vec<_> = rows
+        .iter()
+        .map(|r| perf_counters::medians(r, &names))
+        .collect();
+    let line = |m: &perf_counters::PerCall| {
+        let cycles = m.get("cycles").unwrap_or(f64::NAN);
+        let mut s = format!("{:>7.1} ns {:>5.2} GHz", m.ns, cycles / m.ns);
+        for (name, v) in &m.counts {
+            let _ = write!(s, "  {name} {v:.1}");
+        }
+        if !m.whole {
+            s.push_str("  (multiplexed)");
+        }
+        s
+    };
+    for ((name, _), m) in sides.iter().zip(&medians) {
+        println!("{label:<9} perf  {name:<34} {}", line(m));
+    }
+    let base = &medians[1];
+    for ((name, _), m) in sides
+        .iter()
+        .zip(&medians)
+        .skip(2)
+        .chain(sides.iter().zip(&medians).take(1))
+    {
+        let mut s = format!("{:>+7.1} ns", m.ns - base.ns);
+        for ((n, v), (_, b)) in m.counts.iter().zip(&base.counts) {
+            let _ = write!(s, "  {n} {:+.1}", v - b);
+        }
+        println!("{label:<9} perf  {name:<34} less the raw pair: {s}");
+    }
+}
+
 fn bench_software() {
     let device: Arc<dyn DeviceBackend> = SoftwareDevice::new();
     let (session, rx, t) = one_frame(&device);
@@ -261,20 +330,34 @@ fn bench_software() {
         device.record_event(event, caller).unwrap();
     };
     let settle = || device.synchronize_stream(caller).unwrap();
-    let row = interleaved(|| drop(t.device_array(legacy).unwrap()), baseline, settle);
-    println!(
-        "software  hand-off, adopted per call {:>8.1} ns   wait+record via the trait {:>8.1} ns   {}",
-        row.holo,
-        row.base,
-        row.ratios()
-    );
-    let row = interleaved(|| adopted_hand_off(&t, &adopted), baseline, settle);
-    println!(
-        "software  hand-off, adopted once     {:>8.1} ns   wait+record via the trait {:>8.1} ns   {}",
-        row.holo,
-        row.base,
-        row.ratios()
-    );
+    if perf_mode() {
+        #[cfg(target_os = "linux")]
+        perf_rows(
+            "software",
+            &mut [
+                ("hand-off, adopted once", &mut || {
+                    adopted_hand_off(&t, &adopted);
+                }),
+                ("wait+record via the trait", &mut || baseline()),
+            ],
+            &mut || settle(),
+        );
+    } else {
+        let row = interleaved(|| drop(t.device_array(legacy).unwrap()), baseline, settle);
+        println!(
+            "software  hand-off, adopted per call {:>8.1} ns   wait+record via the trait {:>8.1} ns   {}",
+            row.holo,
+            row.base,
+            row.ratios()
+        );
+        let row = interleaved(|| adopted_hand_off(&t, &adopted), baseline, settle);
+        println!(
+            "software  hand-off, adopted once     {:>8.1} ns   wait+record via the trait {:>8.1} ns   {}",
+            row.holo,
+            row.base,
+            row.ratios()
+        );
+    }
     drop(adopted);
     sdk_row("software", &device, &t);
     drop(t);
@@ -416,79 +499,85 @@ fn bench_cuda() {
             sys::CUresult::CUDA_SUCCESS
         );
     };
-    let row = interleaved(|| drop(t.device_array(caller).unwrap()), baseline, settle);
-    println!(
-        "cuda      hand-off, adopted per call (cuStreamGetCtx each) {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {}",
-        row.holo,
-        row.base,
-        row.ratios()
-    );
-    let adopted = AdoptedStream::new(&device, caller).unwrap();
-    let row = interleaved(
-        || drop(t.device_array_on(&adopted).unwrap()),
-        baseline,
-        settle,
-    );
-    println!(
-        "cuda      hand-off, adopted once                            {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {} (target ≤ 1.10)",
-        row.holo,
-        row.base,
-        row.ratios()
-    );
-    // Where the gap goes: the same two driver calls on holo's own events (the slot's
-    // readiness event and the stream's release event), made raw, then through the backend
-    // trait (unchecked, counted): the rest of holo's hand-off is its ledger.
-    if let Some((ready_h, release_h)) = holo_runtime::__test_support::hand_off_events(&t, &adopted)
-    {
-        let (r, e) = (
-            ready_h.raw() as sys::CUevent,
-            release_h.raw() as sys::CUevent,
-        );
-        let raw_on_holos = || {
-            // SAFETY: the pool's live events (the tensor keeps its pool); a live stream.
-            unsafe {
-                assert_eq!(
-                    sys::cuStreamWaitEvent(stream, r, 0),
-                    sys::CUresult::CUDA_SUCCESS
-                );
-                assert_eq!(sys::cuEventRecord(e, stream), sys::CUresult::CUDA_SUCCESS);
-            }
-        };
-        let row = interleaved(raw_on_holos, baseline, settle);
+    if perf_mode() {
+        #[cfg(target_os = "linux")]
+        cuda_perf(&device, &t, caller, baseline, settle);
+    } else {
+        let row = interleaved(|| drop(t.device_array(caller).unwrap()), baseline, settle);
         println!(
-            "cuda      the raw pair on holo's two events                {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {}",
+            "cuda      hand-off, adopted per call (cuStreamGetCtx each) {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {}",
             row.holo,
             row.base,
             row.ratios()
         );
-        let h = adopted.handle();
-        let trait_pair = || {
-            // SAFETY: as above; the stream is adopted by `device` until `adopted` drops.
-            unsafe {
-                device.wait_event_unchecked(h, ready_h).unwrap();
-                device.record_event_unchecked(release_h, h).unwrap();
-            }
-        };
-        let row = interleaved(trait_pair, baseline, settle);
+        let adopted = AdoptedStream::new(&device, caller).unwrap();
+        let row = interleaved(
+            || drop(t.device_array_on(&adopted).unwrap()),
+            baseline,
+            settle,
+        );
         println!(
-            "cuda      the same pair through the backend trait          {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {}",
+            "cuda      hand-off, adopted once                            {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {} (target ≤ 1.10)",
             row.holo,
             row.base,
             row.ratios()
         );
+        // Where the gap goes: the same two driver calls on holo's own events (the slot's
+        // readiness event and the stream's release event), made raw, then through the backend
+        // trait (unchecked, counted): the rest of holo's hand-off is its ledger.
+        if let Some((ready_h, release_h)) =
+            holo_runtime::__test_support::hand_off_events(&t, &adopted)
+        {
+            let (r, e) = (
+                ready_h.raw() as sys::CUevent,
+                release_h.raw() as sys::CUevent,
+            );
+            let raw_on_holos = || {
+                // SAFETY: the pool's live events (the tensor keeps its pool); a live stream.
+                unsafe {
+                    assert_eq!(
+                        sys::cuStreamWaitEvent(stream, r, 0),
+                        sys::CUresult::CUDA_SUCCESS
+                    );
+                    assert_eq!(sys::cuEventRecord(e, stream), sys::CUresult::CUDA_SUCCESS);
+                }
+            };
+            let row = interleaved(raw_on_holos, baseline, settle);
+            println!(
+                "cuda      the raw pair on holo's two events                {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {}",
+                row.holo,
+                row.base,
+                row.ratios()
+            );
+            let h = adopted.handle();
+            let trait_pair = || {
+                // SAFETY: as above; the stream is adopted by `device` until `adopted` drops.
+                unsafe {
+                    device.wait_event_unchecked(h, ready_h).unwrap();
+                    device.record_event_unchecked(release_h, h).unwrap();
+                }
+            };
+            let row = interleaved(trait_pair, baseline, settle);
+            println!(
+                "cuda      the same pair through the backend trait          {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {}",
+                row.holo,
+                row.base,
+                row.ratios()
+            );
+        }
+        let row = interleaved(
+            || drop(t.clone().into_device_array_on(&adopted).unwrap()),
+            baseline,
+            settle,
+        );
+        println!(
+            "cuda      hand-off, adopted once, owning form (a handle and the adoption cloned) {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {}",
+            row.holo,
+            row.base,
+            row.ratios()
+        );
+        drop(adopted);
     }
-    let row = interleaved(
-        || drop(t.clone().into_device_array_on(&adopted).unwrap()),
-        baseline,
-        settle,
-    );
-    println!(
-        "cuda      hand-off, adopted once, owning form (a handle and the adoption cloned) {:>8.1} ns   cuStreamWaitEvent+cuEventRecord {:>8.1} ns   {}",
-        row.holo,
-        row.base,
-        row.ratios()
-    );
-    drop(adopted);
     sdk_row("cuda", &device, &t);
     drop(t);
     session.stop();
@@ -502,6 +591,64 @@ fn bench_cuda() {
         sys::cuStreamDestroy_v2(stream);
         sys::cuStreamDestroy_v2(producer);
     }
+}
+
+/// `handoff perf` on CUDA: the adopted-once hand-off, the raw pair, the raw pair on holo's
+/// two events and the pair through the backend trait, counted by the CPU's counters.
+#[cfg(all(feature = "cuda", target_os = "linux"))]
+fn cuda_perf(
+    device: &Arc<dyn DeviceBackend>,
+    t: &Tensor,
+    caller: StreamOrQueue,
+    baseline: impl Fn(),
+    settle: impl Fn(),
+) {
+    use cudarc::driver::sys;
+    let adopted = AdoptedStream::new(device, caller).unwrap();
+    let Some((ready_h, release_h)) = holo_runtime::__test_support::hand_off_events(t, &adopted)
+    else {
+        println!("cuda      perf: no steady-state hand-off events");
+        return;
+    };
+    let (r, e) = (
+        ready_h.raw() as sys::CUevent,
+        release_h.raw() as sys::CUevent,
+    );
+    let h = adopted.handle();
+    let stream = h.raw() as sys::CUstream;
+    perf_rows(
+        "cuda",
+        &mut [
+            ("hand-off, adopted once", &mut || {
+                adopted_hand_off(t, &adopted);
+            }),
+            ("raw cuStreamWaitEvent+cuEventRecord", &mut || baseline()),
+            ("the raw pair on holo's two events", &mut || {
+                // SAFETY: the pool's live events (the tensor keeps its pool); a live
+                // stream, adopted until `adopted` drops.
+                unsafe {
+                    assert_eq!(
+                        sys::cuStreamWaitEvent(stream, r, 0),
+                        sys::CUresult::CUDA_SUCCESS
+                    );
+                    assert_eq!(sys::cuEventRecord(e, stream), sys::CUresult::CUDA_SUCCESS);
+                }
+            }),
+            ("the same pair through the backend trait", &mut || {
+                // SAFETY: as above.
+                unsafe {
+                    device.wait_event_unchecked(h, ready_h).unwrap();
+                    device.record_event_unchecked(release_h, h).unwrap();
+                }
+            }),
+        ],
+        &mut || settle(),
+    );
+}
+
+/// Whether the bench was asked for `perf` (the CPU's counters) instead of its rows.
+fn perf_mode() -> bool {
+    std::env::args().any(|a| a == "perf")
 }
 
 #[cfg(not(feature = "cuda"))]

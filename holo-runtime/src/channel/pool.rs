@@ -177,21 +177,36 @@ pub(crate) struct HandOffEnd<'p> {
     release: EventHandle,
     clean: &'p AtomicU64,
     bit: u64,
+    /// The hand-off's stream (adopted until after the end) and its release position.
+    stream: StreamHandle,
+    position: Holder,
 }
 
 impl HandOffEnd<'_> {
     /// [`Pool::record_release_at`] for this position with `mark_clean`: records the
-    /// release event on `stream` (the hand-off's, adopted until after this call) and marks
-    /// the position clean.
+    /// release event on the hand-off's stream and marks the position clean.
     #[inline]
-    pub(crate) fn record(&self, stream: StreamHandle) -> Result<()> {
+    pub(crate) fn record(&self) -> Result<()> {
         // SAFETY: the event is the pool's, live while the hand-off's tensor keeps the
         // pool; the stream is the hand-off's, adopted until after this call.
-        unsafe { self.backend.record_event_unchecked(self.release, stream)? };
+        unsafe {
+            self.backend
+                .record_event_unchecked(self.release, self.stream)?;
+        }
         if self.clean.load(Ordering::Relaxed) & self.bit == 0 {
             self.clean.fetch_or(self.bit, Ordering::Release);
         }
         Ok(())
+    }
+
+    /// The hand-off's stream.
+    pub(crate) fn stream(&self) -> StreamHandle {
+        self.stream
+    }
+
+    /// The stream's release position in the slot.
+    pub(crate) fn position(&self) -> Holder {
+        self.position
     }
 }
 
@@ -1363,6 +1378,8 @@ impl Pool {
                 release: d.release_events[slot as usize * d.release_capacity as usize + i],
                 clean: &s.release_clean,
                 bit: 1 << i,
+                stream,
+                position: Holder(i as u8),
             },
         })
     }

@@ -136,6 +136,26 @@ fn driver_error(call: &'static str, error: DriverError) -> Error {
     Error::new(code, format!("{call} failed: {:?}", error.0))
 }
 
+/// `cuEventRecord(event, stream)` on raw handles.
+///
+/// # Safety
+/// Both are live handles of one context (the unchecked calls' contract).
+#[inline]
+unsafe fn record_raw(event: u64, stream: u64) -> sys::CUresult {
+    // SAFETY: the caller's contract.
+    unsafe { sys::cuEventRecord(event_ptr(event), stream_ptr(stream)) }
+}
+
+/// `cuStreamWaitEvent(stream, event, CU_EVENT_WAIT_DEFAULT)` on raw handles.
+///
+/// # Safety
+/// As [`record_raw`].
+#[inline]
+unsafe fn wait_raw(event: u64, stream: u64) -> sys::CUresult {
+    // SAFETY: the caller's contract.
+    unsafe { sys::cuStreamWaitEvent(stream_ptr(stream), event_ptr(event), 0) }
+}
+
 fn check(call: &'static str, result: sys::CUresult) -> Result<()> {
     result.result().map_err(|error| driver_error(call, error))
 }
@@ -328,13 +348,55 @@ impl CudaDevice {
         Ok(())
     }
 
+    /// Whether this thread bound this device's context last (`make_current`).
+    #[inline]
+    fn is_bound(&self) -> bool {
+        BOUND_INSTANCE.try_with(Cell::get).unwrap_or(0) == self.instance
+    }
+
     /// Binds the context unless this thread already did; the hot path's only check.
     #[inline]
     fn bind(&self) -> Result<()> {
-        if BOUND_INSTANCE.try_with(Cell::get).unwrap_or(0) == self.instance {
+        if self.is_bound() {
             return Ok(());
         }
         self.make_current()
+    }
+
+    /// The rest of [`record_event_unchecked`](DeviceBackend::record_event_unchecked) and
+    /// [`wait_event_unchecked`](DeviceBackend::wait_event_unchecked) (`count` says which),
+    /// out of line: `first` is the result of the call made with the context bound
+    /// (`None`: it was not bound, no call made). Binds the context and calls (again only
+    /// if the first call found another context current), then checks and counts.
+    ///
+    /// # Safety
+    /// The unchecked calls' contract for `event` and `stream` (raw handles).
+    #[cold]
+    #[inline(never)]
+    unsafe fn event_call_slow(
+        &self,
+        first: Option<sys::CUresult>,
+        count: Count,
+        event: u64,
+        stream: u64,
+    ) -> Result<()> {
+        let (name, call): (_, unsafe fn(u64, u64) -> sys::CUresult) = match count {
+            Count::event_record => ("cuEventRecord", record_raw),
+            _ => ("cuStreamWaitEvent", wait_raw),
+        };
+        // SAFETY: the caller's contract.
+        let call = || unsafe { call(event, stream) };
+        let result = match first {
+            Some(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT) => {
+                self.make_current()?;
+                call()
+            }
+            Some(result) => result,
+            None => self.driver_call(call)?,
+        };
+        check(name, result)?;
+        self.counters.bump(count);
+        Ok(())
     }
 
     /// Runs a driver call with the context bound; if someone else's context was current
@@ -531,27 +593,42 @@ impl DeviceBackend for CudaDevice {
         unsafe { self.record_event_unchecked(event, stream) }
     }
 
+    // The two calls of a steady-state hand-off (`Tensor::device_array_on` and its array's
+    // drop): the success path is the binding check, the driver call, its result and the
+    // count; binding, the retry and the error are out of line (`event_call_slow`).
+    #[inline]
     unsafe fn record_event_unchecked(
         &self,
         event: EventHandle,
         stream: StreamHandle,
     ) -> Result<()> {
-        let (event, stream) = (event_ptr(event.raw()), stream_ptr(stream.raw()));
-        // SAFETY: the caller's contract: both handles are live (a stream of this device's
-        // context, or an adopted caller stream checked to be in it).
-        let result = self.driver_call(|| unsafe { sys::cuEventRecord(event, stream) })?;
-        check("cuEventRecord", result)?;
-        self.counters.bump(Count::event_record);
-        Ok(())
+        let (e, s) = (event.raw(), stream.raw());
+        let first = self.is_bound().then(|| {
+            // SAFETY: the caller's contract: both handles are live (a stream of this
+            // device's context, or an adopted caller stream checked to be in it).
+            unsafe { record_raw(e, s) }
+        });
+        if first == Some(sys::CUresult::CUDA_SUCCESS) {
+            self.counters.bump(Count::event_record);
+            return Ok(());
+        }
+        // SAFETY: as above.
+        unsafe { self.event_call_slow(first, Count::event_record, e, s) }
     }
 
+    #[inline]
     unsafe fn wait_event_unchecked(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
-        let (event, stream) = (event_ptr(event.raw()), stream_ptr(stream.raw()));
-        // SAFETY: as `record_event_unchecked`; flags 0 is CU_EVENT_WAIT_DEFAULT.
-        let result = self.driver_call(|| unsafe { sys::cuStreamWaitEvent(stream, event, 0) })?;
-        check("cuStreamWaitEvent", result)?;
-        self.counters.bump(Count::stream_wait);
-        Ok(())
+        let (e, s) = (event.raw(), stream.raw());
+        let first = self.is_bound().then(|| {
+            // SAFETY: as `record_event_unchecked`.
+            unsafe { wait_raw(e, s) }
+        });
+        if first == Some(sys::CUresult::CUDA_SUCCESS) {
+            self.counters.bump(Count::stream_wait);
+            return Ok(());
+        }
+        // SAFETY: as above.
+        unsafe { self.event_call_slow(first, Count::stream_wait, e, s) }
     }
 
     fn wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {

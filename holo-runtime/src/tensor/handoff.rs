@@ -96,11 +96,48 @@ impl Held<'_> {
 pub struct DeviceArray<'a> {
     tensor: Held<'a>,
     stream: StreamOrQueue,
-    /// `None` when nothing was ordered: the tensor's own (SDK) stream, or host bytes.
-    adoption: Option<Adoption>,
-    /// The steady state's end, found when the hand-off began (`device_array_on`): what
-    /// the drop records and marks, with no lookup in the pool's ledger.
-    end: Option<HandOffEnd<'a>>,
+    ordered: Ordered<'a>,
+}
+
+/// What a hand-off ordered on the caller's stream, and so what its array's drop records.
+enum Ordered<'a> {
+    /// Nothing: the tensor's own (SDK) stream, or host bytes.
+    Not,
+    /// The steady state ([`Tensor::device_array_on`] on a registered stream; the tensor is
+    /// always borrowed): its end, found when the hand-off began, which the drop records
+    /// and marks with no lookup in the pool's ledger.
+    Steady(HandOffEnd<'a>),
+    /// Every other hand-off that ordered the stream.
+    Adopted(Adoption),
+}
+
+impl Ordered<'_> {
+    /// The general path's adoption, if the hand-off took that path.
+    fn adoption(&self) -> Option<&Adoption> {
+        match self {
+            Ordered::Adopted(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+impl From<Option<Adoption>> for Ordered<'_> {
+    fn from(adoption: Option<Adoption>) -> Self {
+        adoption.map_or(Ordered::Not, Ordered::Adopted)
+    }
+}
+
+impl fmt::Debug for Ordered<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ordered::Not => f.write_str("Not"),
+            Ordered::Steady(end) => f
+                .debug_struct("Steady")
+                .field("stream", &end.stream())
+                .finish_non_exhaustive(),
+            Ordered::Adopted(a) => f.debug_tuple("Adopted").field(a).finish(),
+        }
+    }
 }
 
 impl Tensor {
@@ -170,14 +207,7 @@ impl Tensor {
             return Ok(DeviceArray {
                 tensor: Held::Borrowed(self),
                 stream: stream.stream(),
-                adoption: Some(Adoption {
-                    stream: stream.handle(),
-                    position: steady.position,
-                    per_thread: None,
-                    ends: AdoptionEnd::Borrowed,
-                    mark_clean: true,
-                }),
-                end: Some(steady.end),
+                ordered: Ordered::Steady(steady.end),
             });
         }
         self.device_array_on_general(stream)
@@ -241,8 +271,7 @@ impl Tensor {
         DeviceArray {
             tensor: Held::Borrowed(self),
             stream,
-            adoption,
-            end: None,
+            ordered: Ordered::from(adoption),
         }
     }
 
@@ -257,8 +286,7 @@ impl Tensor {
         DeviceArray {
             tensor: Held::Owned(ManuallyDrop::new(self)),
             stream,
-            adoption,
-            end: None,
+            ordered: Ordered::from(adoption),
         }
     }
 
@@ -433,7 +461,7 @@ impl DeviceArray<'_> {
     /// Whether the hand-off ordered anything on the device (`false` for the tensor's own
     /// stream and for host bytes: nothing was recorded, nothing waited).
     pub fn is_ordered(&self) -> bool {
-        self.adoption.is_some()
+        !matches!(self.ordered, Ordered::Not)
     }
 
     /// The extents.
@@ -502,7 +530,7 @@ impl DeviceArray<'_> {
     /// run unordered after the tensor's writes, or a wait would return before the copy
     /// wrote its destination. `NotSupported` there.
     fn check_thread(&self, call: &str) -> Result<()> {
-        match self.adoption.as_ref().and_then(|a| a.per_thread) {
+        match self.ordered.adoption().and_then(|a| a.per_thread) {
             Some(owner) if owner != std::thread::current().id() => Err(Error::new(
                 ErrorCode::NotSupported,
                 format!(
@@ -516,45 +544,35 @@ impl DeviceArray<'_> {
     /// The backend handle of the array's stream: the adopted caller stream, or the
     /// tensor's own stream.
     fn device_stream(&self) -> StreamHandle {
-        match &self.adoption {
-            Some(a) => a.stream,
-            None => StreamHandle::from_raw(self.stream.raw()),
+        match &self.ordered {
+            Ordered::Steady(end) => end.stream(),
+            Ordered::Adopted(a) => a.stream,
+            Ordered::Not => StreamHandle::from_raw(self.stream.raw()),
         }
     }
 }
 
 impl Drop for DeviceArray<'_> {
-    /// The steady state inline (a borrowed tensor, a stream adopted once or shared, not a
-    /// per-thread default stream: one record of the release), the rest out of line.
+    /// The steady state inline (one record of the release, its event and clean mark found
+    /// when the hand-off began), the rest out of line.
     #[inline]
     fn drop(&mut self) {
-        if let (Held::Borrowed(tensor), Some(a)) = (&self.tensor, &self.adoption) {
-            if let Some(end) = &self.end {
-                if end.record(a.stream).is_err() {
-                    release_not_recorded(tensor, a);
-                }
-                return;
+        if let Ordered::Steady(end) = &self.ordered {
+            if end.record().is_err() {
+                release_not_recorded(self.tensor.get(), end.stream(), end.position(), true);
             }
-            if a.per_thread.is_none() && !matches!(a.ends, AdoptionEnd::PerCall) {
-                if tensor
-                    .pool
-                    .record_release_at(tensor.slot, a.position, Some(a.stream), a.mark_clean)
-                    .is_err()
-                {
-                    release_not_recorded(tensor, a);
-                }
-                return;
-            }
+            return;
         }
         self.drop_general();
     }
 }
 
-/// The release of a hand-off could not be recorded on the caller's stream: waits for the
-/// stream on the host instead, so the slot is not reused under its work.
+/// The release of a hand-off on `stream` (at `position`) could not be recorded on the
+/// caller's stream: waits for the stream on the host instead, so the slot is not reused
+/// under its work.
 #[cold]
 #[inline(never)]
-fn release_not_recorded(tensor: &Tensor, a: &Adoption) {
+fn release_not_recorded(tensor: &Tensor, stream: StreamHandle, position: Holder, mark_clean: bool) {
     let Some(d) = tensor.pool.device() else {
         return;
     };
@@ -566,8 +584,8 @@ fn release_not_recorded(tensor: &Tensor, a: &Adoption) {
     // Once the stream has run, its work on the slot is complete: the position is clean,
     // so the slot's last handle does not record on a caller's stream the caller may
     // destroy once the array has dropped.
-    if d.backend.synchronize_stream(a.stream).is_ok() && a.mark_clean {
-        tensor.pool.mark_release_clean(tensor.slot, a.position);
+    if d.backend.synchronize_stream(stream).is_ok() && mark_clean {
+        tensor.pool.mark_release_clean(tensor.slot, position);
     }
 }
 
@@ -575,9 +593,24 @@ impl DeviceArray<'_> {
     /// `drop` in every case but the steady state.
     #[inline(never)]
     fn drop_general(&mut self) {
+        // A borrowed tensor on a stream adopted once or shared, not a per-thread default
+        // stream: one record of the release.
+        if let (Held::Borrowed(tensor), Ordered::Adopted(a)) = (&self.tensor, &self.ordered)
+            && a.per_thread.is_none()
+            && !matches!(a.ends, AdoptionEnd::PerCall)
+        {
+            if tensor
+                .pool
+                .record_release_at(tensor.slot, a.position, Some(a.stream), a.mark_clean)
+                .is_err()
+            {
+                release_not_recorded(tensor, a.stream, a.position, a.mark_clean);
+            }
+            return;
+        }
         let tensor = self.tensor.get();
         let backend = tensor.pool.device().map(|d| &d.backend);
-        if let (Some(a), Some(backend)) = (&self.adoption, backend) {
+        if let (Some(a), Some(backend)) = (self.ordered.adoption(), backend) {
             let r = match a.per_thread {
                 // A per-thread default stream is recorded on as CUDA's legacy default
                 // stream, which is ordered after every per-thread default stream of the
@@ -605,14 +638,14 @@ impl DeviceArray<'_> {
                 ),
             };
             if r.is_err() {
-                release_not_recorded(tensor, a);
+                release_not_recorded(tensor, a.stream, a.position, a.mark_clean);
             }
         }
         // The per-call adoption ends after an owned handle drops: the slot's last handle
         // may still record on the stream (if the record above failed). A shared adoption
         // ends with its last clone (this array's is dropped after this function); a
         // borrowed one with its owner.
-        let ends = match (&self.adoption, backend) {
+        let ends = match (self.ordered.adoption(), backend) {
             (
                 Some(Adoption {
                     ends: AdoptionEnd::PerCall,
@@ -638,7 +671,7 @@ impl fmt::Debug for DeviceArray<'_> {
         f.debug_struct("DeviceArray")
             .field("tensor", self.tensor.get())
             .field("stream", &self.stream)
-            .field("adoption", &self.adoption)
+            .field("ordered", &self.ordered)
             .finish()
     }
 }

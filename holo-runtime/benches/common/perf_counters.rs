@@ -1,0 +1,154 @@
+//! The CPU's own counters around a bench's batches (Linux `perf_event_open`, through
+//! `perf-event2`), user space only: cycles, instructions, branch misses, L1 instruction
+//! cache and instruction TLB read misses, counted as one group so that every figure covers
+//! the same instructions. A counter the CPU or the kernel does not offer is left out (and
+//! named); where none can be opened (a container without `perf_event_open`, or
+//! `perf_event_paranoid` above 2) [`CpuCounters::open`] says why, and the bench prints it.
+
+#![allow(
+    clippy::cast_precision_loss,
+    reason = "event counts per call, as floating-point figures"
+)]
+
+use std::time::Instant;
+
+use perf_event::events::{Cache, CacheId, CacheOp, CacheResult, Event, Hardware};
+use perf_event::{Builder, Counter, Group};
+
+/// One opened group and its members, in [`NAMES`] order (an absent one is `None`).
+pub(crate) struct CpuCounters {
+    group: Group,
+    members: Vec<(&'static str, Counter)>,
+    /// The counters that could not be opened, and why.
+    pub(crate) missing: Vec<String>,
+}
+
+/// What a batch cost, per call: each counter's count and the wall time.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PerCall {
+    pub(crate) counts: Vec<(&'static str, f64)>,
+    pub(crate) ns: f64,
+    /// Whether the group ran the whole batch (not multiplexed with another group).
+    pub(crate) whole: bool,
+}
+
+impl PerCall {
+    /// The count of `name`, if it was counted.
+    pub(crate) fn get(&self, name: &str) -> Option<f64> {
+        self.counts
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
+    }
+}
+
+fn builder(event: impl Event + 'static) -> Builder<'static> {
+    let mut b = Builder::new(event);
+    b.exclude_kernel(true).exclude_hv(true);
+    b
+}
+
+impl CpuCounters {
+    /// Opens the group on the calling thread.
+    pub(crate) fn open() -> Result<Self, String> {
+        let mut group = Group::builder()
+            .exclude_kernel(true)
+            .exclude_hv(true)
+            .build_group()
+            .map_err(|e| format!("perf_event_open: {e}"))?;
+        let l1i = Cache {
+            which: CacheId::L1I,
+            operation: CacheOp::READ,
+            result: CacheResult::MISS,
+        };
+        let itlb = Cache {
+            which: CacheId::ITLB,
+            operation: CacheOp::READ,
+            result: CacheResult::MISS,
+        };
+        let wanted: Vec<(&'static str, Builder<'static>)> = vec![
+            ("cycles", builder(Hardware::CPU_CYCLES)),
+            ("instructions", builder(Hardware::INSTRUCTIONS)),
+            ("branch-misses", builder(Hardware::BRANCH_MISSES)),
+            ("L1i-misses", builder(l1i)),
+            ("iTLB-misses", builder(itlb)),
+        ];
+        let (mut members, mut missing) = (Vec::new(), Vec::new());
+        for (name, b) in wanted {
+            match b.build_with_group(&mut group) {
+                Ok(c) => members.push((name, c)),
+                Err(e) => missing.push(format!("{name} ({e})")),
+            }
+        }
+        if members.is_empty() {
+            return Err(format!(
+                "no hardware counter could be opened: {}",
+                missing.join(", ")
+            ));
+        }
+        Ok(Self {
+            group,
+            members,
+            missing,
+        })
+    }
+
+    /// Runs `calls` calls of `f`, counted, and returns the counts per call.
+    pub(crate) fn measure(&mut self, calls: u32, mut f: impl FnMut()) -> PerCall {
+        let _ = self.group.reset();
+        let t0 = Instant::now();
+        let _ = self.group.enable();
+        for _ in 0..calls {
+            f();
+        }
+        let _ = self.group.disable();
+        let ns = t0.elapsed().as_secs_f64() * 1e9;
+        let n = f64::from(calls);
+        match self.group.read() {
+            Ok(data) => PerCall {
+                counts: self
+                    .members
+                    .iter()
+                    .map(|(name, c)| {
+                        (
+                            *name,
+                            data.get(c).map_or(f64::NAN, |e| e.value() as f64) / n,
+                        )
+                    })
+                    .collect(),
+                ns: ns / n,
+                whole: data.time_enabled() == data.time_running(),
+            },
+            Err(_) => PerCall {
+                ns: ns / n,
+                ..PerCall::default()
+            },
+        }
+    }
+
+    /// The counted names, in order.
+    pub(crate) fn names(&self) -> Vec<&'static str> {
+        self.members.iter().map(|(n, _)| *n).collect()
+    }
+}
+
+/// Medians, counter by counter, of per-call figures (and of the wall time).
+pub(crate) fn medians(rows: &[PerCall], names: &[&'static str]) -> PerCall {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    PerCall {
+        counts: names
+            .iter()
+            .map(|&name| {
+                (
+                    name,
+                    median(rows.iter().filter_map(|r| r.get(name)).collect()),
+                )
+            })
+            .collect(),
+        ns: median(rows.iter().map(|r| r.ns).collect()),
+        whole: rows.iter().all(|r| r.whole),
+    }
+}
