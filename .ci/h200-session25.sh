@@ -6,9 +6,11 @@
 # b068b25, the twenty-fourth session's last commit, with this session's bench sources, so
 # that both print the same rows and both have `handoff perf`). The twenty-fifth session's
 # runs, most wanted first (what a timeout cuts is last): the machine's CPU and the GPU's
-# CPU affinity; the changed path's suites on CUDA; `handoff perf` (the CPU's own counters
-# per hand-off beside the raw pair) before and after, alternating; the hand-off rows before
-# and after, alternating; the fused hop before and after; the two hand-off examples.
+# CPU affinity; `handoff perf` (the CPU's own counters per hand-off beside the raw pair)
+# before and after, alternating; the hand-off rows before and after, alternating;
+# `device_hop perf` (the same counters per fused-hop and chain frame, holo against raw);
+# then the changed path's suites on CUDA; the fused hop before and after; the two hand-off
+# examples; `handoff perf` pinned to two CPUs.
 # `handoff`: the perf and hand-off rounds only; `suites`: everything else; no argument: all.
 # Logs go to $OUT.
 export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
@@ -28,6 +30,9 @@ date -u
 for round in 1 2 3 4; do for bin in .gpu/base/handoff-base "$H"; do
   echo "== handoff round $round: $(basename "$bin")"; timeout 60 "$bin" --bench | grep -E "^cuda"
 done; done | tee "$out/handoff-ab.log"
+date -u
+echo "== device_hop perf: $(basename "$D")" | tee "$out/device_hop-perf.log"
+HOLO_BENCH_PAIRS=9 timeout 120 "$D" perf 2>&1 | tee -a "$out/device_hop-perf.log"
 date -u
 [ "$part" = handoff ] && exit 0
 fi

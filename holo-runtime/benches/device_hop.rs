@@ -67,6 +67,61 @@ mod diag;
 mod fork;
 #[path = "common/null_device.rs"]
 mod null_device;
+#[cfg(target_os = "linux")]
+#[path = "common/perf_counters.rs"]
+mod perf_counters;
+
+/// `device_hop perf`: the CPU's own counters over a run's measured frames, on the thread
+/// that submits them (the sink's partition thread, which in the fused hop runs both
+/// operators; the raw loop's thread).
+#[cfg(target_os = "linux")]
+mod cpu_counts {
+    use std::cell::RefCell;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+
+    use super::perf_counters::{CpuCounters, PerCall};
+
+    /// Whether the bench counts (`device_hop perf`).
+    pub(crate) static ON: AtomicBool = AtomicBool::new(false);
+    /// Whether the counters that could not be opened were named already.
+    static NOTED: AtomicBool = AtomicBool::new(false);
+    /// The last counted run's figures per frame, or why none could be counted.
+    static LAST: Mutex<Option<Result<PerCall, String>>> = Mutex::new(None);
+    thread_local! {
+        static OPEN: RefCell<Option<(CpuCounters, Instant)>> = const { RefCell::new(None) };
+    }
+
+    /// Starts counting on the calling thread, if the bench counts.
+    pub(crate) fn start() {
+        if !ON.load(Ordering::Relaxed) {
+            return;
+        }
+        match CpuCounters::open() {
+            Ok(mut c) => {
+                if !c.missing.is_empty() && !NOTED.swap(true, Ordering::Relaxed) {
+                    println!("perf: not counted: {}", c.missing.join(", "));
+                }
+                let t0 = c.start();
+                OPEN.with(|o| *o.borrow_mut() = Some((c, t0)));
+            }
+            Err(e) => *LAST.lock().unwrap() = Some(Err(e)),
+        }
+    }
+
+    /// Stops the calling thread's counting: `frames` frames since [`start`].
+    pub(crate) fn stop(frames: u64) {
+        if let Some((mut c, t0)) = OPEN.with(|o| o.borrow_mut().take()) {
+            *LAST.lock().unwrap() = Some(Ok(c.stop(t0, frames)));
+        }
+    }
+
+    /// The last counted run's figures.
+    pub(crate) fn take() -> Option<Result<PerCall, String>> {
+        LAST.lock().unwrap().take()
+    }
+}
 
 const BYTES: usize = 256;
 const FRAMES: u64 = 10_000;
@@ -143,8 +198,16 @@ impl Progress {
     fn frame(&self) {
         let n = self.frames.fetch_add(1, Ordering::Release) + 1;
         if n == WARMUP || n == WARMUP + FRAMES {
+            #[cfg(target_os = "linux")]
+            if n != WARMUP {
+                cpu_counts::stop(FRAMES);
+            }
             let at = anchor().elapsed().as_nanos() as u64;
             self.marks[usize::from(n != WARMUP)].store(at, Ordering::Release);
+            #[cfg(target_os = "linux")]
+            if n == WARMUP {
+                cpu_counts::start();
+            }
         }
     }
 
@@ -482,11 +545,15 @@ fn raw(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> f64 {
     for &st in &s {
         d.synchronize_stream(st).unwrap();
     }
+    #[cfg(target_os = "linux")]
+    cpu_counts::start();
     let t0 = Instant::now();
     #[allow(clippy::cast_possible_truncation)]
     for i in WARMUP as usize..(WARMUP + FRAMES) as usize {
         frame(i);
     }
+    #[cfg(target_os = "linux")]
+    cpu_counts::stop(FRAMES);
     for &st in &s {
         d.synchronize_stream(st).unwrap();
     }
@@ -594,6 +661,11 @@ fn main() {
         fork::run(&device, runs(3));
         return;
     }
+    #[cfg(target_os = "linux")]
+    if std::env::args().any(|a| a == "perf") {
+        run_perf(&device);
+        return;
+    }
     let pairs = pairs();
     println!(
         "device_hop on {} {}: ns per frame, medians of {pairs} interleaved holo/raw pairs of {FRAMES}-frame runs (ratio: median of the pairs' ratios); idle_spin {:?}",
@@ -659,5 +731,76 @@ fn main() {
             (format!("{:.1}", median(t)), format!("{:.2}", median(rt)))
         };
         println!("{name:<12} {h:>9.1} {b:>9.1} {r:>6.2} {t:>15} {rt:>6} {ev:>7.2}  {target}");
+    }
+}
+
+/// `device_hop perf`: the fused hop and the 4-operator chain (one partition thread each),
+/// holo and raw alternating over [`pairs`] pairs, each run's measured frames counted by the
+/// CPU's own counters on the submitting thread; prints each side's medians per frame and
+/// holo's less raw's.
+#[cfg(target_os = "linux")]
+fn run_perf(device: &Arc<dyn DeviceBackend>) {
+    use std::fmt::Write as _;
+    cpu_counts::ON.store(true, Ordering::Relaxed);
+    let pairs = pairs();
+    println!(
+        "device_hop perf on {} {}: the CPU's counters per frame on the submitting thread, medians of {pairs} alternating pairs of {FRAMES}-frame runs",
+        device.backend_kind().name(),
+        device.ordinal(),
+    );
+    for (name, shape) in [
+        ("fused hop", Shape::FusedHop),
+        ("4-op chain", Shape::Chain4),
+    ] {
+        if !picked("HOLO_BENCH_ONLY", name) {
+            continue;
+        }
+        let (mut h, mut b) = (Vec::new(), Vec::new());
+        let mut why = None;
+        for pair in 0..pairs {
+            let mut side = |holo_side: bool| {
+                if holo_side {
+                    holo(device, &shape);
+                } else {
+                    std::thread::scope(|s| s.spawn(|| raw(device, &shape)).join().unwrap());
+                }
+                match cpu_counts::take() {
+                    Some(Ok(p)) => (if holo_side { &mut h } else { &mut b }).push(p),
+                    Some(Err(e)) => why = Some(e),
+                    None => {}
+                }
+            };
+            side(pair % 2 == 0);
+            side(pair % 2 != 0);
+        }
+        if h.is_empty() || b.is_empty() {
+            println!(
+                "{name:<12} perf counters unavailable: {}",
+                why.unwrap_or_else(|| "no run was counted".into())
+            );
+            continue;
+        }
+        let names: Vec<&'static str> = h[0].counts.iter().map(|(n, _)| *n).collect();
+
+        let (h, b) = (
+            perf_counters::medians(&h, &names),
+            perf_counters::medians(&b, &names),
+        );
+        for (side, m) in [("holo", &h), ("raw", &b)] {
+            let cycles = m.get("cycles").unwrap_or(f64::NAN);
+            let mut line = format!("{:>8.1} ns {:>5.2} GHz", m.ns, cycles / m.ns);
+            for (n, v) in &m.counts {
+                let _ = write!(line, "  {n} {v:.1}");
+            }
+            if !m.whole {
+                line.push_str("  (multiplexed)");
+            }
+            println!("{name:<12} perf {side:<5} {line}");
+        }
+        let mut line = format!("{:>+8.1} ns", h.ns - b.ns);
+        for ((n, v), (_, w)) in h.counts.iter().zip(&b.counts) {
+            let _ = write!(line, "  {n} {:+.1}", v - w);
+        }
+        println!("{name:<12} perf holo less raw: {line}");
     }
 }

@@ -1,18 +1,21 @@
 //! The CPU's own counters around a bench's batches (Linux `perf_event_open`, through
 //! `perf-event2`), user space only: cycles, instructions, branch misses, L1 instruction
 //! cache and instruction TLB read misses, counted as one group so that every figure covers
-//! the same instructions. A counter the CPU or the kernel does not offer is left out (and
-//! named); where none can be opened (a container without `perf_event_open`, or
-//! `perf_event_paranoid` above 2) [`CpuCounters::open`] says why, and the bench prints it.
+//! the same instructions, and the kernel's task clock and context switches beside them. A
+//! counter the CPU or the kernel does not offer is left out (and named: a virtual machine
+//! without a PMU has only the software two); where none can be opened (a container without
+//! `perf_event_open`, or `perf_event_paranoid` above 2) [`CpuCounters::open`] says why, and
+//! the bench prints it.
 
 #![allow(
     clippy::cast_precision_loss,
     reason = "event counts per call, as floating-point figures"
 )]
+#![allow(dead_code, reason = "each bench uses its part")]
 
 use std::time::Instant;
 
-use perf_event::events::{Cache, CacheId, CacheOp, CacheResult, Event, Hardware};
+use perf_event::events::{Cache, CacheId, CacheOp, CacheResult, Event, Hardware, Software};
 use perf_event::{Builder, Counter, Group};
 
 /// One opened group and its members, in [`NAMES`] order (an absent one is `None`).
@@ -72,6 +75,11 @@ impl CpuCounters {
             ("branch-misses", builder(Hardware::BRANCH_MISSES)),
             ("L1i-misses", builder(l1i)),
             ("iTLB-misses", builder(itlb)),
+            // Software events, counted by the kernel wherever perf_event_open is allowed:
+            // the thread's time on a CPU (below the wall time when it was descheduled) and
+            // its context switches.
+            ("task-clock-ns", builder(Software::TASK_CLOCK)),
+            ("context-switches", builder(Software::CONTEXT_SWITCHES)),
         ];
         let (mut members, mut missing) = (Vec::new(), Vec::new());
         for (name, b) in wanted {
@@ -95,15 +103,26 @@ impl CpuCounters {
 
     /// Runs `calls` calls of `f`, counted, and returns the counts per call.
     pub(crate) fn measure(&mut self, calls: u32, mut f: impl FnMut()) -> PerCall {
-        let _ = self.group.reset();
-        let t0 = Instant::now();
-        let _ = self.group.enable();
+        let started = self.start();
         for _ in 0..calls {
             f();
         }
+        self.stop(started, u64::from(calls))
+    }
+
+    /// Starts counting from zero; returns when, for [`stop`](Self::stop).
+    pub(crate) fn start(&mut self) -> Instant {
+        let _ = self.group.reset();
+        let t0 = Instant::now();
+        let _ = self.group.enable();
+        t0
+    }
+
+    /// Stops counting and returns the counts since `started`, per one of `calls` calls.
+    pub(crate) fn stop(&mut self, started: Instant, calls: u64) -> PerCall {
         let _ = self.group.disable();
-        let ns = t0.elapsed().as_secs_f64() * 1e9;
-        let n = f64::from(calls);
+        let ns = started.elapsed().as_secs_f64() * 1e9;
+        let n = calls as f64;
         match self.group.read() {
             Ok(data) => PerCall {
                 counts: self
