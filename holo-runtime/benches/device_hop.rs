@@ -740,7 +740,6 @@ fn main() {
 /// holo's less raw's.
 #[cfg(target_os = "linux")]
 fn run_perf(device: &Arc<dyn DeviceBackend>) {
-    use std::fmt::Write as _;
     cpu_counts::ON.store(true, Ordering::Relaxed);
     let pairs = pairs();
     println!(
@@ -787,20 +786,8 @@ fn run_perf(device: &Arc<dyn DeviceBackend>) {
             perf_counters::medians(&b, &names),
         );
         for (side, m) in [("holo", &h), ("raw", &b)] {
-            let cycles = m.get("cycles").unwrap_or(f64::NAN);
-            let mut line = format!("{:>8.1} ns {:>5.2} GHz", m.ns, cycles / m.ns);
-            for (n, v) in &m.counts {
-                let _ = write!(line, "  {n} {v:.1}");
-            }
-            if !m.whole {
-                line.push_str("  (multiplexed)");
-            }
-            println!("{name:<12} perf {side:<5} {line}");
+            println!("{name:<12} perf {side:<5} {}", m.describe());
         }
-        let mut line = format!("{:>+8.1} ns", h.ns - b.ns);
-        for ((n, v), (_, w)) in h.counts.iter().zip(&b.counts) {
-            let _ = write!(line, "  {n} {:+.1}", v - w);
-        }
-        println!("{name:<12} perf holo less raw: {line}");
+        println!("{name:<12} perf holo less raw: {}", h.less(&b));
     }
 }

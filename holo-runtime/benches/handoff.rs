@@ -253,7 +253,6 @@ fn adopted_hand_off(t: &Tensor, adopted: &AdoptedStream) {
 /// side's medians per call, then each side less the first baseline (the second side).
 #[cfg(target_os = "linux")]
 fn perf_rows(label: &str, sides: &mut [(&str, &mut dyn FnMut())], settle: &mut dyn FnMut()) {
-    use std::fmt::Write as _;
     let mut counters = match perf_counters::CpuCounters::open() {
         Ok(c) => c,
         Err(e) => {
@@ -282,19 +281,8 @@ fn perf_rows(label: &str, sides: &mut [(&str, &mut dyn FnMut())], settle: &mut d
         .iter()
         .map(|r| perf_counters::medians(r, &names))
         .collect();
-    let line = |m: &perf_counters::PerCall| {
-        let cycles = m.get("cycles").unwrap_or(f64::NAN);
-        let mut s = format!("{:>7.1} ns {:>5.2} GHz", m.ns, cycles / m.ns);
-        for (name, v) in &m.counts {
-            let _ = write!(s, "  {name} {v:.1}");
-        }
-        if !m.whole {
-            s.push_str("  (multiplexed)");
-        }
-        s
-    };
     for ((name, _), m) in sides.iter().zip(&medians) {
-        println!("{label:<9} perf  {name:<34} {}", line(m));
+        println!("{label:<9} perf  {name:<34} {}", m.describe());
     }
     let base = &medians[1];
     for ((name, _), m) in sides
@@ -303,11 +291,10 @@ fn perf_rows(label: &str, sides: &mut [(&str, &mut dyn FnMut())], settle: &mut d
         .skip(2)
         .chain(sides.iter().zip(&medians).take(1))
     {
-        let mut s = format!("{:>+7.1} ns", m.ns - base.ns);
-        for ((n, v), (_, b)) in m.counts.iter().zip(&base.counts) {
-            let _ = write!(s, "  {n} {:+.1}", v - b);
-        }
-        println!("{label:<9} perf  {name:<34} less the raw pair: {s}");
+        println!(
+            "{label:<9} perf  {name:<34} less the raw pair: {}",
+            m.less(base)
+        );
     }
 }
 

@@ -36,6 +36,31 @@ pub(crate) struct PerCall {
 }
 
 impl PerCall {
+    /// "ns, GHz (cycles over the wall time), then each count", and "(multiplexed)" where
+    /// the group did not run the whole time.
+    pub(crate) fn describe(&self) -> String {
+        use std::fmt::Write as _;
+        let cycles = self.get("cycles").unwrap_or(f64::NAN);
+        let mut s = format!("{:>8.1} ns {:>5.2} GHz", self.ns, cycles / self.ns);
+        for (name, v) in &self.counts {
+            let _ = write!(s, "  {name} {v:.1}");
+        }
+        if !self.whole {
+            s.push_str("  (multiplexed)");
+        }
+        s
+    }
+
+    /// Each figure less `base`'s.
+    pub(crate) fn less(&self, base: &PerCall) -> String {
+        use std::fmt::Write as _;
+        let mut s = format!("{:>+8.1} ns", self.ns - base.ns);
+        for ((name, v), (_, b)) in self.counts.iter().zip(&base.counts) {
+            let _ = write!(s, "  {name} {:+.1}", v - b);
+        }
+        s
+    }
+
     /// The count of `name`, if it was counted.
     pub(crate) fn get(&self, name: &str) -> Option<f64> {
         self.counts

@@ -136,6 +136,28 @@ fn driver_error(call: &'static str, error: DriverError) -> Error {
     Error::new(code, format!("{call} failed: {:?}", error.0))
 }
 
+/// A hand-off's driver call ([`CudaDevice::event_call`]): the call on raw handles (event,
+/// stream), its name for an error, and its counter.
+#[derive(Clone, Copy)]
+struct EventCall {
+    raw: unsafe fn(u64, u64) -> sys::CUresult,
+    name: &'static str,
+    count: Count,
+}
+
+impl EventCall {
+    const RECORD: EventCall = EventCall {
+        raw: record_raw,
+        name: "cuEventRecord",
+        count: Count::event_record,
+    };
+    const WAIT: EventCall = EventCall {
+        raw: wait_raw,
+        name: "cuStreamWaitEvent",
+        count: Count::stream_wait,
+    };
+}
+
 /// `cuEventRecord(event, stream)` on raw handles.
 ///
 /// # Safety
@@ -363,39 +385,58 @@ impl CudaDevice {
         self.make_current()
     }
 
-    /// The rest of [`record_event_unchecked`](DeviceBackend::record_event_unchecked) and
-    /// [`wait_event_unchecked`](DeviceBackend::wait_event_unchecked) (`count` says which),
-    /// out of line: `first` is the result of the call made with the context bound
-    /// (`None`: it was not bound, no call made). Binds the context and calls (again only
-    /// if the first call found another context current), then checks and counts.
+    /// One of a hand-off's two driver calls on raw handles: the success path is the
+    /// binding check, the call, its result and the count; binding the context, the retry
+    /// and the error are out of line ([`event_call_slow`](Self::event_call_slow)).
     ///
     /// # Safety
-    /// The unchecked calls' contract for `event` and `stream` (raw handles).
+    /// The unchecked calls' contract for `event` and `stream`.
+    #[allow(
+        clippy::inline_always,
+        reason = "inlined into each of the two calls, with `call` a constant: a direct driver call and no frame (with #[inline] it stayed a call, and `call.raw` an indirect one)"
+    )]
+    #[inline(always)]
+    unsafe fn event_call(&self, call: &'static EventCall, event: u64, stream: u64) -> Result<()> {
+        let first = self.is_bound().then(|| {
+            // SAFETY: the caller's contract.
+            unsafe { (call.raw)(event, stream) }
+        });
+        if first == Some(sys::CUresult::CUDA_SUCCESS) {
+            self.counters.bump(call.count);
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.event_call_slow(first, call, event, stream) }
+    }
+
+    /// The rest of [`event_call`](Self::event_call), out of line: `first` is the result
+    /// of the call made with the context bound (`None`: it was not bound, no call made).
+    /// Binds the context and calls (again only if the first call found another context
+    /// current), then checks and counts.
+    ///
+    /// # Safety
+    /// As [`event_call`](Self::event_call).
     #[cold]
     #[inline(never)]
     unsafe fn event_call_slow(
         &self,
         first: Option<sys::CUresult>,
-        count: Count,
+        call: &'static EventCall,
         event: u64,
         stream: u64,
     ) -> Result<()> {
-        let (name, call): (_, unsafe fn(u64, u64) -> sys::CUresult) = match count {
-            Count::event_record => ("cuEventRecord", record_raw),
-            _ => ("cuStreamWaitEvent", wait_raw),
-        };
         // SAFETY: the caller's contract.
-        let call = || unsafe { call(event, stream) };
+        let again = || unsafe { (call.raw)(event, stream) };
         let result = match first {
             Some(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT) => {
                 self.make_current()?;
-                call()
+                again()
             }
             Some(result) => result,
-            None => self.driver_call(call)?,
+            None => self.driver_call(again)?,
         };
-        check(name, result)?;
-        self.counters.bump(count);
+        check(call.name, result)?;
+        self.counters.bump(call.count);
         Ok(())
     }
 
@@ -594,41 +635,22 @@ impl DeviceBackend for CudaDevice {
     }
 
     // The two calls of a steady-state hand-off (`Tensor::device_array_on` and its array's
-    // drop): the success path is the binding check, the driver call, its result and the
-    // count; binding, the retry and the error are out of line (`event_call_slow`).
+    // drop), through `event_call`.
     #[inline]
     unsafe fn record_event_unchecked(
         &self,
         event: EventHandle,
         stream: StreamHandle,
     ) -> Result<()> {
-        let (e, s) = (event.raw(), stream.raw());
-        let first = self.is_bound().then(|| {
-            // SAFETY: the caller's contract: both handles are live (a stream of this
-            // device's context, or an adopted caller stream checked to be in it).
-            unsafe { record_raw(e, s) }
-        });
-        if first == Some(sys::CUresult::CUDA_SUCCESS) {
-            self.counters.bump(Count::event_record);
-            return Ok(());
-        }
-        // SAFETY: as above.
-        unsafe { self.event_call_slow(first, Count::event_record, e, s) }
+        // SAFETY: the caller's contract: both handles are live (a stream of this device's
+        // context, or an adopted caller stream checked to be in it).
+        unsafe { self.event_call(&EventCall::RECORD, event.raw(), stream.raw()) }
     }
 
     #[inline]
     unsafe fn wait_event_unchecked(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
-        let (e, s) = (event.raw(), stream.raw());
-        let first = self.is_bound().then(|| {
-            // SAFETY: as `record_event_unchecked`.
-            unsafe { wait_raw(e, s) }
-        });
-        if first == Some(sys::CUresult::CUDA_SUCCESS) {
-            self.counters.bump(Count::stream_wait);
-            return Ok(());
-        }
-        // SAFETY: as above.
-        unsafe { self.event_call_slow(first, Count::stream_wait, e, s) }
+        // SAFETY: as `record_event_unchecked`.
+        unsafe { self.event_call(&EventCall::WAIT, event.raw(), stream.raw()) }
     }
 
     fn wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
