@@ -522,6 +522,54 @@ fn a_registered_stream_adopted_by_another_device_is_refused_on_the_steady_path()
     }
 }
 
+/// The steady-state path on a thread that never bound the device's context (on CUDA the
+/// backend's unchecked calls find it unbound and take their out-of-line path, which binds
+/// it): the caller's stream still waits for the producer's bytes, and the hand-off makes
+/// exactly one stream wait and its drop one event record, counted once each.
+#[test]
+fn a_steady_state_hand_off_on_a_thread_that_never_bound_the_context_counts_each_call_once() {
+    for device in test_backends() {
+        let s = start(&device, 2, Duration::from_millis(20));
+        let (k, t) = next(&s);
+        if refuses_cuda_default_streams(&device, &t) {
+            drop(t);
+            s.finish();
+            continue;
+        }
+        let own = AdoptedStream::new(&device, CudaStreamPtr::LEGACY).unwrap();
+        // The first hand-off registers the stream on the slot; the next takes the steady
+        // path.
+        drop(t.device_array_on(&own).unwrap());
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let before = device.counters().snapshot();
+                    let array = t.device_array_on(&own).unwrap();
+                    let after_hand_off = device.counters().snapshot() - before;
+                    let bytes = array
+                        .copy_to_host_async(vec![0xEE; 16])
+                        .unwrap()
+                        .synchronize_stream()
+                        .unwrap();
+                    let before_drop = device.counters().snapshot();
+                    drop(array);
+                    let at_drop = device.counters().snapshot() - before_drop;
+                    assert_eq!(bytes, vec![expected(k); 16], "{}", name(&device));
+                    assert_eq!(after_hand_off.stream_wait, 1, "{}", name(&device));
+                    assert_eq!(after_hand_off.event_record, 0, "{}", name(&device));
+                    assert_eq!(at_drop.event_record, 1, "{}", name(&device));
+                    assert_eq!(at_drop.stream_wait, 0, "{}", name(&device));
+                })
+                .join()
+                .unwrap();
+        });
+        synchronize_stream(device.as_ref(), CudaStreamPtr::LEGACY.into()).unwrap();
+        drop(t);
+        drop(own);
+        s.finish();
+    }
+}
+
 #[test]
 fn a_per_thread_stream_array_dropped_on_another_thread_records_on_the_legacy_stream() {
     // The per-thread default stream is the calling thread's: an array made on it and
