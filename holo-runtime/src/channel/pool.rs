@@ -162,9 +162,7 @@ pub(crate) struct SteadyHandOff<'p> {
     pub(crate) backing: &'p DeviceBacking,
     /// The slot's readiness event, which the caller's stream waits on.
     pub(crate) ready: EventHandle,
-    /// The stream's release position.
-    pub(crate) position: Holder,
-    /// What the hand-off's end records and marks.
+    /// What the hand-off's end records and marks (with the stream's release position).
     pub(crate) end: HandOffEnd<'p>,
 }
 
@@ -1372,7 +1370,6 @@ impl Pool {
         Some(SteadyHandOff {
             backing: d,
             ready: s.ready,
-            position: Holder(i as u8),
             end: HandOffEnd {
                 backend: &*d.backend,
                 release: d.release_events[slot as usize * d.release_capacity as usize + i],

@@ -202,7 +202,7 @@ impl Tensor {
                     .backend
                     .wait_event_unchecked(stream.handle(), steady.ready)
             } {
-                return Err(self.hand_off_not_ordered(steady.position, error));
+                return Err(self.hand_off_not_ordered(steady.end.position(), error));
             }
             return Ok(DeviceArray {
                 tensor: Held::Borrowed(self),
