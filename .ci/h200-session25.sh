@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run on the GPU machine from the repo root after a bundle built with
+# Run on the GPU machine from the repo root after `bash .ci/h200-session25-bundle.sh`, which
+# builds the bundle, as
 #   HOLO_TESTS="handoff stream_contract dlpack topics defects kernel_author" HOLO_EXAMPLES="device_array_handoff cudarc_interop" \
 #   HOLO_BENCHES="device_hop handoff" bash .ci/h200-bundle-targeted.sh
 # and the base binaries in .gpu/base/: handoff-base and device_hop-base (the library at
