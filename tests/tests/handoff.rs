@@ -483,43 +483,54 @@ fn a_stream_adopted_once_takes_every_frame_and_another_devices_is_refused() {
     }
 }
 
-/// The steady-state path (a stream adopted once and already registered on the slot) checks
-/// the adopting device too: a wrapper of the tensor's device adopts the same raw stream,
-/// under the same handle, and is still another device, refused as the general path
-/// refuses it.
-#[test]
-fn a_registered_stream_adopted_by_another_device_is_refused_on_the_steady_path() {
+/// Runs `body` on each test backend with a received frame `(k, t)` and CUDA's legacy
+/// default stream adopted by the frame's device and already registered on its slot (a
+/// first hand-off made and dropped), so that the next hand-off on it takes the steady-state
+/// path; then waits for the stream and ends the session. Skipped on OpenCL, which has no
+/// default streams.
+fn on_a_registered_caller_stream(
+    delay: Duration,
+    body: impl Fn(&Arc<dyn DeviceBackend>, u64, &Tensor, &AdoptedStream),
+) {
     for device in test_backends() {
-        let s = start(&device, 2, Duration::ZERO);
-        let (_, t) = next(&s);
+        let s = start(&device, 2, delay);
+        let (k, t) = next(&s);
         if refuses_cuda_default_streams(&device, &t) {
             drop(t);
             s.finish();
             continue;
         }
         let own = AdoptedStream::new(&device, CudaStreamPtr::LEGACY).unwrap();
-        // The first hand-off registers the stream on the slot.
         drop(t.device_array_on(&own).unwrap());
-        let wrapper: Arc<dyn DeviceBackend> =
-            holo_runtime::device::FaultInjecting::new(Arc::clone(&device));
-        let foreign = AdoptedStream::new(&wrapper, CudaStreamPtr::LEGACY).unwrap();
-        assert_eq!(foreign.handle(), own.handle(), "{}", name(&device));
-        assert_eq!(
-            t.device_array_on(&foreign).unwrap_err().code(),
-            ErrorCode::InvalidArgument,
-            "{}",
-            name(&device)
-        );
-        // The device's own adoption still takes the steady path.
-        let array = t.device_array_on(&own).unwrap();
-        assert!(array.is_ordered());
-        drop(array);
-        drop((foreign, wrapper));
+        body(&device, k, &t, &own);
         synchronize_stream(device.as_ref(), CudaStreamPtr::LEGACY.into()).unwrap();
         drop(t);
         drop(own);
         s.finish();
     }
+}
+
+/// The steady-state path (a stream adopted once and already registered on the slot) checks
+/// the adopting device too: a wrapper of the tensor's device adopts the same raw stream,
+/// under the same handle, and is still another device, refused as the general path
+/// refuses it.
+#[test]
+fn a_registered_stream_adopted_by_another_device_is_refused_on_the_steady_path() {
+    on_a_registered_caller_stream(Duration::ZERO, |device, _, t, own| {
+        let wrapper: Arc<dyn DeviceBackend> =
+            holo_runtime::device::FaultInjecting::new(Arc::clone(device));
+        let foreign = AdoptedStream::new(&wrapper, CudaStreamPtr::LEGACY).unwrap();
+        assert_eq!(foreign.handle(), own.handle(), "{}", name(device));
+        assert_eq!(
+            t.device_array_on(&foreign).unwrap_err().code(),
+            ErrorCode::InvalidArgument,
+            "{}",
+            name(device)
+        );
+        // The device's own adoption still takes the steady path.
+        let array = t.device_array_on(own).unwrap();
+        assert!(array.is_ordered());
+    });
 }
 
 /// The steady-state path on a thread that never bound the device's context (on CUDA the
@@ -528,23 +539,12 @@ fn a_registered_stream_adopted_by_another_device_is_refused_on_the_steady_path()
 /// exactly one stream wait and its drop one event record, counted once each.
 #[test]
 fn a_steady_state_hand_off_on_a_thread_that_never_bound_the_context_counts_each_call_once() {
-    for device in test_backends() {
-        let s = start(&device, 2, Duration::from_millis(20));
-        let (k, t) = next(&s);
-        if refuses_cuda_default_streams(&device, &t) {
-            drop(t);
-            s.finish();
-            continue;
-        }
-        let own = AdoptedStream::new(&device, CudaStreamPtr::LEGACY).unwrap();
-        // The first hand-off registers the stream on the slot; the next takes the steady
-        // path.
-        drop(t.device_array_on(&own).unwrap());
+    on_a_registered_caller_stream(Duration::from_millis(20), |device, k, t, own| {
         std::thread::scope(|scope| {
             scope
                 .spawn(|| {
                     let before = device.counters().snapshot();
-                    let array = t.device_array_on(&own).unwrap();
+                    let array = t.device_array_on(own).unwrap();
                     let after_hand_off = device.counters().snapshot() - before;
                     let bytes = array
                         .copy_to_host_async(vec![0xEE; 16])
@@ -554,20 +554,16 @@ fn a_steady_state_hand_off_on_a_thread_that_never_bound_the_context_counts_each_
                     let before_drop = device.counters().snapshot();
                     drop(array);
                     let at_drop = device.counters().snapshot() - before_drop;
-                    assert_eq!(bytes, vec![expected(k); 16], "{}", name(&device));
-                    assert_eq!(after_hand_off.stream_wait, 1, "{}", name(&device));
-                    assert_eq!(after_hand_off.event_record, 0, "{}", name(&device));
-                    assert_eq!(at_drop.event_record, 1, "{}", name(&device));
-                    assert_eq!(at_drop.stream_wait, 0, "{}", name(&device));
+                    assert_eq!(bytes, vec![expected(k); 16], "{}", name(device));
+                    assert_eq!(after_hand_off.stream_wait, 1, "{}", name(device));
+                    assert_eq!(after_hand_off.event_record, 0, "{}", name(device));
+                    assert_eq!(at_drop.event_record, 1, "{}", name(device));
+                    assert_eq!(at_drop.stream_wait, 0, "{}", name(device));
                 })
                 .join()
                 .unwrap();
         });
-        synchronize_stream(device.as_ref(), CudaStreamPtr::LEGACY.into()).unwrap();
-        drop(t);
-        drop(own);
-        s.finish();
-    }
+    });
 }
 
 #[test]
