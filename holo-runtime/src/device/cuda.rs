@@ -138,7 +138,6 @@ fn driver_error(call: &'static str, error: DriverError) -> Error {
 
 /// A hand-off's driver call ([`CudaDevice::event_call`]): the call on raw handles (event,
 /// stream), its name for an error, and its counter.
-#[derive(Clone, Copy)]
 struct EventCall {
     raw: unsafe fn(u64, u64) -> sys::CUresult,
     name: &'static str,
@@ -411,8 +410,8 @@ impl CudaDevice {
 
     /// The rest of [`event_call`](Self::event_call), out of line: `first` is the result
     /// of the call made with the context bound (`None`: it was not bound, no call made).
-    /// Binds the context and calls (again only if the first call found another context
-    /// current), then checks and counts.
+    /// Binds the context and calls as [`driver_call`](Self::driver_call) does (again only
+    /// if the first call found another context current), then checks and counts.
     ///
     /// # Safety
     /// As [`event_call`](Self::event_call).
@@ -428,11 +427,7 @@ impl CudaDevice {
         // SAFETY: the caller's contract.
         let again = || unsafe { (call.raw)(event, stream) };
         let result = match first {
-            Some(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT) => {
-                self.make_current()?;
-                again()
-            }
-            Some(result) => result,
+            Some(result) => self.retried(result, again)?,
             None => self.driver_call(again)?,
         };
         check(call.name, result)?;
@@ -445,7 +440,17 @@ impl CudaDevice {
     #[inline]
     fn driver_call(&self, call: impl Fn() -> sys::CUresult) -> Result<sys::CUresult> {
         self.bind()?;
-        let result = call();
+        self.retried(call(), call)
+    }
+
+    /// `result` of a call made with this context bound, or, if someone else's context was
+    /// current (`CUDA_ERROR_INVALID_CONTEXT`), the call made again with ours bound.
+    #[inline]
+    fn retried(
+        &self,
+        result: sys::CUresult,
+        call: impl Fn() -> sys::CUresult,
+    ) -> Result<sys::CUresult> {
         if result == sys::CUresult::CUDA_ERROR_INVALID_CONTEXT {
             self.make_current()?;
             return Ok(call());
