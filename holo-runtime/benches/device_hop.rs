@@ -192,6 +192,10 @@ struct Progress {
     frames: AtomicU64,
     /// ns since `anchor()` at frame `WARMUP` and at frame `WARMUP + FRAMES`.
     marks: [AtomicU64; 2],
+    /// Whether the CPU's counters start and stop at the marks (`device_hop perf`): the
+    /// measured sink's only, not a chain's inner stages, which pass the marks on the same
+    /// thread a frame earlier.
+    counts_cpu: bool,
 }
 
 impl Progress {
@@ -199,13 +203,13 @@ impl Progress {
         let n = self.frames.fetch_add(1, Ordering::Release) + 1;
         if n == WARMUP || n == WARMUP + FRAMES {
             #[cfg(target_os = "linux")]
-            if n != WARMUP {
+            if self.counts_cpu && n != WARMUP {
                 cpu_counts::stop(FRAMES);
             }
             let at = anchor().elapsed().as_nanos() as u64;
             self.marks[usize::from(n != WARMUP)].store(at, Ordering::Release);
             #[cfg(target_os = "linux")]
-            if n == WARMUP {
+            if self.counts_cpu && n == WARMUP {
                 cpu_counts::start();
             }
         }
@@ -291,7 +295,10 @@ fn holo(device: &Arc<dyn DeviceBackend>, shape: &Shape) -> (f64, f64) {
         )
         .unwrap();
     anchor();
-    let done = Arc::new(Progress::default());
+    let done = Arc::new(Progress {
+        counts_cpu: true,
+        ..Progress::default()
+    });
     let done2 = Arc::new(Progress::default());
     let mut bound = vec!["head"];
     let mut scratch = Vec::new();
@@ -780,7 +787,6 @@ fn run_perf(device: &Arc<dyn DeviceBackend>) {
             continue;
         }
         let names: Vec<&'static str> = h[0].counts.iter().map(|(n, _)| *n).collect();
-
         let (h, b) = (
             perf_counters::medians(&h, &names),
             perf_counters::medians(&b, &names),

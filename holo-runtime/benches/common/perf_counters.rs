@@ -18,7 +18,8 @@ use std::time::Instant;
 use perf_event::events::{Cache, CacheId, CacheOp, CacheResult, Event, Hardware, Software};
 use perf_event::{Builder, Counter, Group};
 
-/// One opened group and its members, in [`NAMES`] order (an absent one is `None`).
+/// One opened group and the members that could be opened (in the order `open` asks for
+/// them).
 pub(crate) struct CpuCounters {
     group: Group,
     members: Vec<(&'static str, Counter)>,
@@ -115,7 +116,7 @@ impl CpuCounters {
         }
         if members.is_empty() {
             return Err(format!(
-                "no hardware counter could be opened: {}",
+                "no counter could be opened: {}",
                 missing.join(", ")
             ));
         }
