@@ -37,6 +37,7 @@
 //! HOLO_DEVICE=cuda ./device_hop-* diag
 //! HOLO_BENCH_NULL_SHAPE=fused ./device_hop-* diag-null      # holo's own cost, one scenario
 //! HOLO_DEVICE=cuda ./device_hop-* fused-probe              # the raw fused loop on holo's thread
+//! HOLO_DEVICE=cuda ./device_hop-* cold-probe               # a line of code or data after a driver call
 //! HOLO_DEVICE=cuda ./device_hop-* fork                      # issue 17's fork latency
 //! HOLO_DEVICE=cuda ./device_hop-* fork-diag                 # … and its driver time per thread
 //! HOLO_DEVICE=cuda ./device_hop-* fork-paced                # the paced fork and its baseline only
@@ -61,6 +62,8 @@ use holo_runtime::{
     SessionOptions, Tensor, TensorLoanRequest, compile, operator,
 };
 
+#[path = "device_hop/cold.rs"]
+mod cold;
 #[path = "device_hop/diag.rs"]
 mod diag;
 #[path = "device_hop/fork.rs"]
@@ -643,6 +646,10 @@ fn main() {
     }
     if std::env::args().any(|a| a == "diag") {
         diag::run(&device);
+        return;
+    }
+    if std::env::args().any(|a| a == "cold-probe") {
+        cold::run(&device);
         return;
     }
     if std::env::args().any(|a| a == "fused-probe") {

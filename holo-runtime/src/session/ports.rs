@@ -412,6 +412,12 @@ struct OutputBinding<T> {
     contracts: Box<[EdgeContract]>,
     /// Whether every edge blocks (then a full edge refuses the whole emit).
     any_block: bool,
+    /// Whether emit has a refusal to check before the room check out of line
+    /// ([`OutputBinding::refusal_before_room`]).
+    rare_before_room: bool,
+    /// Whether emit has work after the room check out of line
+    /// ([`OutputBinding::work_after_room`]).
+    rare_after_room: bool,
     /// The consumers' exact tensor requirements, checked on emit for tensors that did
     /// not come from this output's own (compile-checked) pool.
     requirements: Box<[(TensorInputSpec, &'static str)]>,
@@ -602,6 +608,114 @@ fn check_requirement(t: &Tensor, req: &TensorInputSpec) -> bool {
         && req.rank.is_none_or(|r| r == t.rank())
 }
 
+/// A blocking consumer queue was full on emit: counts it, and says so.
+#[cold]
+#[inline(never)]
+fn backpressured<T>(e: &EdgeQueue<T>, location: &'static str) -> Error {
+    crate::channel::queue::bump(&e.counters.backpressured);
+    Error::new(
+        ErrorCode::Backpressured,
+        "a consumer's queue is full; nothing was published",
+    )
+    .at(location)
+}
+
+impl<T: Clone + Send + 'static> OutputBinding<T> {
+    /// [`Output::try_emit`]'s refusals before the room check that only some outputs can
+    /// make (`rare_before_room`): a forwarded tensor of a pool the output does not forward
+    /// from, a tensor short of a consumer's `TensorInputSpec`, a full topic seat.
+    #[inline(never)]
+    fn refusal_before_room(&self, value: &T) -> Option<Error> {
+        if !self.forward_origins.is_empty()
+            && let Some(t) = (value as &dyn Any).downcast_ref::<Tensor>()
+            && let Some(origin) = t.foreign_pool(self.pool.as_ref())
+            && !self.forward_origins.iter().any(|p| t.in_pool(p))
+        {
+            return Some(unsized_forward(self.location, origin));
+        }
+        if !self.requirements.is_empty()
+            && let Some(t) = (value as &dyn Any).downcast_ref::<Tensor>()
+        {
+            for (req, consumer) in &self.requirements {
+                if !check_requirement(t, req) {
+                    return Some(
+                        Error::new(
+                            ErrorCode::ProtocolError,
+                            "the tensor does not meet a consumer's TensorInputSpec (memory kind, dtype or rank)",
+                        )
+                        .at(*consumer),
+                    );
+                }
+            }
+        }
+        // Room first: a refused emit registers no release stream.
+        if !self.seats.is_empty()
+            && let Some(full) = full_seat(&self.seats)
+        {
+            crate::channel::queue::bump(&full.counters.backpressured);
+            return Some(
+                Error::new(
+                    ErrorCode::Backpressured,
+                    "a topic subscriber's queue is full; nothing was published",
+                )
+                .at(self.location),
+            );
+        }
+        None
+    }
+
+    /// [`Output::try_emit`]'s work after the room check that only some outputs have
+    /// (`rare_after_room`): a topic across processes, and each consumer stream
+    /// registered as a release stream. Returns the boundary copy, if one was made.
+    #[inline(never)]
+    fn work_after_room(&self, value: &T) -> Result<Option<T>> {
+        // A topic across processes from an output with a pool of its own: that pool is
+        // what the other process maps, so a tensor of any other pool (a pass-through one,
+        // `Tensor::from_host_vec`) cannot be described to it; it was sent as the served
+        // pool's slot of the same index.
+        if self.boundary.is_none()
+            && !self.seats.is_empty()
+            && let Some(own) = &self.pool
+            && let Some(t) = (value as &dyn Any).downcast_ref::<Tensor>()
+            && !t.in_pool(own)
+            && self
+                .seats
+                .iter()
+                .any(|s| s.state.1.active.load(std::sync::atomic::Ordering::Acquire))
+        {
+            return Err(not_in_served_pool(self.location));
+        }
+        // A topic across processes from a pass-through output: the one copy into its
+        // boundary pool, which every subscriber in another process receives (before
+        // anything is published: a refused copy publishes nothing).
+        let crossing = match &self.boundary {
+            Some(pool)
+                if self
+                    .seats
+                    .iter()
+                    .any(|s| s.state.is_attached(std::sync::atomic::Ordering::Acquire)) =>
+            {
+                cross_boundary(pool, self.stream, value)?
+            }
+            _ => None,
+        };
+        if !self.contracts.is_empty()
+            && let Some(t) = (value as &dyn Any).downcast_ref::<Tensor>()
+        {
+            // Before anything is published, each consumer stream is registered as a
+            // release stream (no device call: the cap is checked here, so the stream
+            // past it refuses the emit). Each consumer's stream waits on the readiness
+            // event when it receives the tensor, on its own thread.
+            for c in &self.contracts {
+                if let Some(consumer) = c.consumer_stream() {
+                    t.register_release_stream(consumer)?;
+                }
+            }
+        }
+        Ok(crossing)
+    }
+}
+
 impl<T: Clone + Send + 'static> Output<T> {
     /// Publishes `value` to every connected consumer. Several consumers are served in
     /// turn, the first of them changing with each emit (the output's k-th emit, from 0,
@@ -651,104 +765,29 @@ impl<T: Clone + Send + 'static> Output<T> {
         {
             return Err(Refused::new(value, undeclared_forward(b.location, origin)));
         }
-        if !b.forward_origins.is_empty()
-            && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
-            && let Some(origin) = t.foreign_pool(b.pool.as_ref())
-            && !b.forward_origins.iter().any(|p| t.in_pool(p))
+        // What most outputs have none of (a forwarding output's origins, a consumer's
+        // exact requirements, a topic's seats, a boundary pool, a consumer stream to
+        // register) is out of line: the common path is one test of each flag.
+        if b.rare_before_room
+            && let Some(e) = b.refusal_before_room(&value)
         {
-            return Err(Refused::new(value, unsized_forward(b.location, origin)));
-        }
-        if !b.requirements.is_empty()
-            && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
-        {
-            for (req, consumer) in &b.requirements {
-                if !check_requirement(t, req) {
-                    return Err(Refused::new(
-                        value,
-                        Error::new(
-                            ErrorCode::ProtocolError,
-                            "the tensor does not meet a consumer's TensorInputSpec (memory kind, dtype or rank)",
-                        )
-                        .at(*consumer),
-                    ));
-                }
-            }
-        }
-        // Room first: a refused emit registers no release stream.
-        if !b.seats.is_empty()
-            && let Some(full) = full_seat(&b.seats)
-        {
-            crate::channel::queue::bump(&full.counters.backpressured);
-            return Err(Refused::new(
-                value,
-                Error::new(
-                    ErrorCode::Backpressured,
-                    "a topic subscriber's queue is full; nothing was published",
-                )
-                .at(b.location),
-            ));
+            return Err(Refused::new(value, e));
         }
         if b.any_block {
             for e in &b.edges {
                 if e.policy == QueuePolicy::Block && e.is_full() {
-                    crate::channel::queue::bump(&e.counters.backpressured);
-                    return Err(Refused::new(
-                        value,
-                        Error::new(
-                            ErrorCode::Backpressured,
-                            "a consumer's queue is full; nothing was published",
-                        )
-                        .at(b.location),
-                    ));
+                    return Err(Refused::new(value, backpressured(e, b.location)));
                 }
             }
         }
-        // A topic across processes from an output with a pool of its own: that pool is
-        // what the other process maps, so a tensor of any other pool (a pass-through one,
-        // `Tensor::from_host_vec`) cannot be described to it; it was sent as the served
-        // pool's slot of the same index.
-        if b.boundary.is_none()
-            && !b.seats.is_empty()
-            && let Some(own) = &b.pool
-            && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
-            && !t.in_pool(own)
-            && b.seats
-                .iter()
-                .any(|s| s.state.1.active.load(std::sync::atomic::Ordering::Acquire))
-        {
-            return Err(Refused::new(value, not_in_served_pool(b.location)));
-        }
-        // A topic across processes from a pass-through output: the one copy into its
-        // boundary pool, which every subscriber in another process receives (before
-        // anything is published: a refused copy publishes nothing).
-        let crossing = match &b.boundary {
-            Some(pool)
-                if b.seats
-                    .iter()
-                    .any(|s| s.state.is_attached(std::sync::atomic::Ordering::Acquire)) =>
-            {
-                match cross_boundary(pool, b.stream, &value) {
-                    Ok(c) => c,
-                    Err(e) => return Err(Refused::new(value, e)),
-                }
+        let crossing = if b.rare_after_room {
+            match b.work_after_room(&value) {
+                Ok(c) => c,
+                Err(e) => return Err(Refused::new(value, e)),
             }
-            _ => None,
+        } else {
+            None
         };
-        if !b.contracts.is_empty()
-            && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
-        {
-            // Before anything is published, each consumer stream is registered as a
-            // release stream (no device call: the cap is checked here, so the stream
-            // past it refuses the emit). Each consumer's stream waits on the readiness
-            // event when it receives the tensor, on its own thread.
-            for c in &b.contracts {
-                if let Some(consumer) = c.consumer_stream()
-                    && let Err(e) = t.register_release_stream(consumer)
-                {
-                    return Err(Refused::new(value, e));
-                }
-            }
-        }
         let frame = match options.frame {
             Some(f) => f,
             None => b.activation.received_frame().unwrap_or_else(|| {
@@ -1118,7 +1157,18 @@ impl PortBinder<'_> {
             })
             .collect::<Result<Box<[_]>>>()?;
         let needs_device_work = contracts.iter().any(|c| c.consumer_stream().is_some());
+        let requirements: Box<[_]> = self.requirements.get(i).cloned().unwrap_or_default().into();
+        let forward_origins: Box<[_]> = self
+            .forward_origins
+            .get(i)
+            .cloned()
+            .unwrap_or_default()
+            .into();
         output.binding = Some(OutputBinding {
+            rare_before_room: !forward_origins.is_empty()
+                || !requirements.is_empty()
+                || !seats.is_empty(),
+            rare_after_room: !seats.is_empty() || boundary.is_some() || needs_device_work,
             port,
             contracts: if needs_device_work {
                 contracts.into()
@@ -1128,7 +1178,7 @@ impl PortBinder<'_> {
             location: self.locations.get(i).copied().unwrap_or("an output"),
             any_block: edges.iter().any(|e| e.policy == QueuePolicy::Block),
             edges,
-            requirements: self.requirements.get(i).cloned().unwrap_or_default().into(),
+            requirements,
             pool,
             refuse_forwarded: std::any::TypeId::of::<T>() == std::any::TypeId::of::<Tensor>()
                 && !forwards,
@@ -1138,12 +1188,7 @@ impl PortBinder<'_> {
             seats,
             boundary,
             stream: self.stream,
-            forward_origins: self
-                .forward_origins
-                .get(i)
-                .cloned()
-                .unwrap_or_default()
-                .into(),
+            forward_origins,
         });
         Ok(())
     }
