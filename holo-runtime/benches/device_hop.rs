@@ -192,6 +192,7 @@ struct Stage {
 /// measured frames (timed on the sink's own thread: the bench's main thread sleeps).
 #[derive(Default)]
 struct Progress {
+    /// Frames the sink received: written by the sink's partition thread only.
     frames: AtomicU64,
     /// ns since `anchor()` at frame `WARMUP` and at frame `WARMUP + FRAMES`.
     marks: [AtomicU64; 2],
@@ -203,7 +204,10 @@ struct Progress {
 
 impl Progress {
     fn frame(&self) {
-        let n = self.frames.fetch_add(1, Ordering::Release) + 1;
+        // One writer (the sink's partition thread): a plain store, not a locked
+        // read-modify-write the raw loops do not make.
+        let n = self.frames.load(Ordering::Relaxed) + 1;
+        self.frames.store(n, Ordering::Release);
         if n == WARMUP || n == WARMUP + FRAMES {
             #[cfg(target_os = "linux")]
             if self.counts_cpu && n != WARMUP {
