@@ -172,15 +172,7 @@ impl OpRuntime {
             return Decision::Wait;
         }
         let fired = match &self.schedule {
-            Schedule::Clock { next_ns, .. } => {
-                return if self.activation.now_ns() < *next_ns {
-                    Decision::Wait
-                } else if self.skip_inputs.iter().any(|e| e.len() == 0) {
-                    Decision::Skip
-                } else {
-                    Decision::Run
-                };
-            }
+            Schedule::Clock { next_ns, .. } => return self.decide_clock(*next_ns),
             Schedule::AllInputs if self.is_source => {
                 return if self.block_outputs.iter().all(|e| !e.is_full()) {
                     Decision::Run
@@ -214,6 +206,19 @@ impl OpRuntime {
         Decision::Run
     }
 
+    /// [`decide`](Self::decide) for a clock-triggered operator (out of line: the clock's
+    /// reading and its skip inputs stay out of the other operators' hot path).
+    #[inline(never)]
+    fn decide_clock(&self, next_ns: u64) -> Decision {
+        if self.activation.now_ns() < next_ns {
+            Decision::Wait
+        } else if self.skip_inputs.iter().any(|e| e.len() == 0) {
+            Decision::Skip
+        } else {
+            Decision::Run
+        }
+    }
+
     /// The trigger fired but the activation is skipped: consume the trigger.
     fn skip(&mut self) {
         self.skipped += 1;
@@ -236,6 +241,7 @@ impl OpRuntime {
         }
     }
 
+    #[inline(never)]
     fn advance_clock(&mut self) {
         let now = self.activation.now_ns();
         if let Schedule::Clock { period_ns, next_ns } = &mut self.schedule {
@@ -255,7 +261,9 @@ impl OpRuntime {
         }
     }
 
-    /// Entries pushed into this operator's inputs so far.
+    /// Entries pushed into this operator's inputs so far (out of line: asked only when
+    /// an activation received nothing, and of a stalled operator).
+    #[inline(never)]
     fn pushed(&self) -> u64 {
         self.required_inputs
             .iter()
