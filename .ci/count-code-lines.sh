@@ -8,23 +8,37 @@
 # instruction cache holds the driver's code, not holo's: each hot line is then fetched
 # again (`device_hop cold-probe` prices a line on the GPU machine).
 # `bash .ci/count-code-lines.sh [device_hop-binary]` (with no argument it builds the
-# bench first); SHAPE=chain or fenced for another scenario. Needs valgrind, binutils and
-# python3.
+# bench first); SHAPE=chain or fenced for another scenario.
+# `bash .ci/count-code-lines.sh handoff [handoff-binary]`: the same per steady-state
+# hand-off (`handoff::adopted_hand_off` on the software device, as .ci/count-instructions.sh
+# collects it), without the software backend's own event calls, which CUDA replaces.
+# Needs valgrind, binutils and python3.
 set -eu
 cd "$(git rev-parse --show-toplevel)"
+mode=fused; [ "${1:-}" = handoff ] && { mode=handoff; shift; }
+bench=device_hop; [ $mode = handoff ] && bench=handoff
 if [ $# -eq 1 ]; then B=$1; else
   source .ci/pick.sh
-  B=$(cargo bench --no-run --message-format=json -p holo-runtime --bench device_hop 2>/dev/null | pick bench device_hop)
+  B=$(cargo bench --no-run --message-format=json -p holo-runtime --bench $bench 2>/dev/null | pick bench $bench)
 fi
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-HOLO_BENCH_NULL_SHAPE=${SHAPE:-fused} valgrind --tool=callgrind --dump-instr=yes --fair-sched=yes \
-  --callgrind-out-file="$tmp/cg" --toggle-collect='holo_runtime::session::run::partition_loop' "$B" diag-null >/dev/null 2>&1
-frames=$(callgrind_annotate --tree=calling "$tmp/cg" 2>/dev/null | grep -m1 -E "> .*device_hop::fill_frame \(" \
-  | sed -E 's/.*\(([0-9,]+)x\).*/\1/' | tr -d ,)
+if [ $mode = fused ]; then
+  HOLO_BENCH_NULL_SHAPE=${SHAPE:-fused} valgrind --tool=callgrind --dump-instr=yes --fair-sched=yes \
+    --callgrind-out-file="$tmp/cg" --toggle-collect='holo_runtime::session::run::partition_loop' "$B" diag-null >/dev/null 2>&1
+  frames=$(callgrind_annotate --tree=calling "$tmp/cg" 2>/dev/null | grep -m1 -E "> .*device_hop::fill_frame \(" \
+    | sed -E 's/.*\(([0-9,]+)x\).*/\1/' | tr -d ,)
+  what="fused hop"; per=frame; skip='^$'
+else
+  HOLO_BENCH_BATCHES=14 valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$tmp/cg" \
+    --toggle-collect='handoff::adopted_hand_off' "$B" >/dev/null 2>&1
+  frames=$(callgrind_annotate --tree=calling "$tmp/cg" 2>/dev/null | grep -m1 -E "> .*DeviceBackend::wait_event_unchecked \(" \
+    | sed -E 's/.*\(([0-9,]+)x\).*/\1/' | tr -d ,)
+  what="steady-state hand-off"; per=hand-off; skip='SoftwareDevice|software::'
+fi
 objdump -d --no-show-raw-insn -C "$B" > "$tmp/asm"
-python3 - "$tmp/cg" "$tmp/asm" "$frames" "$(basename "$B")" <<'PY'
+python3 - "$tmp/cg" "$tmp/asm" "$frames" "$(basename "$B")" "$what" "$per" "$skip" <<'PY'
 import collections, re, sys
-cg, asm_file, frames, binary = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+cg, asm_file, frames, binary, what, per, exclude = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], re.compile(sys.argv[7])
 # Self cost per instruction address of the bench binary's own code (callgrind's format:
 # compressed names, positions "instr line", relative addresses, call lines skipped).
 names = {'ob': {}, 'fn': {}}
@@ -54,7 +68,7 @@ for line in open(cg):
     if parts[0][0] not in '0123456789+-*': continue
     last = position(parts[0], last)
     if skip: skip = False; continue
-    if len(parts) >= 3 and ob and binary in ob:
+    if len(parts) >= 3 and ob and binary in ob and not exclude.search(fn or "-"):
         cost[last] += int(parts[2]); where[last] = fn
 addresses = []
 for l in open(asm_file):
@@ -68,7 +82,7 @@ for a, c in cost.items():
     f = per_fn[where[a][:90]]
     f[0].add(a // 64); f[1] += size.get(a, 4); f[2] += c / frames
 lines = set().union(*(f[0] for f in per_fn.values()))
-print(f"fused hop: {total:.0f} instructions per frame, {len(lines)} hot code lines "
+print(f"{what}: {total:.0f} instructions per {per}, {len(lines)} hot code lines "
       f"(their bytes would fill {sum(f[1] for f in per_fn.values()) / 64:.0f}), {frames} frames")
 for name, (ls, b, i) in sorted(per_fn.items(), key=lambda x: -len(x[1][0])):
     print(f"  {len(ls):3d} lines ({b / 64:4.1f} full) {i:6.1f} instructions  {name}")
