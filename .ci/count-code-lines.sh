@@ -83,7 +83,7 @@ for a, c in cost.items():
     f[0].add(a // 64); f[1] += size.get(a, 4); f[2] += c / frames
 lines = set().union(*(f[0] for f in per_fn.values()))
 print(f"{what}: {total:.0f} instructions per {per}, {len(lines)} hot code lines "
-      f"(their bytes would fill {sum(f[1] for f in per_fn.values()) / 64:.0f}), {frames} frames")
+      f"(their bytes would fill {sum(f[1] for f in per_fn.values()) / 64:.0f}), {frames} {per}s")
 for name, (ls, b, i) in sorted(per_fn.items(), key=lambda x: -len(x[1][0])):
     print(f"  {len(ls):3d} lines ({b / 64:4.1f} full) {i:6.1f} instructions  {name}")
 PY
