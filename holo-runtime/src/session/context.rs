@@ -243,13 +243,19 @@ impl ActivationState {
     #[inline]
     pub(crate) fn activation_ns(&self) -> u64 {
         match self.activation_ns.load(Ordering::Relaxed) {
-            UNSET => {
-                let now = self.clock.now_ns();
-                self.activation_ns.store(now, Ordering::Relaxed);
-                now
-            }
+            UNSET => self.read_activation_ns(),
             ns => ns,
         }
+    }
+
+    /// Reads the clock for [`activation_ns`](Self::activation_ns), out of line: its
+    /// callers are inlined into every emit, and a partition going straight on reuses the
+    /// previous activation's reading instead.
+    #[inline(never)]
+    fn read_activation_ns(&self) -> u64 {
+        let now = self.clock.now_ns();
+        self.activation_ns.store(now, Ordering::Relaxed);
+        now
     }
 
     /// The earliest capture time received in this activation, if any.
