@@ -15,16 +15,16 @@ D=$(ls .gpu/bench/device_hop-* | head -1); H=$(ls .gpu/bench/handoff-* | head -1
 } | tee "$out/machine.log"
 for i in 1 2; do timeout 120 "$D" cold-probe; done 2>&1 | tee "$out/cold-probe.log"
 date -u
-for turn in 1 2 3 4; do for bin in .gpu/base/device_hop-base "$D"; do
+for turn in 1 2 3; do for bin in .gpu/base/device_hop-base "$D"; do
   echo "== fused turn $turn: $(basename "$bin")"; HOLO_BENCH_ONLY=fused HOLO_BENCH_PAIRS=31 timeout 80 "$bin" --bench | grep -E "^fused"
 done; done | tee "$out/fused-ab.log"
 date -u
-for round in 1 2 3; do for bin in .gpu/base/handoff-base "$H"; do
+for round in 1 2; do for bin in .gpu/base/handoff-base "$H"; do
   echo "== handoff round $round: $(basename "$bin")"; timeout 60 "$bin" --bench | grep -E "^cuda"
 done; done | tee "$out/handoff-ab.log"
 date -u
 echo "== device_hop: $(basename "$D")" | tee "$out/device_hop.log"
-timeout 150 "$D" --bench 2>&1 | tee -a "$out/device_hop.log"
+HOLO_BENCH_PAIRS=9 timeout 150 "$D" --bench 2>&1 | tee -a "$out/device_hop.log"
 date -u
 for n in handoff stream_contract topics defects kernel_author device_hot_path_no_alloc; do for b in .gpu/bin/$n-*; do
   echo "test $n: $(timeout 100 "$b" --test-threads=1 2>&1 | grep -E 'test result|FAILED|panicked' | head -3)"
