@@ -6,9 +6,12 @@
 # holding every instruction executed at least 0.9 times a frame ("hot code lines"), beside
 # the fewest lines those instructions' bytes could fill. After a GPU driver call, the core's
 # instruction cache holds the driver's code, not holo's: each hot line is then fetched
-# again (`device_hop cold-probe` prices a line on the GPU machine).
+# again (`device_hop cold-probe` prices a line on the GPU machine). It also counts the
+# data lines holo's own code misses per frame when every device call evicts the L1 data
+# cache first (`HOLO_BENCH_EVICT_KIB=64`, callgrind's cache simulation).
 # `bash .ci/count-code-lines.sh [device_hop-binary]` (with no argument it builds the
-# bench first); SHAPE=chain or fenced for another scenario.
+# bench first); SHAPE=chain or fenced for another scenario. The null device's own code is
+# not counted: on a GPU the driver's calls replace it.
 # `bash .ci/count-code-lines.sh handoff [handoff-binary]`: the same per steady-state
 # hand-off (`handoff::adopted_hand_off` on the software device, as .ci/count-instructions.sh
 # collects it), without the software backend's own event calls, which CUDA replaces.
@@ -27,7 +30,20 @@ if [ $mode = fused ]; then
     --callgrind-out-file="$tmp/cg" --toggle-collect='holo_runtime::session::run::partition_loop' "$B" diag-null >/dev/null 2>&1
   frames=$(callgrind_annotate --tree=calling "$tmp/cg" 2>/dev/null | grep -m1 -E "> .*device_hop::fill_frame \(" \
     | sed -E 's/.*\(([0-9,]+)x\).*/\1/' | tr -d ,)
-  what="fused hop"; per=frame; skip='^$'
+  what="fused hop"; per=frame; skip='null_device'
+  # Data: the null device writes 64 KiB in every call (more than a core's L1 data cache),
+  # and callgrind's cache simulation counts the lines holo's own code then misses (DATA=0:
+  # not counted, for a bench binary from before HOLO_BENCH_EVICT_KIB).
+  if [ "${DATA:-1}" = 1 ]; then
+  HOLO_BENCH_EVICT_KIB=64 HOLO_BENCH_NULL_SHAPE=${SHAPE:-fused} valgrind --tool=callgrind --cache-sim=yes --fair-sched=yes \
+    --callgrind-out-file="$tmp/dcg" --toggle-collect='holo_runtime::session::run::partition_loop' "$B" diag-null >/dev/null 2>&1
+  callgrind_annotate --inclusive=yes --show-percs=no --show=Ir,D1mr,D1mw "$tmp/dcg" 2>/dev/null > "$tmp/d.txt"
+  dframes=$(callgrind_annotate --tree=calling "$tmp/dcg" 2>/dev/null | grep -m1 -E "> .*device_hop::fill_frame \(" \
+    | sed -E 's/.*\(([0-9,]+)x\).*/\1/' | tr -d ,)
+  read -r tr tw < <(grep -m1 "PROGRAM TOTALS" "$tmp/d.txt" | awk '{gsub(",","",$2); gsub(",","",$3); print $2, $3}')
+  read -r pr pw < <(grep -m1 -E "NullDevice::pollute \[" "$tmp/d.txt" | awk '{gsub(",","",$2); gsub(",","",$3); print $2, $3}')
+  awk -v r=$((tr - pr)) -v w=$((tw - pw)) -v f="$dframes" 'BEGIN {printf "fused hop, L1 evicted in every device call: %.1f D1 read misses, %.1f D1 write misses of holo'"'"'s own per frame\n", r / f, w / f}'
+  fi
 else
   HOLO_BENCH_BATCHES=14 valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$tmp/cg" \
     --toggle-collect='handoff::adopted_hand_off' "$B" >/dev/null 2>&1

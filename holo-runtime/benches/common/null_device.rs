@@ -17,7 +17,7 @@ use holo_runtime::device::{
 pub(crate) struct NullDevice {
     next: AtomicU64,
     counters: DeviceCounters,
-    /// Bytes each event record and stream wait writes first (0: none), in a buffer of
+    /// Bytes each event record, stream wait, fill and copy writes first (0: none), in a buffer of
     /// the calling thread's: as a GPU driver's calls evict what the caller touched
     /// before them.
     evict: usize,
@@ -29,11 +29,8 @@ thread_local! {
 }
 
 impl NullDevice {
-    /// A null device whose event records and stream waits each write `bytes` first.
-    #[allow(
-        dead_code,
-        reason = "the handoff bench's; device_hop's diag-null uses none"
-    )]
+    /// A null device whose event records, stream waits, fills and copies each write
+    /// `bytes` first.
     pub(crate) fn evicting(bytes: usize) -> Self {
         Self {
             evict: bytes,
@@ -45,7 +42,9 @@ impl NullDevice {
         (self.next.fetch_add(1, Ordering::Relaxed) + 1) << 16
     }
 
-    /// Writes one byte of every cache line of `evict` bytes.
+    /// Writes one byte of every cache line of `evict` bytes (out of line, so that a
+    /// profile can subtract its own cache misses).
+    #[inline(never)]
     fn pollute(&self) {
         if self.evict == 0 {
             return;
@@ -125,6 +124,7 @@ impl DeviceBackend for NullDevice {
         Ok(())
     }
     unsafe fn memset_async(&self, _: DevicePtr, _: u8, _: usize, _: StreamHandle) -> Result<()> {
+        self.pollute();
         Ok(())
     }
     unsafe fn copy_async(
@@ -134,6 +134,7 @@ impl DeviceBackend for NullDevice {
         _: usize,
         _: StreamHandle,
     ) -> Result<()> {
+        self.pollute();
         Ok(())
     }
     unsafe fn copy_to_host_async(

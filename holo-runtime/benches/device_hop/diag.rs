@@ -456,9 +456,15 @@ impl RawRing {
 
 /// holo's own cost per frame: the scenarios on a device that does nothing.
 /// `HOLO_BENCH_NULL_SHAPE=fused` (or `fenced`, `chain`) runs that scenario alone (for a
-/// profiler: `valgrind --tool=callgrind`).
+/// profiler: `valgrind --tool=callgrind`); `HOLO_BENCH_EVICT_KIB=N` has every device call
+/// write N KiB first, as a GPU driver's calls evict what holo touched before them (for
+/// callgrind's cache simulation, `.ci/count-code-lines.sh`).
 pub(super) fn run_null() {
-    let device: Arc<dyn DeviceBackend> = Arc::new(NullDevice::default());
+    let evict = std::env::var("HOLO_BENCH_EVICT_KIB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    let device: Arc<dyn DeviceBackend> = Arc::new(NullDevice::evicting(evict << 10));
     for (name, shape) in [
         ("fused hop", Shape::FusedHop),
         ("fenced hop", Shape::FencedHop),
