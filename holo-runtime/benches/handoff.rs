@@ -404,10 +404,7 @@ const COLD_PER_BATCH: u32 = 200;
 fn bench_cold() {
     // `HOLO_BENCH_EVICT_KIB=N`: only the row with N KiB written in each call (for
     // `valgrind --tool=callgrind --cache-sim=yes`, whose miss counts are exact).
-    let rows: Vec<(String, usize)> = match std::env::var("HOLO_BENCH_EVICT_KIB")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-    {
+    let rows: Vec<(String, usize)> = match null_device::evict_kib_from_env() {
         Some(kib) => vec![(format!("{kib} KiB written per call"), kib << 10)],
         None => vec![
             ("warm".to_owned(), 0),

@@ -28,6 +28,14 @@ thread_local! {
     static EVICTION: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// `HOLO_BENCH_EVICT_KIB`: the KiB each call of an evicting null device writes first, if
+/// set ([`NullDevice::evicting`]).
+pub(crate) fn evict_kib_from_env() -> Option<usize> {
+    std::env::var("HOLO_BENCH_EVICT_KIB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+}
+
 impl NullDevice {
     /// A null device whose event records, stream waits, fills and copies each write
     /// `bytes` first.

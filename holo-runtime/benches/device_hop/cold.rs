@@ -16,7 +16,7 @@
 
 use std::hint::black_box;
 
-use super::diag::raw_for;
+use super::diag::{buffers, raw_for};
 use super::{AllocKind, Arc, BYTES, DeviceBackend, FRAMES, Instant, K, WARMUP, median};
 
 /// Lines touched after each driver call (twice a frame).
@@ -123,10 +123,8 @@ fn raw_loop(device: &Arc<dyn DeviceBackend>, work: Work) -> f64 {
         let r = raw_for(&device);
         let d = device.as_ref();
         let stream = d.create_stream().unwrap();
-        let slots: Vec<_> = (0..K)
-            .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
-            .collect();
-        let scratch = d.alloc(AllocKind::Device, BYTES).unwrap();
+        let slots = buffers(d, K);
+        let scratch = buffers(d, 1)[0];
         let chain = Chain::new();
         let mut at = 0;
         let mut t0 = Instant::now();

@@ -415,7 +415,7 @@ pub(super) struct RawRing {
 }
 
 /// `n` device buffers of `BYTES`.
-fn buffers(d: &dyn DeviceBackend, n: usize) -> Vec<DevicePtr> {
+pub(super) fn buffers(d: &dyn DeviceBackend, n: usize) -> Vec<DevicePtr> {
     (0..n)
         .map(|_| d.alloc(AllocKind::Device, BYTES).unwrap())
         .collect()
@@ -460,10 +460,7 @@ impl RawRing {
 /// write N KiB first, as a GPU driver's calls evict what holo touched before them (for
 /// callgrind's cache simulation, `.ci/count-code-lines.sh`).
 pub(super) fn run_null() {
-    let evict = std::env::var("HOLO_BENCH_EVICT_KIB")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(0);
+    let evict = super::null_device::evict_kib_from_env().unwrap_or(0);
     let device: Arc<dyn DeviceBackend> = Arc::new(NullDevice::evicting(evict << 10));
     for (name, shape) in [
         ("fused hop", Shape::FusedHop),
