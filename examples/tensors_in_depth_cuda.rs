@@ -1,9 +1,10 @@
 //! `tensors_in_depth` on CUDA: the seed's device-memory pattern.
 //!
 //! The camera borrows a 256-byte `cuda_device` slot (`allocate_tensor`), starts the device
-//! write phase on its runtime stream (`write(ctx.cuda_stream())` — any other stream is
-//! `NotSupported`), fills it with 0x2A there (`cuMemsetD8Async`), and `commit()` records the
-//! readiness event on that stream and nothing else. The frame fans out to three consumers,
+//! write phase on its runtime stream (`write(ctx.cuda()?.stream())` — any other stream is
+//! `NotSupported`), fills it with 0x2A there (`DeviceAccess::memset_async`:
+//! `cuMemsetD8Async`), and `commit()` records the readiness event on that stream and
+//! nothing else. The frame fans out to three consumers,
 //! each in its own partition with its own stream: before a consumer gets the frame the
 //! runtime has enqueued its stream's wait on the readiness event and registered that stream
 //! as a release stream. Each consumer copies the frame to the host on its own stream and
@@ -68,10 +69,8 @@ struct CameraSource {
 
 impl Operator for CameraSource {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        let stream = ctx.cuda_stream()?;
-        let device = ctx
-            .device()
-            .ok_or_else(|| Error::new(ErrorCode::DeviceUnavailable, "no device"))?;
+        // The device, its context current on this thread, and this operator's stream.
+        let cuda = ctx.cuda()?;
         let loan = match self.frame.allocate_tensor(TensorLoanRequest {
             shape: &[self.frame_bytes],
             dtype: DType::U8,
@@ -80,16 +79,10 @@ impl Operator for CameraSource {
             Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(()), // drop the frame
             Err(e) => return Err(e),
         };
-        let writer = loan.write(stream)?; // device write phase, runtime stream only
+        let writer = loan.write(cuda.stream())?; // device write phase, runtime stream only
+        // On the operator's stream, which the session keeps live: no handle check.
         // SAFETY: the writer owns the slot until commit and the fill stays inside it.
-        unsafe {
-            device.memset_async(
-                writer.device_ptr(),
-                self.fill,
-                writer.byte_size(),
-                writer.stream(),
-            )?;
-        }
+        unsafe { cuda.memset_async(writer.device_ptr(), self.fill, writer.byte_size())? };
         let committed = writer.commit()?; // records readiness — never synchronizes
         match self.frame.emit(
             committed,

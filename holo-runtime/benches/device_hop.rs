@@ -4,7 +4,10 @@
 //!
 //! Scenarios (256-byte `device` frames (`cuda_device` on CUDA); "fill" = `cuMemsetD8Async`, a consumer's
 //! work = a 256-byte device-to-device copy on its own stream):
-//! Copies are `cuMemcpyAsync` on both sides (the backend's call).
+//! Copies are `cuMemcpyAsync` on both sides. holo's operators fill and copy through
+//! `ctx.cuda()?` (`DeviceAccess::memset_async`, `copy_async`), as an operator author
+//! would: the backend's call on the operator's own stream, which the session keeps live,
+//! so without the handle check that a bare `StreamHandle` needs.
 //! - **fenced hop**: producer on S1 → consumer on S2 (two partitions). Raw: fill S1,
 //!   record E on S1, wait S2 on E, copy on S2, record R on S2, poll R before reusing the
 //!   slot. Target ≤ 1.15× raw.
@@ -159,8 +162,7 @@ fn fill_frame(
     out: &mut Output<Tensor>,
     ctx: &mut ExecutionContext<'_>,
 ) -> Result<Option<holo_runtime::CommittedTensor>> {
-    let stream = ctx.cuda_stream()?;
-    let device = ctx.device().unwrap();
+    let cuda = ctx.cuda()?;
     let loan = match out.allocate_tensor(TensorLoanRequest {
         shape: &[BYTES as u64],
         dtype: DType::U8,
@@ -169,9 +171,9 @@ fn fill_frame(
         Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(None),
         Err(e) => return Err(e),
     };
-    let w = loan.write(stream)?;
+    let w = loan.write(cuda.stream())?;
     // SAFETY: the writer owns the slot; the fill stays inside it.
-    unsafe { device.memset_async(w.device_ptr(), 0x2A, BYTES, w.stream())? };
+    unsafe { cuda.memset_async(w.device_ptr(), 0x2A, BYTES)? };
     w.commit().map(Some)
 }
 
@@ -234,14 +236,13 @@ fn anchor() -> Instant {
 
 impl Operator for Stage {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        let stream = ctx.cuda_stream()?;
-        let device = ctx.device().unwrap();
+        let cuda = ctx.cuda()?;
         while let Some(t) = self.input.receive() {
             if !self.out.is_connected() {
                 // SAFETY: `scratch` is this stage's own allocation (freed after the
                 // session joined), `t` keeps the input out of its pool, and the stream
                 // orders the copy after the input's readiness.
-                unsafe { device.copy_async(self.scratch, t.device_ptr(), BYTES, stream.handle())? };
+                unsafe { cuda.copy_async(self.scratch, t.device_ptr(), BYTES)? };
                 self.done.frame();
                 continue;
             }
@@ -251,10 +252,10 @@ impl Operator for Stage {
             }) else {
                 continue;
             };
-            let w = loan.write(stream)?;
+            let w = loan.write(cuda.stream())?;
             // SAFETY: both slots are live: the writer owns its slot, `t` keeps the input
             // out of its pool, and the stream orders the copy after the input's readiness.
-            unsafe { device.copy_async(w.device_ptr(), t.device_ptr(), BYTES, w.stream())? };
+            unsafe { cuda.copy_async(w.device_ptr(), t.device_ptr(), BYTES)? };
             match self.out.emit(w.commit()?, EmitOptions::default()) {
                 Err(e) if e.code() == ErrorCode::Backpressured => {}
                 other => other?,

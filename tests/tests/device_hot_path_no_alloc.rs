@@ -18,16 +18,18 @@ use holo_runtime::{
 #[global_allocator]
 static GLOBAL: holo_tests::counting::Counting = holo_tests::counting::Counting;
 
+/// Fills each frame, by turns through the operator's device access
+/// (`ctx.cuda()?.memset_async`, no handle check) and through the backend's checked call.
 #[operator]
 struct Fill {
     #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256)]
     out: Output<Tensor>,
+    turn: bool,
 }
 
 impl Operator for Fill {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
-        let stream = ctx.cuda_stream()?;
-        let device = ctx.device().expect("a device");
+        let cuda = ctx.cuda()?;
         let loan = match self.out.allocate_tensor(TensorLoanRequest {
             shape: &[256],
             dtype: DType::U8,
@@ -36,9 +38,17 @@ impl Operator for Fill {
             Err(e) if e.code() == ErrorCode::ResourceExhausted => return Ok(()),
             Err(e) => return Err(e),
         };
-        let w = loan.write(stream)?;
+        let w = loan.write(cuda.stream())?;
+        self.turn = !self.turn;
         // SAFETY: the writer owns the slot; the fill stays inside it.
-        unsafe { device.memset_async(w.device_ptr(), 1, w.byte_size(), w.stream())? };
+        unsafe {
+            if self.turn {
+                cuda.memset_async(w.device_ptr(), 1, w.byte_size())?;
+            } else {
+                cuda.backend()
+                    .memset_async(w.device_ptr(), 1, w.byte_size(), w.stream())?;
+            }
+        }
         match self.out.emit(w.commit()?, EmitOptions::default()) {
             Err(e) if e.code() == ErrorCode::Backpressured => Ok(()),
             other => other,
@@ -82,6 +92,7 @@ fn allocations_per_2000_frames(device: &Arc<dyn DeviceBackend>, consumers: usize
             "fill",
             Fill {
                 out: Output::default(),
+                turn: false,
             },
             ParamSet::defaults().unwrap(),
         )

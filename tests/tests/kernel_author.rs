@@ -281,3 +281,167 @@ fn activation_time_is_never_earlier_than_the_activations_entry() {
     session.join().unwrap();
     assert_eq!(*early.lock().unwrap(), Vec::<Duration>::new());
 }
+
+// ---- fills and copies on the operator's stream ---------------------------------------------
+
+/// Fills each frame with its number through `ctx.cuda()?.memset_async`.
+#[operator]
+struct Filler {
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256)]
+    out: Output<Tensor>,
+    next: u8,
+}
+
+impl Operator for Filler {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let cuda = ctx.cuda()?;
+        let Ok(loan) = self.out.allocate_tensor(TensorLoanRequest {
+            shape: &[256],
+            dtype: DType::U8,
+        }) else {
+            return Ok(());
+        };
+        let w = loan.write(cuda.stream())?;
+        // SAFETY: the fill stays inside the loaned slot, before commit's event.
+        unsafe { cuda.memset_async(w.device_ptr(), self.next, w.byte_size())? };
+        // An empty fill is no driver call; it is counted as the backend's own is.
+        // SAFETY: zero bytes.
+        unsafe { cuda.memset_async(w.device_ptr(), 0xEE, 0)? };
+        match self.out.emit(w.commit()?, EmitOptions::default()) {
+            Ok(()) => self.next = self.next.wrapping_add(1),
+            Err(e) if e.code() == ErrorCode::Backpressured => {}
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+}
+
+/// Copies each received frame into a slot of its own through `ctx.cuda()?.copy_async`.
+#[operator]
+struct Copier {
+    #[input(memory = device)]
+    input: Input<Tensor>,
+    #[output(storage = runtime_pool, memory = device, dtype = u8, rank = 1, bounds = 256)]
+    out: Output<Tensor>,
+}
+
+impl Operator for Copier {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let cuda = ctx.cuda()?;
+        while self.out.has_room() {
+            let Some(t) = self.input.receive() else {
+                break;
+            };
+            let loan = self.out.allocate_tensor(TensorLoanRequest {
+                shape: &[256],
+                dtype: DType::U8,
+            })?;
+            let w = loan.write(cuda.stream())?;
+            // SAFETY: the writer owns its slot, `t` keeps the input's, and the stream
+            // orders the copy after the input's readiness.
+            unsafe { cuda.copy_async(w.device_ptr(), t.device_ptr(), t.byte_size())? };
+            self.out.emit(w.commit()?, EmitOptions::default())?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks every byte of each frame against its number.
+#[operator]
+struct Check {
+    #[input(memory = device)]
+    input: Input<Tensor>,
+    next: u8,
+    /// (frames checked, the first frame number whose bytes were wrong).
+    seen: Arc<Mutex<(u64, Option<u8>)>>,
+}
+
+impl Operator for Check {
+    fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Result<()> {
+        let stream = ctx.cuda_stream()?;
+        while let Some(t) = self.input.receive() {
+            let mut host = [0u8; 256];
+            t.copy_to_host(&mut host, stream)?;
+            let mut seen = self.seen.lock().unwrap();
+            seen.0 += 1;
+            if host.iter().any(|&b| b != self.next) && seen.1.is_none() {
+                seen.1 = Some(self.next);
+            }
+            self.next = self.next.wrapping_add(1);
+        }
+        Ok(())
+    }
+}
+
+/// `DeviceAccess::memset_async` and `copy_async` (the backend's fill and copy on the
+/// operator's own stream, without a handle check on CUDA) write what they say, in stream
+/// order, on every test backend (the software device in CI, CUDA on the GPU machine),
+/// and the device counters count each call as the backend's own calls are counted.
+#[test]
+fn device_access_fills_and_copies_on_the_operators_stream() {
+    const FRAMES: u64 = 300;
+    for device in holo_runtime::__test_support::test_backends() {
+        let kind = device.backend_kind();
+        let seen = Arc::new(Mutex::new((0, None)));
+        let mut g = Graph::new();
+        let d = || ParamSet::defaults().unwrap();
+        let f = g
+            .add_operator(
+                "filler",
+                Filler {
+                    out: Output::default(),
+                    next: 0,
+                },
+                d(),
+            )
+            .unwrap();
+        let c = g
+            .add_operator(
+                "copier",
+                Copier {
+                    input: Input::default(),
+                    out: Output::default(),
+                },
+                d(),
+            )
+            .unwrap();
+        let k = g
+            .add_operator(
+                "check",
+                Check {
+                    input: Input::default(),
+                    next: 0,
+                    seen: Arc::clone(&seen),
+                },
+                d(),
+            )
+            .unwrap();
+        g.add_flow(f.out, c.input, ConnectionOptions::default());
+        g.add_flow(c.out, k.input, ConnectionOptions::default());
+        let mut options = CompileOptions::default();
+        for op in ["filler", "copier"] {
+            options
+                .deployment
+                .bind_tensor_output_device(op, "out", device.device_id());
+        }
+        let plan = compile(&g, options).unwrap();
+        let before = device.counters().snapshot();
+        let session = RunSession::start(
+            g,
+            &plan,
+            SessionOptions::frames(FRAMES).on_device(Arc::clone(&device)),
+        )
+        .unwrap();
+        assert!(session.wait_idle(Duration::from_mins(1)), "{kind:?}");
+        session.join().unwrap();
+        let calls = device.counters().snapshot() - before;
+        assert_eq!(*seen.lock().unwrap(), (FRAMES, None), "{kind:?}");
+        // Per frame: two fills (one of 256 bytes, one empty) and two copies (the
+        // copier's, and the check's to the host, which the counters count as copies too).
+        assert_eq!(
+            (calls.memset, calls.copy),
+            (2 * FRAMES, 2 * FRAMES),
+            "{kind:?}"
+        );
+    }
+}

@@ -435,6 +435,49 @@ impl CudaDevice {
         Ok(())
     }
 
+    /// A fill's or a copy's driver call on a stream its caller proved live
+    /// ([`DeviceBackend::memset_async_unchecked`]): as [`event_call`](Self::event_call),
+    /// the binding check, the call, its result and the count inline; binding the context,
+    /// the retry and the error out of line ([`stream_call_slow`](Self::stream_call_slow)).
+    #[allow(
+        clippy::inline_always,
+        reason = "inlined into each of the two calls, with `call` a closure over the driver function: a direct driver call, no registry lock or lookup"
+    )]
+    #[inline(always)]
+    fn stream_call(
+        &self,
+        name: &'static str,
+        count: Count,
+        call: impl Fn() -> sys::CUresult,
+    ) -> Result<()> {
+        let first = self.is_bound().then(&call);
+        if first == Some(sys::CUresult::CUDA_SUCCESS) {
+            self.counters.bump(count);
+            return Ok(());
+        }
+        self.stream_call_slow(first, name, count, &call)
+    }
+
+    /// The rest of [`stream_call`](Self::stream_call), out of line (as
+    /// [`event_call_slow`](Self::event_call_slow)).
+    #[cold]
+    #[inline(never)]
+    fn stream_call_slow(
+        &self,
+        first: Option<sys::CUresult>,
+        name: &'static str,
+        count: Count,
+        call: &dyn Fn() -> sys::CUresult,
+    ) -> Result<()> {
+        let result = match first {
+            Some(result) => self.retried(result, call)?,
+            None => self.driver_call(call)?,
+        };
+        check(name, result)?;
+        self.counters.bump(count);
+        Ok(())
+    }
+
     /// Runs a driver call with the context bound; if someone else's context was current
     /// (`CUDA_ERROR_INVALID_CONTEXT`), binds ours and retries once.
     #[inline]
@@ -807,6 +850,46 @@ impl DeviceBackend for CudaDevice {
         }
         self.counters.bump(Count::copy);
         Ok(())
+    }
+
+    #[inline]
+    unsafe fn memset_async_unchecked(
+        &self,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        if bytes == 0 {
+            self.counters.bump(Count::memset);
+            return Ok(());
+        }
+        let s = stream_ptr(stream.raw());
+        self.stream_call("cuMemsetD8Async", Count::memset, || {
+            // SAFETY: the caller's contract: the stream is live and the range stays
+            // allocated and unaliased until the stream runs the fill.
+            unsafe { sys::cuMemsetD8Async(dst.raw(), value, bytes, s) }
+        })
+    }
+
+    #[inline]
+    unsafe fn copy_async_unchecked(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        if bytes == 0 {
+            self.counters.bump(Count::copy);
+            return Ok(());
+        }
+        let s = stream_ptr(stream.raw());
+        self.stream_call("cuMemcpyAsync", Count::copy, || {
+            // SAFETY: the caller's contract: the stream is live and both ranges stay
+            // allocated until the stream runs the copy.
+            unsafe { sys::cuMemcpyAsync(dst.raw(), src.raw(), bytes, s) }
+        })
     }
 
     unsafe fn copy_to_host_async(

@@ -392,6 +392,42 @@ pub trait DeviceBackend: Send + Sync + 'static {
         stream: StreamHandle,
     ) -> Result<()>;
 
+    /// [`memset_async`](Self::memset_async) without the stream's handle check: for a
+    /// stream whose liveness the caller holds proof of, as an operator's runtime-owned
+    /// stream during its callback ([`DeviceAccess::memset_async`](crate::DeviceAccess::memset_async)).
+    /// The default checks anyway.
+    ///
+    /// # Safety
+    /// As [`memset_async`](Self::memset_async), and `stream` is a live stream of this
+    /// backend (or one adopted by it and not yet released) for the whole call.
+    unsafe fn memset_async_unchecked(
+        &self,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract includes `memset_async`'s.
+        unsafe { self.memset_async(dst, value, bytes, stream) }
+    }
+
+    /// [`copy_async`](Self::copy_async) without the stream's handle check (see
+    /// [`memset_async_unchecked`](Self::memset_async_unchecked)).
+    ///
+    /// # Safety
+    /// As [`copy_async`](Self::copy_async), and `stream` as for
+    /// [`memset_async_unchecked`](Self::memset_async_unchecked).
+    unsafe fn copy_async_unchecked(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract includes `copy_async`'s.
+        unsafe { self.copy_async(dst, src, bytes, stream) }
+    }
+
     /// Enqueues a copy from backend memory to ordinary host memory.
     ///
     /// # Safety

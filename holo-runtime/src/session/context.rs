@@ -365,6 +365,7 @@ impl ExecutionContext<'_> {
     /// context, raw stream, the backend's asynchronous copies and fills — with the
     /// device's context already current on this thread, so a kernel launch needs no
     /// other call. `NotSupported` for an operator in a host-only partition.
+    #[inline]
     pub fn cuda(&self) -> crate::Result<DeviceAccess<'_>> {
         device_access(self.operator, self.device, self.stream)
     }
@@ -425,8 +426,56 @@ impl<'a> DeviceAccess<'a> {
     pub fn backend(&self) -> &'a std::sync::Arc<dyn crate::device::DeviceBackend> {
         self.backend
     }
+
+    /// Enqueues filling `bytes` bytes at `dst` with `value` on this operator's stream.
+    /// The same call as the backend's `memset_async` on [`stream`](Self::stream), without
+    /// its handle check (a registry lock and lookup per call): the session keeps the
+    /// stream live for the whole callback, so there is nothing to check.
+    ///
+    /// # Safety
+    /// `dst..dst + bytes` lies in a live allocation of the backend until the stream has
+    /// run the fill, and nothing accesses it concurrently without stream ordering (as
+    /// [`DeviceBackend::memset_async`](crate::device::DeviceBackend::memset_async)).
+    #[inline]
+    pub unsafe fn memset_async(
+        &self,
+        dst: crate::device::DevicePtr,
+        value: u8,
+        bytes: usize,
+    ) -> crate::Result<()> {
+        // SAFETY: the caller's contract, and the stream is this operator's runtime-owned
+        // one, live until the session has joined its threads and stopped its operators.
+        unsafe {
+            self.backend
+                .memset_async_unchecked(dst, value, bytes, self.stream)
+        }
+    }
+
+    /// Enqueues a copy of `bytes` bytes from `src` to `dst` on this operator's stream
+    /// (the backend's `copy_async` without its handle check, as
+    /// [`memset_async`](Self::memset_async)).
+    ///
+    /// # Safety
+    /// Both ranges lie in live allocations of the backend until the stream has run the
+    /// copy; they do not overlap, and nothing writes them (or reads `dst`) concurrently
+    /// without stream ordering (as
+    /// [`DeviceBackend::copy_async`](crate::device::DeviceBackend::copy_async)).
+    #[inline]
+    pub unsafe fn copy_async(
+        &self,
+        dst: crate::device::DevicePtr,
+        src: crate::device::DevicePtr,
+        bytes: usize,
+    ) -> crate::Result<()> {
+        // SAFETY: as `memset_async`.
+        unsafe {
+            self.backend
+                .copy_async_unchecked(dst, src, bytes, self.stream)
+        }
+    }
 }
 
+#[inline]
 fn device_access<'a>(
     operator: &str,
     device: Option<&'a std::sync::Arc<dyn crate::device::DeviceBackend>>,
@@ -434,12 +483,19 @@ fn device_access<'a>(
 ) -> crate::Result<DeviceAccess<'a>> {
     match (device, stream) {
         (Some(backend), Some(stream)) => Ok(DeviceAccess { backend, stream }),
-        _ => Err(crate::Error::new(
-            crate::ErrorCode::NotSupported,
-            "this operator runs in a host-only partition: it has no device stream",
-        )
-        .at(format!("operator {operator:?}"))),
+        _ => Err(no_device(operator)),
     }
+}
+
+/// [`device_access`]'s refusal in a host-only partition, out of line (as [`no_stream`]).
+#[cold]
+#[inline(never)]
+fn no_device(operator: &str) -> crate::Error {
+    crate::Error::new(
+        crate::ErrorCode::NotSupported,
+        "this operator runs in a host-only partition: it has no device stream",
+    )
+    .at(format!("operator {operator:?}"))
 }
 
 /// [`ExecutionContext::cuda_stream`]'s refusal in a host-only partition, out of line: the
@@ -466,6 +522,7 @@ impl LifecycleContext<'_> {
     /// The operator's device and stream, as in `compute` ([`ExecutionContext::cuda`]):
     /// an operator can allocate its own device buffers or load its kernels in `start`
     /// and free them in `stop`. `NotSupported` for an operator in a host-only partition.
+    #[inline]
     pub fn cuda(&self) -> crate::Result<DeviceAccess<'_>> {
         device_access(self.operator, self.device, self.stream)
     }
