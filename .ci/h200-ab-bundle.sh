@@ -6,17 +6,22 @@
 # worktree with a target directory of its own (a shared target/ once made cargo reuse
 # stale binaries), and checked to differ from the new binary. The session scripts
 # (.ci/h200-session25-bundle.sh, .ci/h200-session26-bundle.sh) set what they need.
+# BASE_BENCHES=base keeps the base's own bench sources instead (when the benches now use
+# an API the base does not have); HOLO_BENCHES adds benches to the bundle (device_hop and
+# handoff are always in it).
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 base=${BASE:?BASE: the commit to build as the base}
-HOLO_BENCHES="device_hop handoff" bash .ci/h200-bundle-targeted.sh
+HOLO_BENCHES="device_hop handoff ${HOLO_BENCHES:-}" bash .ci/h200-bundle-targeted.sh
 rm -f .gpu/bin/holo_runtime-*
 wt=/tmp/holo-base-$base; target=/tmp/holo-base-target-$base
 git worktree remove --force "$wt" 2>/dev/null || true
 git worktree add -q "$wt" "$base"
-cp holo-runtime/benches/handoff.rs holo-runtime/benches/device_hop.rs "$wt/holo-runtime/benches/"
-cp -r holo-runtime/benches/common holo-runtime/benches/device_hop "$wt/holo-runtime/benches/"
-cp holo-runtime/Cargo.toml "$wt/holo-runtime/"; cp Cargo.lock "$wt/"
+if [ "${BASE_BENCHES:-head}" != base ]; then
+  cp holo-runtime/benches/handoff.rs holo-runtime/benches/device_hop.rs "$wt/holo-runtime/benches/"
+  cp -r holo-runtime/benches/common holo-runtime/benches/device_hop "$wt/holo-runtime/benches/"
+  cp holo-runtime/Cargo.toml "$wt/holo-runtime/"; cp Cargo.lock "$wt/"
+fi
 source .ci/pick.sh
 mkdir -p .gpu/base
 (cd "$wt" && CARGO_TARGET_DIR=$target cargo bench --no-run --message-format=json -p holo-runtime \
