@@ -145,6 +145,29 @@ impl DeviceBackend for NullDevice {
         self.pollute();
         Ok(())
     }
+    /// Its own (not the trait's default), so that a profile names it as the null
+    /// device's: an operator's `ctx.cuda()?.memset_async` comes here.
+    unsafe fn memset_async_unchecked(
+        &self,
+        _: DevicePtr,
+        _: u8,
+        _: usize,
+        _: StreamHandle,
+    ) -> Result<()> {
+        self.pollute();
+        Ok(())
+    }
+    /// As [`memset_async_unchecked`](Self::memset_async_unchecked).
+    unsafe fn copy_async_unchecked(
+        &self,
+        _: DevicePtr,
+        _: DevicePtr,
+        _: usize,
+        _: StreamHandle,
+    ) -> Result<()> {
+        self.pollute();
+        Ok(())
+    }
     unsafe fn copy_to_host_async(
         &self,
         _: *mut u8,
