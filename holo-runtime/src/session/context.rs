@@ -300,7 +300,8 @@ impl ActivationState {
 /// What `compute()` sees: the activation's time, its operator, and the session's stop
 /// request. Ports are the operator's own fields.
 pub struct ExecutionContext<'a> {
-    pub(crate) operator: &'a str,
+    /// A borrow of the operator's name field (not of its bytes): made without reading it.
+    pub(crate) operator: &'a String,
     pub(crate) activation: &'a ActivationState,
     pub(crate) activation_index: u64,
     pub(crate) stop: &'a AtomicBool,

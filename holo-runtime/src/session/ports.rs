@@ -89,13 +89,34 @@ pub struct Input<T> {
     binding: Option<InputBinding<T>>,
 }
 
+/// A bound port's mark, in its binding's first cache line: eight bytes with two valid
+/// values have a larger niche than any other field a binding holds (a `VecDeque`'s
+/// capacity has 2^63 spare values, an `Option`'s tag 254), so `Option<…Binding>` tells a
+/// bound port from an unbound one by this field. (It used a field further on, on a line
+/// an emit or a receive had no other use for: `.ci/count-data-lines.sh`.)
+#[derive(Clone, Copy)]
+#[repr(u64)]
+enum Bound {
+    Input = 1,
+    Output = 2,
+}
+
+#[repr(C, align(64))]
 struct InputBinding<T> {
+    // First cache line: what a plain `receive` touches (see `OutputBinding`).
+    bound: Bound,
     queue: Option<Arc<EdgeQueue<T>>>,
     activation: Arc<ActivationState>,
-    /// `operator "…", port "…"`, for errors.
-    location: &'static str,
+    /// What travelled with the value received last.
+    last_stamp: Stamp,
+    /// A queue or window input with no history, no `reuse_last` and no wait of either
+    /// kind: `receive` is a pop and a capture-time update.
+    plain: bool,
     /// The port's index in its operator (for `ctx.rate`).
     port: u32,
+    // The rest.
+    /// `operator "…", port "…"`, for errors.
+    location: &'static str,
     mode: InputMode,
     missing: MissingPolicy,
     /// Retained entries, newest last; capacity fixed at bind time (never grows).
@@ -112,12 +133,16 @@ struct InputBinding<T> {
     /// consumer's own thread, so a producer never submits to a stream another thread is
     /// submitting to). `None`: nothing to do (no tensors, a fused flow, host memory).
     deliver: Option<OrderingDomain>,
-    /// A queue or window input with no history, no `reuse_last` and no wait of either
-    /// kind: `receive` is a pop and a capture-time update.
-    plain: bool,
-    /// What travelled with the value received last.
-    last_stamp: Stamp,
 }
+
+// A plain receive's fields, and the mark, fill the first cache line.
+const _: () =
+    assert!(std::mem::offset_of!(InputBinding<u64>, port) + std::mem::size_of::<u32>() <= 64);
+// The mark's niche is the one `Option` uses: an unbound port's binding is one word.
+const _: () = assert!(
+    std::mem::size_of::<Option<InputBinding<Vec<u8>>>>()
+        == std::mem::size_of::<InputBinding<Vec<u8>>>()
+);
 
 impl<T> InputBinding<T> {
     fn info(&self) -> FrameInfo {
@@ -404,12 +429,18 @@ impl EdgeContract {
     }
 }
 
+#[repr(C, align(64))]
 struct OutputBinding<T> {
-    port: u32,
-    location: &'static str,
+    // First cache line: what `allocate_tensor` and an emit with none of the rare work
+    // touch. The binding is aligned to a line of its own, so that after a GPU driver
+    // call has evicted the core's caches an emit fetches one line of it again, not the
+    // three its fields were spread over (`.ci/count-data-lines.sh`).
+    bound: Bound,
     edges: Box<[Arc<EdgeQueue<T>>]>,
-    /// Per edge, its contract; empty when no edge needs device work on emit.
-    contracts: Box<[EdgeContract]>,
+    activation: Arc<ActivationState>,
+    pool: Option<Arc<Pool>>,
+    /// Frames this output numbered itself (emits that inherited no frame id).
+    next_frame: u64,
     /// Whether every edge blocks (then a full edge refuses the whole emit).
     any_block: bool,
     /// Whether emit has a refusal to check before the room check out of line
@@ -418,21 +449,23 @@ struct OutputBinding<T> {
     /// Whether emit has work after the room check out of line
     /// ([`OutputBinding::work_after_room`]).
     rare_after_room: bool,
-    /// The consumers' exact tensor requirements, checked on emit for tensors that did
-    /// not come from this output's own (compile-checked) pool.
-    requirements: Box<[(TensorInputSpec, &'static str)]>,
-    pool: Option<Arc<Pool>>,
     /// A `Tensor` output that does not declare `forwards`: a tensor from another
     /// operator's runtime pool is refused on emit, since that pool is not sized for the
     /// queues and holds after this output.
     refuse_forwarded: bool,
-    activation: Arc<ActivationState>,
-    /// Frames this output numbered itself (emits that inherited no frame id).
-    next_frame: u64,
+    // The rest.
+    /// The subscriber seats of the topic this output exports (empty: none; else
+    /// `rare_after_room` is set).
+    seats: Box<[TopicSeat<T>]>,
+    port: u32,
+    location: &'static str,
+    /// Per edge, its contract; empty when no edge needs device work on emit.
+    contracts: Box<[EdgeContract]>,
+    /// The consumers' exact tensor requirements, checked on emit for tensors that did
+    /// not come from this output's own (compile-checked) pool.
+    requirements: Box<[(TensorInputSpec, &'static str)]>,
     /// The edge a fan-out's next emit pushes to first (the order turns with each emit).
     first_served: usize,
-    /// The subscriber seats of the topic this output exports (empty: none).
-    seats: Box<[TopicSeat<T>]>,
     /// The boundary pool of the topic this pass-through output exports across processes:
     /// each tensor emitted is copied once into it, and the seats receive the copy.
     boundary: Option<Arc<Pool>>,
@@ -443,6 +476,9 @@ struct OutputBinding<T> {
     /// this output's queues and holds for it. Empty: nothing to check.
     forward_origins: Box<[Arc<Pool>]>,
 }
+
+// An emit's common fields fill the first cache line.
+const _: () = assert!(std::mem::offset_of!(OutputBinding<u64>, refuse_forwarded) < 64);
 
 /// One subscriber seat of the topic an output exports: its queue, and whether a
 /// subscriber holds it (only then is anything pushed into it).
@@ -805,7 +841,7 @@ impl<T: Clone + Send + 'static> Output<T> {
             publish_ns: b.activation.publish_ns(),
         };
         b.activation.note_emit();
-        if !b.seats.is_empty() {
+        if b.rare_after_room && !b.seats.is_empty() {
             push_to_seats(&b.seats, crossing.as_ref().unwrap_or(&value), stamp);
         }
         match &*b.edges {
@@ -1086,6 +1122,7 @@ impl PortBinder<'_> {
             }
         });
         input.binding = Some(InputBinding {
+            bound: Bound::Input,
             plain: mode != InputMode::Latest
                 && missing != MissingPolicy::ReuseLast
                 && history_cap == 0
@@ -1165,6 +1202,7 @@ impl PortBinder<'_> {
             .unwrap_or_default()
             .into();
         output.binding = Some(OutputBinding {
+            bound: Bound::Output,
             rare_before_room: !forward_origins.is_empty()
                 || !requirements.is_empty()
                 || !seats.is_empty(),

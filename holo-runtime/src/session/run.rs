@@ -100,43 +100,74 @@ impl Shared {
 }
 
 /// One operator on its partition thread.
+///
+/// Laid out in order (`repr(C)`, from a cache line's start): what the scheduler and an
+/// activation touch fill three lines (decide in the first, the activation's own state and
+/// inputs in the second, the operator and its device in the third), the rest follows.
+/// After a GPU driver call has evicted the core's caches, an activation fetches those
+/// three lines of its operator again, not the five its fields were spread over
+/// (`.ci/count-data-lines.sh`). Const assertions below keep the lines.
+#[repr(C, align(64))]
 pub(crate) struct OpRuntime {
+    // First line: `decide`.
+    done: bool,
+    pub(crate) is_source: bool,
+    pub(crate) is_sink: bool,
+    /// The temporal contract's trigger: the only scheduling authority.
+    schedule: Schedule,
+    block_outputs: Box<[EdgeProbe]>,
+    pub(crate) activations: u64,
+    // Second line: the inputs and the activation's state.
+    required_inputs: Box<[EdgeProbe]>,
+    optional_inputs: Box<[EdgeProbe]>,
+    /// The last activation consumed nothing ([`NOT_STALLED`] otherwise): wait for a new
+    /// push than this count before running again, instead of spinning on entries the
+    /// operator chose to leave queued.
+    stalled_at: u64,
+    activation: Arc<ActivationState>,
+    /// The operator's first slot in the session's rate table.
+    rate_offset: usize,
+    /// The source's activations before it is done ([`UNLIMITED`]: no limit).
+    max_activations: u64,
+    // Third line: the operator and its device.
+    op: OperatorBox,
+    stream: Option<StreamHandle>,
+    device: Option<Arc<dyn DeviceBackend>>,
+    /// The inputs from other partitions: each activation's end marks what it took
+    /// finished (`Output::in_flight` on the producer's side).
+    cross_inputs: Box<[Arc<dyn ErasedEdge>]>,
+    // The rest, off the activation's path.
     pub(crate) index: usize,
     /// The operator's execution partition (the plan's index).
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) partition: u32,
+    /// Its name (an activation's context borrows the field, reading it only for an error
+    /// or when the operator asks).
     pub(crate) name: String,
-    op: OperatorBox,
-    activation: Arc<ActivationState>,
-    stream: Option<StreamHandle>,
-    device: Option<Arc<dyn DeviceBackend>>,
-    required_inputs: Vec<EdgeProbe>,
-    optional_inputs: Vec<EdgeProbe>,
-    /// The inputs from other partitions: each activation's end marks what it took
-    /// finished (`Output::in_flight` on the producer's side).
-    cross_inputs: Box<[Arc<dyn ErasedEdge>]>,
-    block_outputs: Vec<EdgeProbe>,
-    pub(crate) is_source: bool,
-    pub(crate) is_sink: bool,
-    pub(crate) activations: u64,
-    max_activations: Option<u64>,
-    done: bool,
     started: bool,
-    /// The last activation consumed nothing: wait for a new push before running again,
-    /// instead of spinning on entries the operator chose to leave queued.
-    stalled_at: Option<u64>,
-    /// The temporal contract's trigger: the only scheduling authority.
-    schedule: Schedule,
     /// Required inputs with `missing = skip` (other than an `on_arrival` trigger input):
     /// when one is empty at a tick or arrival, the activation is skipped.
-    skip_inputs: Vec<EdgeProbe>,
-    /// The operator's first slot in the session's rate table.
-    rate_offset: usize,
+    skip_inputs: Box<[EdgeProbe]>,
     /// Activations skipped by `missing = skip`.
     pub(crate) skipped: u64,
     /// The pools of this operator's outputs: its partition thread owns their free lists.
     pools: Vec<Arc<Pool>>,
 }
+
+/// [`OpRuntime::stalled_at`] when the last activation consumed something.
+const NOT_STALLED: u64 = u64::MAX;
+/// [`OpRuntime::max_activations`] of an operator with no limit.
+const UNLIMITED: u64 = u64::MAX;
+
+// The three lines of the activation's path (see the type's documentation).
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(offset_of!(OpRuntime, activations) + size_of::<u64>() <= 64);
+    assert!(offset_of!(OpRuntime, required_inputs) >= 64);
+    assert!(offset_of!(OpRuntime, max_activations) + size_of::<u64>() <= 128);
+    assert!(offset_of!(OpRuntime, op) >= 128);
+    assert!(offset_of!(OpRuntime, cross_inputs) + size_of::<Box<[u8]>>() <= 192);
+};
 
 /// How the scheduler decides an activation, from the operator's trigger.
 pub(crate) enum Schedule {
@@ -171,22 +202,56 @@ impl OpRuntime {
         if self.done {
             return Decision::Wait;
         }
+        // The common trigger tested first, the others out of line: a `match` over every
+        // trigger compiled to a jump table, one more line of data to fetch again after
+        // each driver call.
+        if matches!(self.schedule, Schedule::AllInputs) {
+            self.decide_all_inputs()
+        } else {
+            self.decide_other()
+        }
+    }
+
+    /// [`decide`](Self::decide) for an `all_inputs` trigger: every required input has
+    /// data (a source: every blocking output has room).
+    #[allow(
+        clippy::inline_always,
+        reason = "decide's common case, inlined into the partition loop as decide is"
+    )]
+    #[inline(always)]
+    fn decide_all_inputs(&self) -> Decision {
+        if self.is_source {
+            return if self.block_outputs.iter().all(|e| !e.is_full()) {
+                Decision::Run
+            } else {
+                Decision::Wait
+            };
+        }
+        let fired = if self.required_inputs.is_empty() {
+            self.optional_inputs.iter().any(|e| e.len() > 0)
+        } else {
+            self.required_inputs.iter().all(|e| e.len() > 0)
+        };
+        self.unless_stalled(fired)
+    }
+
+    /// `Run` when the trigger `fired`, unless the operator is stalled (its last
+    /// activation consumed nothing and nothing was pushed since).
+    #[inline]
+    fn unless_stalled(&self, fired: bool) -> Decision {
+        if !fired || (self.stalled_at != NOT_STALLED && self.stalled_at == self.pushed()) {
+            Decision::Wait
+        } else {
+            Decision::Run
+        }
+    }
+
+    /// [`decide`](Self::decide) for the other triggers.
+    #[inline(never)]
+    fn decide_other(&self) -> Decision {
         let fired = match &self.schedule {
             Schedule::Clock { next_ns, .. } => return self.decide_clock(*next_ns),
-            Schedule::AllInputs if self.is_source => {
-                return if self.block_outputs.iter().all(|e| !e.is_full()) {
-                    Decision::Run
-                } else {
-                    Decision::Wait
-                };
-            }
-            Schedule::AllInputs => {
-                if self.required_inputs.is_empty() {
-                    self.optional_inputs.iter().any(|e| e.len() > 0)
-                } else {
-                    self.required_inputs.iter().all(|e| e.len() > 0)
-                }
-            }
+            Schedule::AllInputs => return self.decide_all_inputs(),
             Schedule::AnyInput => self
                 .required_inputs
                 .iter()
@@ -195,15 +260,15 @@ impl OpRuntime {
             Schedule::OnArrival(e) => e.len() > 0,
             Schedule::Never => false,
         };
-        if !fired || self.stalled_at.is_some_and(|p| p == self.pushed()) {
-            return Decision::Wait;
+        match self.unless_stalled(fired) {
+            Decision::Run
+                if matches!(self.schedule, Schedule::OnArrival(_))
+                    && self.skip_inputs.iter().any(|e| e.len() == 0) =>
+            {
+                Decision::Skip
+            }
+            d => d,
         }
-        if matches!(self.schedule, Schedule::OnArrival(_))
-            && self.skip_inputs.iter().any(|e| e.len() == 0)
-        {
-            return Decision::Skip;
-        }
-        Decision::Run
     }
 
     /// [`decide`](Self::decide) for a clock-triggered operator (out of line: the clock's
@@ -340,7 +405,11 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime, fr
         // entries the operator chose to leave queued. (Entries pushed during this
         // activation may be counted here; the scheduler then waits for one more push or
         // a wake — a bounded delay, never a lost entry, as every push wakes the thread.)
-        op.stalled_at = (!op.activation.received()).then(|| op.pushed());
+        op.stalled_at = if op.activation.received() {
+            NOT_STALLED
+        } else {
+            op.pushed()
+        };
     }
     op.activations += 1;
     signal.progress.store(
@@ -355,7 +424,7 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime, fr
             *fresh = end;
         }
     }
-    if op.is_source && op.max_activations == Some(op.activations) {
+    if op.is_source && op.max_activations == op.activations {
         op.done = true;
         shared.sources_pending.fetch_sub(1, Ordering::AcqRel);
     }
@@ -1101,7 +1170,7 @@ pub(crate) fn start(
                 .map(|(_, e)| EdgeProbe::new(Arc::clone(e)))
                 .collect()
         } else {
-            Vec::new()
+            Box::default()
         };
         let has_inputs = rec
             .ports
@@ -1135,9 +1204,9 @@ pub(crate) fn start(
             is_sink: erased_out[i].is_empty() && (has_inputs || !is_source),
             activations: 0,
             max_activations: if is_source {
-                options.max_source_activations
+                options.max_source_activations.unwrap_or(UNLIMITED)
             } else {
-                None
+                UNLIMITED
             },
             // An operator that can never fire (an `on_arrival` input nothing feeds, an
             // `any_input` trigger with no connected input) is done from the start: counted
@@ -1146,7 +1215,7 @@ pub(crate) fn start(
                 || matches!(schedule, Schedule::Never)
                 || (matches!(schedule, Schedule::AnyInput) && connected_inputs.is_empty()),
             started: false,
-            stalled_at: None,
+            stalled_at: NOT_STALLED,
             schedule,
             skip_inputs,
             rate_offset: rate_offsets[i],
