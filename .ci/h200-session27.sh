@@ -6,6 +6,8 @@
 # binary runs first alternating by turn; `device_ops` (one call's cost, checked and not,
 # beside the raw call); every `device_hop` row of the new binary; the hand-off rows of
 # the new binary; the suites of the changed paths on CUDA; two examples. Logs go to $OUT.
+# `bash .ci/h200-session27.sh fused`: only the fused hop before and after, TURNS turns
+# (default 10).
 export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 D=$(ls .gpu/bench/device_hop-* | head -1); H=$(ls .gpu/bench/handoff-* | head -1)
@@ -14,13 +16,15 @@ O=$(ls .gpu/bench/device_ops-* | head -1)
   date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
   grep -m1 "model name" /proc/cpuinfo
 } | tee "$out/machine.log"
-for turn in 1 2 3 4 5 6; do
+turns=6; [ "${1:-}" = fused ] && turns=${TURNS:-10}
+for turn in $(seq 1 "$turns"); do
   order=(.gpu/base/device_hop-base "$D"); [ $((turn % 2)) -eq 0 ] && order=("$D" .gpu/base/device_hop-base)
   for bin in "${order[@]}"; do
     echo "== fused turn $turn: $(basename "$bin")"; HOLO_BENCH_ONLY=fused HOLO_BENCH_PAIRS=31 timeout 80 "$bin" --bench | grep -E "^fused"
   done
 done | tee "$out/fused-ab.log"
 date -u
+[ "${1:-}" = fused ] && exit 0
 for i in 1 2 3; do timeout 30 "$O" --bench | grep -E "^cuda|^backend"; done 2>&1 | tee "$out/device_ops.log"
 date -u
 echo "== device_hop: $(basename "$D")" | tee "$out/device_hop.log"
