@@ -448,8 +448,15 @@ impl CudaDevice {
         &self,
         name: &'static str,
         count: Count,
+        bytes: usize,
         call: impl Fn() -> sys::CUresult,
     ) -> Result<()> {
+        // An empty fill or copy is no driver call; it is counted as the checked call
+        // counts it.
+        if bytes == 0 {
+            self.counters.bump(count);
+            return Ok(());
+        }
         let first = self.is_bound().then(&call);
         if first == Some(sys::CUresult::CUDA_SUCCESS) {
             self.counters.bump(count);
@@ -860,12 +867,8 @@ impl DeviceBackend for CudaDevice {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<()> {
-        if bytes == 0 {
-            self.counters.bump(Count::memset);
-            return Ok(());
-        }
         let s = stream_ptr(stream.raw());
-        self.stream_call("cuMemsetD8Async", Count::memset, || {
+        self.stream_call("cuMemsetD8Async", Count::memset, bytes, || {
             // SAFETY: the caller's contract: the stream is live and the range stays
             // allocated and unaliased until the stream runs the fill.
             unsafe { sys::cuMemsetD8Async(dst.raw(), value, bytes, s) }
@@ -880,12 +883,8 @@ impl DeviceBackend for CudaDevice {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<()> {
-        if bytes == 0 {
-            self.counters.bump(Count::copy);
-            return Ok(());
-        }
         let s = stream_ptr(stream.raw());
-        self.stream_call("cuMemcpyAsync", Count::copy, || {
+        self.stream_call("cuMemcpyAsync", Count::copy, bytes, || {
             // SAFETY: the caller's contract: the stream is live and both ranges stay
             // allocated until the stream runs the copy.
             unsafe { sys::cuMemcpyAsync(dst.raw(), src.raw(), bytes, s) }
