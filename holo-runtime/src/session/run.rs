@@ -120,9 +120,10 @@ pub(crate) struct OpRuntime {
     // Second line: the inputs and the activation's state.
     required_inputs: Box<[EdgeProbe]>,
     optional_inputs: Box<[EdgeProbe]>,
-    /// The last activation consumed nothing ([`NOT_STALLED`] otherwise): wait for a new
-    /// push than this count before running again, instead of spinning on entries the
-    /// operator chose to leave queued.
+    /// When the last activation consumed nothing, the entries pushed into the inputs by
+    /// then ([`NOT_STALLED`] when it consumed something): the operator waits for a push
+    /// past that count before it runs again, instead of spinning on entries it chose to
+    /// leave queued.
     stalled_at: u64,
     activation: Arc<ActivationState>,
     /// The operator's first slot in the session's rate table.
