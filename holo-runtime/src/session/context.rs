@@ -388,7 +388,11 @@ impl ExecutionContext<'_> {
 
 /// Typed access to a session's device from an operator's callback
 /// ([`ExecutionContext::cuda`], [`LifecycleContext::cuda`]): the device's context is
-/// current on the calling thread for the whole callback.
+/// current on the calling thread for the whole callback. Its
+/// [`memset_async`](Self::memset_async) and [`copy_async`](Self::copy_async) enqueue on
+/// the operator's own stream without the handle check the backend's calls make on a bare
+/// `StreamHandle` (the session keeps that stream live): the cheapest way to fill or copy
+/// a tensor from an operator.
 #[derive(Clone, Copy)]
 pub struct DeviceAccess<'a> {
     backend: &'a std::sync::Arc<dyn crate::device::DeviceBackend>,
