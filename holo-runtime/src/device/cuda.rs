@@ -826,17 +826,12 @@ impl DeviceBackend for CudaDevice {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<()> {
-        if bytes > 0 {
-            // SAFETY: the stream is live (checked by `on_stream`); the caller guarantees the
-            // range stays allocated and unaliased until the stream runs the fill.
-            self.on_stream("cuMemsetD8Async", stream, |s| unsafe {
-                sys::cuMemsetD8Async(dst.raw(), value, bytes, s)
-            })?;
-        } else {
-            self.stream(&self.live(), stream)?;
-        }
-        self.counters.bump(Count::memset);
-        Ok(())
+        let live = self.live();
+        self.stream(&live, stream)?;
+        // SAFETY: the stream is live (checked under the read lock, held until return); the
+        // caller guarantees the range stays allocated and unaliased until the stream runs
+        // the fill.
+        unsafe { self.memset_async_unchecked(dst, value, bytes, stream) }
     }
 
     unsafe fn copy_async(
@@ -846,17 +841,11 @@ impl DeviceBackend for CudaDevice {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<()> {
-        if bytes > 0 {
-            // SAFETY: the stream is live (checked by `on_stream`); the caller guarantees both
-            // ranges stay allocated until the stream runs the copy.
-            self.on_stream("cuMemcpyAsync", stream, |s| unsafe {
-                sys::cuMemcpyAsync(dst.raw(), src.raw(), bytes, s)
-            })?;
-        } else {
-            self.stream(&self.live(), stream)?;
-        }
-        self.counters.bump(Count::copy);
-        Ok(())
+        let live = self.live();
+        self.stream(&live, stream)?;
+        // SAFETY: as `memset_async`; both ranges stay allocated until the stream runs the
+        // copy.
+        unsafe { self.copy_async_unchecked(dst, src, bytes, stream) }
     }
 
     #[inline]
