@@ -15,14 +15,7 @@ D=$(ls .gpu/bench/device_hop-* | head -1); H=$(ls .gpu/bench/handoff-* | head -1
 } | tee "$out/machine.log"
 for i in 1 2; do timeout 120 "$D" cold-probe; done 2>&1 | tee "$out/cold-probe.log"
 date -u
-# Which binary runs first alternates from turn to turn: in the first two leases of this
-# session the binary run first had the lower ratio in five turns of six.
-for turn in 1 2 3 4; do
-  order=(.gpu/base/device_hop-base "$D"); [ $((turn % 2)) -eq 0 ] && order=("$D" .gpu/base/device_hop-base)
-  for bin in "${order[@]}"; do
-    echo "== fused turn $turn: $(basename "$bin")"; HOLO_BENCH_ONLY=fused HOLO_BENCH_PAIRS=31 timeout 80 "$bin" --bench | grep -E "^fused"
-  done
-done | tee "$out/fused-ab.log"
+bash .ci/h200-fused-ab.sh 4 "$D" | tee "$out/fused-ab.log"
 date -u
 for round in 1 2 3 4; do
   order=(.gpu/base/handoff-base "$H"); [ $((round % 2)) -eq 0 ] && order=("$H" .gpu/base/handoff-base)

@@ -17,12 +17,7 @@ O=$(ls .gpu/bench/device_ops-* | head -1)
   grep -m1 "model name" /proc/cpuinfo
 } | tee "$out/machine.log"
 turns=6; [ "${1:-}" = fused ] && turns=${TURNS:-10}
-for turn in $(seq 1 "$turns"); do
-  order=(.gpu/base/device_hop-base "$D"); [ $((turn % 2)) -eq 0 ] && order=("$D" .gpu/base/device_hop-base)
-  for bin in "${order[@]}"; do
-    echo "== fused turn $turn: $(basename "$bin")"; HOLO_BENCH_ONLY=fused HOLO_BENCH_PAIRS=31 timeout 80 "$bin" --bench | grep -E "^fused"
-  done
-done | tee "$out/fused-ab.log"
+bash .ci/h200-fused-ab.sh "$turns" "$D" | tee "$out/fused-ab.log"
 date -u
 [ "${1:-}" = fused ] && exit 0
 for i in 1 2 3; do timeout 30 "$O" --bench | grep -E "^cuda|^backend"; done 2>&1 | tee "$out/device_ops.log"
