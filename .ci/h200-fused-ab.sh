@@ -10,6 +10,6 @@ turns=$1 new=$2
 for turn in $(seq 1 "$turns"); do
   order=(.gpu/base/device_hop-base "$new"); [ $((turn % 2)) -eq 0 ] && order=("$new" .gpu/base/device_hop-base)
   for bin in "${order[@]}"; do
-    echo "== fused turn $turn: $(basename "$bin")"; HOLO_BENCH_ONLY=fused HOLO_BENCH_PAIRS=31 timeout 80 "$bin" --bench | grep -E "^fused"
+    echo "== fused turn $turn: $(basename "$bin")"; HOLO_BENCH_ONLY=fused HOLO_BENCH_PAIRS=31 timeout 80 "$bin" --bench | grep -E "^fused|^  fused"
   done
 done

@@ -458,9 +458,13 @@ impl RawRing {
 /// `HOLO_BENCH_NULL_SHAPE=fused` (or `fenced`, `chain`) runs that scenario alone (for a
 /// profiler: `valgrind --tool=callgrind`); `HOLO_BENCH_EVICT_KIB=N` has every device call
 /// write N KiB first, as a GPU driver's calls evict what holo touched before them (for
-/// callgrind's cache simulation, `.ci/count-code-lines.sh`).
+/// callgrind's cache simulation, `.ci/count-code-lines.sh`); `HOLO_BENCH_NULL_RAW=1` runs
+/// the raw loop on the same device after each holo run and prints it beside (holo's gap
+/// over the raw calls, with the eviction both pay; off by default, so that the counting
+/// scripts trace holo's frames alone).
 pub(super) fn run_null() {
     let evict = super::null_device::evict_kib_from_env().unwrap_or(0);
+    let with_raw = std::env::var_os("HOLO_BENCH_NULL_RAW").is_some_and(|v| v == "1");
     let device: Arc<dyn DeviceBackend> = Arc::new(NullDevice::evicting(evict << 10));
     for (name, shape) in [
         ("fused hop", Shape::FusedHop),
@@ -470,8 +474,21 @@ pub(super) fn run_null() {
         if !super::picked("HOLO_BENCH_NULL_SHAPE", name) {
             continue;
         }
-        let runs: Vec<f64> = (0..5).map(|_| super::holo(&device, &shape).0).collect();
-        println!("  holo {name} on a null device: {runs:.0?} ns/frame");
+        let mut runs = Vec::new();
+        let mut raws = Vec::new();
+        for _ in 0..5 {
+            runs.push(super::holo(&device, &shape).0);
+            if with_raw {
+                raws.push(std::thread::scope(|s| {
+                    s.spawn(|| super::raw(&device, &shape)).join().unwrap()
+                }));
+            }
+        }
+        if with_raw {
+            println!("  holo {name} on a null device: {runs:.0?} ns/frame; raw {raws:.0?}");
+        } else {
+            println!("  holo {name} on a null device: {runs:.0?} ns/frame");
+        }
     }
 }
 

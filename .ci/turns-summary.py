@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Summarizes the fused hop's turns and the hand-off's rounds from GPU logs, so that no
+figure of BENCHMARKS.md is counted by hand.
+
+`python3 .ci/turns-summary.py LOG...` reads:
+- fused turns (`.ci/h200-fused-ab.sh`): a `== fused turn N: LABEL` line, then the
+  `fused hop` row (holo ns, raw ns, ratio = the median of the turn's pair ratios) and,
+  with HOLO_BENCH_VERBOSE=1, the `  fused hop: holo [...], raw [...], ratios [...]` line;
+- hand-off rounds (`handoff.log`): the `hand-off, adopted once` row's ratio.
+Labels are the binaries' names with their hash cut (`device_hop-base`, `device_hop`), so
+turns of one build from several logs pool. Per label it prints the turns at or under the
+target, the median of the turns' ratios with a 95 % bootstrap interval (turns resampled,
+fixed seed), the median gap holo − raw in ns a frame, and, where every pair was printed,
+how the pairs' ratios spread within a turn against between turns.
+"""
+import random
+import re
+import statistics
+import sys
+from collections import defaultdict
+
+FUSED_TARGET, HANDOFF_TARGET = 1.05, 1.10
+
+
+def label(raw):
+    return re.sub(r"-[0-9a-f]{16}$", "", raw.strip())
+
+
+def floats(text):
+    return [float(x) for x in re.findall(r"[-\d.]+", text)]
+
+
+def bootstrap_median(xs, n=10000, seed=1):
+    rng = random.Random(seed)
+    ms = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
+    return ms[int(0.025 * n)], ms[int(0.975 * n) - 1]
+
+
+turns = defaultdict(list)  # label -> [(ratio, holo, raw, pair ratios or None)]
+rounds = defaultdict(list)  # log -> [ratio]
+for path in sys.argv[1:]:
+    current = None
+    for line in open(path, encoding="utf-8"):
+        m = re.match(r"== fused turn \d+: (\S+)", line)
+        if m:
+            current = label(m.group(1))
+            continue
+        m = re.match(r"fused hop\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", line)
+        if m and current:
+            h, r, ratio = map(float, m.groups())
+            turns[current].append([ratio, h, r, None])
+            continue
+        m = re.match(r"\s+fused hop: holo \[(.*?)\], raw \[(.*?)\], ratios \[(.*?)\]", line)
+        if m and current and turns[current] and turns[current][-1][3] is None:
+            turns[current][-1][3] = floats(m.group(3))
+            continue
+        m = re.match(r"cuda\s+hand-off, adopted once\s+[\d.]+ ns.*?ratio ([\d.]+);", line)
+        if m:
+            rounds[path].append(float(m.group(1)))
+
+for name, ts in sorted(turns.items()):
+    ratios = [t[0] for t in ts]
+    lo, hi = bootstrap_median(ratios)
+    gap = statistics.median(t[1] - t[2] for t in ts)
+    met = sum(r <= FUSED_TARGET for r in ratios)
+    print(f"fused hop, {name}: {met} of {len(ratios)} turns ≤ {FUSED_TARGET}; median of the "
+          f"turns {statistics.median(ratios):.3f} [95 % {lo:.3f}–{hi:.3f}]; median gap {gap:.0f} ns a frame")
+    pairs = [t[3] for t in ts if t[3]]
+    if len(pairs) >= 2:
+        within = statistics.median(statistics.stdev(p) for p in pairs)
+        between = statistics.stdev(statistics.median(p) for p in pairs)
+        pooled = [x for p in pairs for x in p]
+        print(f"  {len(pooled)} pairs in {len(pairs)} turns: median {statistics.median(pooled):.3f}, "
+              f"{sum(x <= FUSED_TARGET for x in pooled)} ≤ {FUSED_TARGET}; spread of a turn's pairs "
+              f"(median s.d.) {within:.3f}, of the turns' medians (s.d.) {between:.3f}")
+all_rounds = [r for rs in rounds.values() for r in rs]
+if all_rounds:
+    print(f"hand-off, adopted once: {sum(r <= HANDOFF_TARGET for r in all_rounds)} of {len(all_rounds)} "
+          f"rounds ≤ {HANDOFF_TARGET}; median {statistics.median(all_rounds):.3f}; "
+          + ", ".join(f"{r:.2f}" for r in all_rounds))
