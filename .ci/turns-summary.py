@@ -10,8 +10,10 @@ figure of BENCHMARKS.md is counted by hand.
 Labels are the binaries' names with their hash cut (`device_hop-base`, `device_hop`), so
 turns of one build from several logs pool. Per label it prints the turns at or under the
 target, the median of the turns' ratios with a 95 % bootstrap interval (turns resampled,
-fixed seed), the median gap holo − raw in ns a frame, and, where every pair was printed,
-how the pairs' ratios spread within a turn against between turns.
+fixed seed), the median gap holo − raw in ns a frame, and, where every pair was printed
+(HOLO_BENCH_VERBOSE=1), the median of all the pairs' ratios with its interval (pairs
+resampled) and how the pairs' ratios spread within a turn against between turns. Give it
+logs of one build per label only: it pools whatever it is given.
 """
 import random
 import re
@@ -39,20 +41,25 @@ def bootstrap_median(xs, n=10000, seed=1):
 turns = defaultdict(list)  # label -> [(ratio, holo, raw, pair ratios or None)]
 rounds = defaultdict(list)  # log -> [ratio]
 for path in sys.argv[1:]:
-    current = None
+    current, pending, row_seen = None, None, False
     for line in open(path, encoding="utf-8"):
         m = re.match(r"== fused turn \d+: (\S+)", line)
         if m:
-            current = label(m.group(1))
+            current, pending, row_seen = label(m.group(1)), None, False
+            continue
+        # The bench prints a turn's pairs before its row (a log sorted by `sort -u`, after).
+        m = re.match(r"\s+fused hop: holo \[(.*?)\], raw \[(.*?)\], ratios \[(.*?)\]", line)
+        if m and current:
+            if turns[current] and turns[current][-1][3] is None and row_seen:
+                turns[current][-1][3] = floats(m.group(3))
+            else:
+                pending = floats(m.group(3))
             continue
         m = re.match(r"fused hop\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", line)
         if m and current:
             h, r, ratio = map(float, m.groups())
-            turns[current].append([ratio, h, r, None])
-            continue
-        m = re.match(r"\s+fused hop: holo \[(.*?)\], raw \[(.*?)\], ratios \[(.*?)\]", line)
-        if m and current and turns[current] and turns[current][-1][3] is None:
-            turns[current][-1][3] = floats(m.group(3))
+            turns[current].append([ratio, h, r, pending])
+            pending, row_seen = None, True
             continue
         m = re.match(r"cuda\s+hand-off, adopted once\s+[\d.]+ ns.*?ratio ([\d.]+);", line)
         if m:
@@ -70,7 +77,9 @@ for name, ts in sorted(turns.items()):
         within = statistics.median(statistics.stdev(p) for p in pairs)
         between = statistics.stdev(statistics.median(p) for p in pairs)
         pooled = [x for p in pairs for x in p]
-        print(f"  {len(pooled)} pairs in {len(pairs)} turns: median {statistics.median(pooled):.3f}, "
+        plo, phi = bootstrap_median(pooled)
+        print(f"  {len(pooled)} pairs in {len(pairs)} turns: median {statistics.median(pooled):.3f} "
+              f"[95 % {plo:.3f}–{phi:.3f}], "
               f"{sum(x <= FUSED_TARGET for x in pooled)} ≤ {FUSED_TARGET}; spread of a turn's pairs "
               f"(median s.d.) {within:.3f}, of the turns' medians (s.d.) {between:.3f}")
 all_rounds = [r for rs in rounds.values() for r in rs]
