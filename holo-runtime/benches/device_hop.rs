@@ -21,8 +21,10 @@
 //!
 //! Each row: ns per frame in steady state (10,000 frames after 2,000, timed by the sink
 //! on its own thread), medians of 15 interleaved holo/raw pairs (each side on a fresh
-//! thread, alternating which runs first), the median of the pairs' ratios, and the event
-//! calls per frame holo made (device counters). For the fenced hop and the fork a second
+//! thread, alternating which runs first), the ratio balanced over that order (the median,
+//! over consecutive pairs of pairs, of their two ratios' geometric mean: a run right after
+//! one of the other side runs slower, see [`balanced`]), and the event calls per frame
+//! holo made (device counters). For the fenced hop and the fork a second
 //! baseline spreads the same raw calls over threads as holo does (a producer thread that
 //! polls the release events and a thread per consumer): holo's partitions submit from
 //! several threads, and that figure shows how much of holo's result that alone explains.
@@ -36,6 +38,7 @@
 //! ```text
 //! cargo bench -p holo-runtime --bench device_hop            # software device
 //! HOLO_DEVICE=cuda ./device_hop-* --bench                   # on the GPU machine
+//! HOLO_DEVICE=cuda HOLO_BENCH_ONLY=fused,chain taskset -c 2 ./device_hop-* --bench  # one core
 //! HOLO_DEVICE=cuda HOLO_BENCH_IDLE_SPIN_US=0 ./device_hop-* --bench
 //! HOLO_DEVICE=cuda ./device_hop-* diag
 //! HOLO_BENCH_NULL_SHAPE=fused ./device_hop-* diag-null      # holo's own cost, one scenario
@@ -626,6 +629,25 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The order-balanced ratio of a row: over each two consecutive pairs (one run with holo
+/// first, the next with raw first), the geometric mean of their two ratios; the median of
+/// those. A run right after a run of the other side is slower than one after its own side
+/// (on an H100 pinned to one CPU, by 100–130 ns a frame of about 4 µs, for holo and raw
+/// alike: BENCHMARKS.md, twenty-eighth session), so the pairs' ratios fall into two groups
+/// by which side ran first, and their plain median landed in either group or between,
+/// depending on the count in each. (One pair alone: its ratio.)
+fn balanced(ratios: &[f64]) -> f64 {
+    if ratios.len() < 2 {
+        return median(ratios.to_vec());
+    }
+    median(
+        ratios
+            .chunks_exact(2)
+            .map(|c| (c[0] * c[1]).sqrt())
+            .collect(),
+    )
+}
+
 /// Whether scenario `name` runs: environment variable `var` unset, or a comma-separated
 /// list naming a part of it (`HOLO_BENCH_ONLY=fused,fork`, `HOLO_BENCH_NULL_SHAPE=fused`).
 fn picked(var: &str, name: &str) -> bool {
@@ -687,7 +709,7 @@ fn main() {
     }
     let pairs = pairs();
     println!(
-        "device_hop on {} {}: ns per frame, medians of {pairs} interleaved holo/raw pairs of {FRAMES}-frame runs (ratio: median of the pairs' ratios); idle_spin {:?}",
+        "device_hop on {} {}: ns per frame, medians of {pairs} interleaved holo/raw pairs of {FRAMES}-frame runs (ratio: order-balanced, the median over consecutive pairs of pairs of their ratios' geometric mean); idle_spin {:?}",
         device.backend_kind().name(),
         device.ordinal(),
         idle_spin()
@@ -741,9 +763,13 @@ fn main() {
             }
         }
         if std::env::var_os("HOLO_BENCH_VERBOSE").is_some() {
-            println!("  {name}: holo {h:.0?}, raw {b:.0?}, ratios {r:.2?}, raw threaded {t:.0?}");
+            println!(
+                "  {name}: holo {h:.0?}, raw {b:.0?}, ratios {r:.2?}, raw threaded {t:.0?}; median of the pairs' ratios {:.3}, balanced {:.3}",
+                median(r.clone()),
+                balanced(&r)
+            );
         }
-        let (h, b, r) = (median(h), median(b), median(r));
+        let (h, b, r) = (median(h), median(b), balanced(&r));
         let (t, rt) = if t.is_empty() {
             ("—".to_owned(), "—".to_owned())
         } else {
