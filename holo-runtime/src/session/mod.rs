@@ -10,6 +10,7 @@
 //! and is woken by the queues it reads and the queues it feeds.
 
 pub(crate) mod context;
+pub(crate) mod idle;
 pub(crate) mod ports;
 pub(crate) mod rates;
 mod records;

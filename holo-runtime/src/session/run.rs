@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::context::{ActivationState, ExecutionContext, LifecycleContext, NO_CAPTURE, UNSET};
+use super::idle::{Idle, IdleWait};
 use super::ports::{EdgeContract, PortBinder};
 use super::rates::{OperatorRates, RateCandidate, RateTable};
 use super::signal::PartitionSignal;
@@ -463,21 +464,6 @@ fn fail_activation(
     }
 }
 
-/// Backoff before parking an idle partition: spin 2^step times for steps 0..=6
-/// (crossbeam's `Backoff`), then keep re-checking readiness until
-/// `SessionOptions::idle_spin` has passed since the partition went idle, yielding the CPU
-/// once every [`YIELD_EVERY`]. A steady stream is picked up without a futex wake; an idle
-/// partition parks after `idle_spin`.
-const SPIN_STEPS: u32 = 6;
-
-/// How long an idle partition re-checks readiness between two `sched_yield`s, with a spin
-/// hint between checks. A yield lets another thread of the CPU run (a machine with fewer
-/// cores than busy threads still runs them all), but a frame that arrives while the
-/// partition is inside one waits for the call to return; re-checking for a while between
-/// yields, as the raw baselines' consumers do (a yield every 64th check), finds most
-/// frames within one check.
-const YIELD_EVERY: Duration = Duration::from_micros(4);
-
 /// One scheduling round over a partition's operators: each runs, is skipped, or waits,
 /// as its trigger decides. Returns how many ran or were skipped.
 #[allow(
@@ -641,9 +627,8 @@ fn partition_loop(
 ) -> Vec<OpRuntime> {
     signal.register();
     let adopted = Adopted::take(shared, &ops, "a partition thread");
-    let mut idle_step = 0;
-    let mut idle_since = Instant::now();
-    let mut last_yield = idle_since;
+    // Between rounds that ran nothing: `session::idle`'s policy, as a subscriber's.
+    let mut idle = IdleWait::new();
     // A clock reading from the end of the last activation, while the partition goes
     // straight on (`UNSET` once it idles).
     let mut fresh = UNSET;
@@ -651,30 +636,11 @@ fn partition_loop(
         signal.scanning.store(true, Ordering::Release);
         let ran = scan(shared, signal, &mut ops, &mut fresh) > 0;
         if ran {
-            idle_step = 0;
+            idle.reset();
             continue;
         }
         fresh = UNSET;
-        if idle_step <= SPIN_STEPS {
-            for _ in 0..1u32 << idle_step {
-                std::hint::spin_loop();
-            }
-            if idle_step == 0 {
-                idle_since = Instant::now();
-                last_yield = idle_since;
-            }
-            idle_step += 1;
-            continue;
-        }
-        let now = Instant::now();
-        if now.duration_since(idle_since) < shared.idle_spin {
-            if now.duration_since(last_yield) >= YIELD_EVERY {
-                std::thread::yield_now();
-                last_yield = Instant::now();
-            } else {
-                std::hint::spin_loop();
-            }
-        } else {
+        if idle.snooze(shared.idle_spin) == Idle::Park {
             signal.scanning.store(false, Ordering::Release);
             // Woken by a push into an input, a pop from an output, or stop — or by the
             // earliest clock deadline of the partition's clock-triggered operators.
@@ -686,7 +652,7 @@ fn partition_loop(
             if !timeout.is_zero() {
                 std::thread::park_timeout(timeout);
             }
-            idle_step = 0;
+            idle.reset();
         }
     }
     signal.scanning.store(false, Ordering::Release);

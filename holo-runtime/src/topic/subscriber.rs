@@ -12,6 +12,7 @@ use crate::channel::queue::{EdgeQueue, Endpoint, ErasedEdge, Stamp};
 use crate::device::StreamOrQueue;
 use crate::plan::{TopicContractRecord, TopicDirection};
 use crate::session::FrameInfo;
+use crate::session::idle::{Idle, IdleWait};
 use crate::spec::TensorInputSpec;
 use crate::tensor::{DeviceArray, Tensor};
 use crate::{Error, ErrorCode, Result, RunSession};
@@ -25,8 +26,9 @@ pub struct SubscriberOptions {
     /// (`ProtocolError`). `None`: any contract.
     pub expected: Option<TensorInputSpec>,
     /// How long a [`receive`](ChannelSubscriber::receive) that finds nothing keeps
-    /// polling — spinning, then yielding — before it parks until the producer's push
-    /// wakes it. Default [`SessionOptions::DEFAULT_IDLE_SPIN`](crate::SessionOptions::DEFAULT_IDLE_SPIN),
+    /// polling — spinning, then re-checking with a yield every few microseconds, as an
+    /// idle partition thread does — before it parks until the producer's push wakes it.
+    /// Default [`SessionOptions::DEFAULT_IDLE_SPIN`](crate::SessionOptions::DEFAULT_IDLE_SPIN),
     /// as a partition thread.
     pub idle_spin: Duration,
 }
@@ -250,32 +252,26 @@ impl<T: Clone + Send + 'static> ChannelSubscriber<T> {
 
     /// The oldest queued value, waiting up to `timeout` for one (`Duration::MAX`: no
     /// deadline): `None` when none arrived in time; `Cancelled` once the session stops.
-    /// The wait polls for [`SubscriberOptions::idle_spin`], then parks until the
-    /// producer's push wakes it.
+    /// The wait polls for [`SubscriberOptions::idle_spin`] as an idle partition thread
+    /// does (spinning, then re-checking with a yield every few microseconds), then parks
+    /// until the producer's push wakes it.
     pub fn receive(&mut self, timeout: Duration) -> Result<Option<T>> {
-        let start = Instant::now();
-        let deadline = start.checked_add(timeout);
-        let mut spins = 0u32;
+        let deadline = Instant::now().checked_add(timeout);
+        let mut idle = IdleWait::new();
         loop {
             if let Some(v) = self.try_receive()? {
                 return Ok(Some(v));
             }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(None);
             }
-            let idle = now.duration_since(start);
-            if spins < 64 {
-                spins += 1;
-                std::hint::spin_loop();
-            } else if idle < self.idle_spin {
-                std::thread::yield_now();
-            } else {
+            if idle.snooze(self.idle_spin) == Idle::Park {
                 // Parked, bounded so that a stop (which pushes nothing) is seen.
-                let cap = now + Duration::from_millis(50);
+                let cap = Instant::now() + Duration::from_millis(50);
                 let wake = deadline.map_or(cap, |d| d.min(cap));
                 let queue = &self.queue;
                 self.endpoint.park_client(|| queue.len() > 0, Some(wake));
+                idle.reset();
             }
         }
     }
