@@ -256,12 +256,13 @@ impl<T: Clone + Send + 'static> ChannelSubscriber<T> {
     /// does (spinning, then re-checking with a yield every few microseconds), then parks
     /// until the producer's push wakes it.
     pub fn receive(&mut self, timeout: Duration) -> Result<Option<T>> {
+        // A value already queued is taken without reading the clock.
+        if let Some(v) = self.try_receive()? {
+            return Ok(Some(v));
+        }
         let deadline = Instant::now().checked_add(timeout);
         let mut idle = IdleWait::new();
         loop {
-            if let Some(v) = self.try_receive()? {
-                return Ok(Some(v));
-            }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(None);
             }
@@ -272,6 +273,9 @@ impl<T: Clone + Send + 'static> ChannelSubscriber<T> {
                 let queue = &self.queue;
                 self.endpoint.park_client(|| queue.len() > 0, Some(wake));
                 idle.reset();
+            }
+            if let Some(v) = self.try_receive()? {
+                return Ok(Some(v));
             }
         }
     }
