@@ -11,10 +11,7 @@
 export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 D=$(ls .gpu/bench/device_hop-* | head -1)
-{
-  date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
-  grep -m1 "model name" /proc/cpuinfo; nvidia-smi topo -m 2>/dev/null | head -4
-} | tee "$out/machine.log"
+{ bash .ci/gpu-machine.sh; nvidia-smi topo -m 2>/dev/null | head -4; } | tee "$out/machine.log"
 cpu=${CPU:-2}
 for turn in $(seq 1 "${AB:-4}"); do
   order=(.gpu/base/device_hop-base "$D"); [ $((turn % 2)) -eq 0 ] && order=("$D" .gpu/base/device_hop-base)

@@ -12,10 +12,7 @@ export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 D=$(ls .gpu/bench/device_hop-* | head -1); H=$(ls .gpu/bench/handoff-* | head -1)
 T=$(ls .gpu/bench/topics-* | head -1)
-{
-  date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
-  grep -m1 "model name" /proc/cpuinfo
-} | tee "$out/machine.log"
+bash .ci/gpu-machine.sh | tee "$out/machine.log"
 for round in $(seq 1 "${ROUNDS:-5}"); do
   order=(.gpu/base/topics-base "$T"); [ $((round % 2)) -eq 0 ] && order=("$T" .gpu/base/topics-base)
   for bin in "${order[@]}"; do

@@ -9,10 +9,7 @@
 export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 P=.gpu/proto/device_hop-proto
-{
-  date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
-  grep -m1 "model name" /proc/cpuinfo
-} | tee "$out/machine.log"
+bash .ci/gpu-machine.sh | tee "$out/machine.log"
 read -r -a warms <<< "off ${WARMS:-8 16}"
 n=${#warms[@]}
 for turn in $(seq 1 "${TURNS:-6}"); do

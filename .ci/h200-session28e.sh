@@ -11,8 +11,7 @@ export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 D=$(ls .gpu/bench/device_hop-* | head -1)
 {
-  date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
-  grep -m1 "model name" /proc/cpuinfo; ldd --version | head -1
+  bash .ci/gpu-machine.sh; ldd --version | head -1
   echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
 } | tee "$out/machine.log"
 for turn in $(seq 1 "${TURNS:-6}"); do

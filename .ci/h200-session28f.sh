@@ -10,10 +10,7 @@ export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 D=$(ls .gpu/bench/device_hop-* | head -1); H=$(ls .gpu/bench/handoff-* | head -1)
 T=$(ls .gpu/bench/topics-* | head -1)
-{
-  date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
-  grep -m1 "model name" /proc/cpuinfo
-} | tee "$out/machine.log"
+bash .ci/gpu-machine.sh | tee "$out/machine.log"
 for n in topics handoff dlpack cuda_context; do for b in .gpu/bin/$n-*; do
   echo "test $n: $(timeout 120 "$b" --test-threads=1 2>&1 | grep -E 'test result|FAILED|panicked' | head -3)"
 done; done | tee "$out/tests.log"

@@ -6,10 +6,7 @@
 export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 D=$(ls .gpu/bench/device_hop-* | head -1)
-{
-  date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
-  grep -m1 "model name" /proc/cpuinfo
-} | tee "$out/machine.log"
+bash .ci/gpu-machine.sh | tee "$out/machine.log"
 HOLO_BENCH_PAIRS=9 timeout 240 "$D" --bench 2>&1 | tee "$out/device_hop.log"
 date -u
 HOLO_BENCH_RUNS=2 timeout 150 "$D" fork-paced 2>&1 | tee "$out/fork-paced.log" | tail -30
