@@ -576,6 +576,14 @@ const ROUNDS: usize = 9;
 /// The chain sizes of the compile section; growth is against the first.
 const COMPILE_SIZES: [usize; 4] = [1_000, 2_000, 5_000, 10_000];
 
+/// The process's minor page faults so far (`/proc/self/stat`, field 10), where readable.
+fn minor_faults() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces: count from the closing parenthesis.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(7)?.parse().ok()
+}
+
 fn compile_scaling() {
     // `HOLO_BENCH_COMPILE_OPERATORS=N` compiles only an N-operator chain, 5 times or
     // `HOLO_BENCH_COMPILE_REPEAT` times, and prints the median (for a profiler; and the
@@ -588,8 +596,15 @@ fn compile_scaling() {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(5);
-        let ms = median(compile_runs(&chain(n), n, repeat));
-        println!("  {n:>6} operators: {ms:>8.3} ms");
+        let g = chain(n);
+        let faults = minor_faults();
+        let ms = median(compile_runs(&g, n, repeat));
+        // The page faults the compiles took (`/proc/self/stat`'s minflt; Linux only).
+        let faults = minor_faults().zip(faults).map(|(b, a)| b - a);
+        match faults {
+            Some(f) => println!("  {n:>6} operators: {ms:>8.3} ms   {f} minor faults"),
+            None => println!("  {n:>6} operators: {ms:>8.3} ms"),
+        }
         return;
     }
     // Each figure is the median of ROUNDS child processes per size (this bench, one size,
