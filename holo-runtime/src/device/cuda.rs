@@ -408,10 +408,8 @@ impl CudaDevice {
         unsafe { self.event_call_slow(first, call, event, stream) }
     }
 
-    /// The rest of [`event_call`](Self::event_call), out of line: `first` is the result
-    /// of the call made with the context bound (`None`: it was not bound, no call made).
-    /// Binds the context and calls as [`driver_call`](Self::driver_call) does (again only
-    /// if the first call found another context current), then checks and counts.
+    /// The rest of [`event_call`](Self::event_call), out of line
+    /// ([`counted_call_slow`](Self::counted_call_slow) with the event call).
     ///
     /// # Safety
     /// As [`event_call`](Self::event_call).
@@ -426,19 +424,13 @@ impl CudaDevice {
     ) -> Result<()> {
         // SAFETY: the caller's contract.
         let again = || unsafe { (call.raw)(event, stream) };
-        let result = match first {
-            Some(result) => self.retried(result, again)?,
-            None => self.driver_call(again)?,
-        };
-        check(call.name, result)?;
-        self.counters.bump(call.count);
-        Ok(())
+        self.counted_call_slow(first, call.name, call.count, &again)
     }
 
     /// A fill's or a copy's driver call on a stream its caller proved live
     /// ([`DeviceBackend::memset_async_unchecked`]): as [`event_call`](Self::event_call),
     /// the binding check, the call, its result and the count inline; binding the context,
-    /// the retry and the error out of line ([`stream_call_slow`](Self::stream_call_slow)).
+    /// the retry and the error out of line ([`counted_call_slow`](Self::counted_call_slow)).
     #[allow(
         clippy::inline_always,
         reason = "inlined into each of the two calls, with `call` a closure over the driver function: a direct driver call, no registry lock or lookup"
@@ -462,14 +454,17 @@ impl CudaDevice {
             self.counters.bump(count);
             return Ok(());
         }
-        self.stream_call_slow(first, name, count, &call)
+        self.counted_call_slow(first, name, count, &call)
     }
 
-    /// The rest of [`stream_call`](Self::stream_call), out of line (as
-    /// [`event_call_slow`](Self::event_call_slow)).
+    /// The rest of a counted driver call ([`event_call`](Self::event_call),
+    /// [`stream_call`](Self::stream_call)), out of line: `first` is the result of the call
+    /// made with the context bound (`None`: it was not bound, no call made). Binds the
+    /// context and calls as [`driver_call`](Self::driver_call) does (again only if the
+    /// first call found another context current), then checks and counts.
     #[cold]
     #[inline(never)]
-    fn stream_call_slow(
+    fn counted_call_slow(
         &self,
         first: Option<sys::CUresult>,
         name: &'static str,
