@@ -360,7 +360,10 @@ impl ExecutionContext<'_> {
                 handle,
                 _activation: std::marker::PhantomData,
             }),
-            None => Err(no_stream(self.operator)),
+            None => Err(host_only(
+                self.operator,
+                "this operator runs in a host-only partition: it has no CUDA stream",
+            )),
         }
     }
 
@@ -497,31 +500,20 @@ fn device_access<'a>(
 ) -> crate::Result<DeviceAccess<'a>> {
     match (device, stream) {
         (Some(backend), Some(stream)) => Ok(DeviceAccess { backend, stream }),
-        _ => Err(no_device(operator)),
+        _ => Err(host_only(
+            operator,
+            "this operator runs in a host-only partition: it has no device stream",
+        )),
     }
 }
 
-/// [`device_access`]'s refusal in a host-only partition, out of line (as [`no_stream`]).
+/// The refusal of [`ExecutionContext::cuda_stream`] and of [`device_access`] in a
+/// host-only partition (`message`: which of the two), out of line: the accessors
+/// themselves stay a few instructions inlined into the operator.
 #[cold]
 #[inline(never)]
-fn no_device(operator: &str) -> crate::Error {
-    crate::Error::new(
-        crate::ErrorCode::NotSupported,
-        "this operator runs in a host-only partition: it has no device stream",
-    )
-    .at(format!("operator {operator:?}"))
-}
-
-/// [`ExecutionContext::cuda_stream`]'s refusal in a host-only partition, out of line: the
-/// accessor itself stays a few instructions inlined into the operator.
-#[cold]
-#[inline(never)]
-fn no_stream(operator: &str) -> crate::Error {
-    crate::Error::new(
-        crate::ErrorCode::NotSupported,
-        "this operator runs in a host-only partition: it has no CUDA stream",
-    )
-    .at(format!("operator {operator:?}"))
+fn host_only(operator: &str, message: &'static str) -> crate::Error {
+    crate::Error::new(crate::ErrorCode::NotSupported, message).at(format!("operator {operator:?}"))
 }
 
 /// What `start()` and `stop()` see.
