@@ -14,13 +14,16 @@
 //!   target); a saturating run follows for reference (there a faster producer only
 //!   queues its frame earlier behind the consumer's work).
 //! - **compile**: a linear chain of 1,000 to 10,000 operators, each size in child processes
-//!   of this bench (a fresh heap each), 9 per size and figure, the sizes interleaved; three
-//!   figures: the first compile in a fresh process (what a deployment pays once), the median
-//!   of 9 repeated compiles, and the same with glibc's trim and mmap thresholds out of play
-//!   (holo's work and the cache without the allocator's page traffic). Reported: ms and the
-//!   growth against 1,000 (per round, then its median). `HOLO_BENCH_COMPILE_OPERATORS=N`
-//!   compiles only an N-operator chain (`HOLO_BENCH_COMPILE_REPEAT` times, default 5) and
-//!   prints the median (to profile one size).
+//!   of this bench (a fresh heap each), 9 per size and figure, the sizes interleaved; four
+//!   figures: the first compile in a fresh process that follows a process of its own size
+//!   (what a deployment pays once), the median of 9 repeated compiles, the same with glibc's
+//!   trim and mmap thresholds out of play (holo's work and the cache without the
+//!   allocator's page traffic), and for comparison the first compile right after the
+//!   previous size's children. Reported: ms and the growth against 1,000 (per round, then
+//!   its median). `HOLO_BENCH_COMPILE_OPERATORS=N` compiles only an N-operator chain
+//!   (`HOLO_BENCH_COMPILE_REPEAT` times, default 5) and prints the median and the compiles'
+//!   page faults (to profile one size); with `HOLO_BENCH_PLAN_SIZES=1` it prints instead the
+//!   bytes of the plan's record tables.
 //!
 //! ```text
 //! cargo bench -p holo-runtime --bench host_hop
@@ -576,6 +579,16 @@ const ROUNDS: usize = 9;
 /// The chain sizes of the compile section; growth is against the first.
 const COMPILE_SIZES: [usize; 4] = [1_000, 2_000, 5_000, 10_000];
 
+/// A plan table's records and their inline bytes (strings and boxes not counted).
+fn row<T>(name: &str, v: &[T]) {
+    println!(
+        "  {name}: {} × {} B = {} B",
+        v.len(),
+        std::mem::size_of::<T>(),
+        std::mem::size_of_val(v)
+    );
+}
+
 /// The process's minor page faults so far (`/proc/self/stat`, field 10), where readable.
 fn minor_faults() -> Option<u64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
@@ -597,6 +610,23 @@ fn compile_scaling() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(5);
         let g = chain(n);
+        if std::env::var_os("HOLO_BENCH_PLAN_SIZES").is_some() {
+            let plan = compile(&g, CompileOptions::default()).unwrap();
+            row("operators", plan.operators());
+            row("partitions", plan.partitions());
+            row("edges", plan.edges());
+            row("tensor_allocations", plan.tensor_allocations());
+            row("derivations", plan.tensor_byte_span_derivations());
+            row("port_rates", plan.port_rates());
+            row("horizons", plan.accumulation_horizons());
+            row("floors", plan.hard_floor_contributors());
+            row("recipes", plan.queue_sizing_recipes());
+            row("dependencies", plan.pool_capacity_dependencies());
+            row("providers", plan.provider_allocation_plans());
+            row("triggers", plan.operator_triggers());
+            println!("  plan JSON: {} B", plan.json().len());
+            return;
+        }
         let faults = minor_faults();
         let ms = median(compile_runs(&g, n, repeat));
         // The page faults the compiles took (`/proc/self/stat`'s minflt; Linux only).
@@ -629,8 +659,16 @@ fn compile_scaling() {
             .unwrap_or_else(|| panic!("unexpected child output: {text}"))
     };
     let mut figures: Vec<(&str, Vec<Vec<f64>>)> = vec![
-        // 1. What a deployment pays once: its first compile, into fresh memory.
-        ("first compile in a fresh process", Vec::new()),
+        // 1. What a deployment pays once: its first compile, into fresh memory, in a
+        //    process that follows one of its own size. A first compile's page faults cost
+        //    more or less by what the previous process left (on this VM a 10,000-operator
+        //    compile took about 2 ms longer right after the 5,000-operator children than
+        //    after one like itself: BENCHMARKS.md, twenty-ninth session), so each size
+        //    gets the same history: itself.
+        (
+            "first compile in a fresh process, after a process of its own size",
+            Vec::new(),
+        ),
         // 2. Compiling one graph again and again (the median of 9 compiles, the first
         //    of them cold). Between compiles glibc returns the dropped plan's memory to
         //    the kernel once it exceeds its trim threshold, and the next compile faults it
@@ -642,12 +680,20 @@ fn compile_scaling() {
             "repeated compiles, median of 9, glibc trim and mmap thresholds at 4 GiB",
             Vec::new(),
         ),
+        // 4. Figure 1's first compile as this bench measured it before: right after the
+        //    previous size's children (1,000 after 10,000's, 10,000 after 5,000's), an
+        //    uneven history (kept for comparison; its child is figure 1's predecessor).
+        (
+            "first compile in a fresh process, right after the previous size's children",
+            Vec::new(),
+        ),
     ];
     for f in &mut figures {
         f.1 = vec![Vec::new(); COMPILE_SIZES.len()];
     }
     for _ in 0..ROUNDS {
         for (i, n) in COMPILE_SIZES.into_iter().enumerate() {
+            figures[3].1[i].push(child_ms(n, 1, false));
             figures[0].1[i].push(child_ms(n, 1, false));
             figures[1].1[i].push(child_ms(n, 9, false));
             figures[2].1[i].push(child_ms(n, 9, true));

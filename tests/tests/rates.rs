@@ -595,7 +595,7 @@ fn the_fixed_one_to_one_and_quarter_chain() {
     let rate = |op: &str, port: &str| {
         plan.port_rates()
             .iter()
-            .find(|r| r.operator_name == op && r.port == port)
+            .find(|r| &*r.operator_name == op && r.port == port)
             .map(|r| {
                 (
                     r.active_hz.clone(),

@@ -497,7 +497,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
                     _ => None,
                 },
                 clock_hz: clock.map(crate::spec::rates::exact_ratio),
-                clock_exact: clock.copied(),
+                clock_exact: clock.copied().map(Box::new),
                 clock_period_ns: clock
                     .and_then(|c| u64::try_from(crate::spec::rates::clock_period_ns(c)).ok()),
                 clock_parameter: match &op.trigger {

@@ -2,13 +2,15 @@
 //! pool sizing. Every number is exact rational arithmetic, checked.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use num_rational::Ratio;
 
 use super::{Diagnostic, DiagnosticCode, Work, codes};
 use crate::graph::NodePort;
 use crate::plan::{
-    AccumulationHorizonRecord, HardFloorContributorRecord, PortRateRecord, QueueSizingRecipeRecord,
+    AccumulationHorizonRecord, ExactPortRate, HardFloorContributorRecord, PortRateRecord,
+    QueueSizingRecipeRecord,
 };
 use crate::spec::rates::{ceil_entries, exact_ratio, mul};
 use crate::spec::{InputMode, PortDirection, Rate, RateExpr, Trigger};
@@ -48,8 +50,11 @@ struct Resolution {
     /// Per operator: the clock rate of a clock trigger.
     clocks: Vec<Option<Q>>,
     headroom: Option<Q>,
-    /// The headroom ratio as the recipes show it.
-    headroom_ratio: String,
+    /// The headroom ratio as the recipes show it (one allocation, shared by them).
+    headroom_ratio: Arc<str>,
+    /// Per operator: its name, shared by its port-rate and horizon records (one
+    /// allocation per operator, not one per record).
+    names: Vec<Arc<str>>,
 }
 
 impl Resolution {
@@ -171,7 +176,10 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
         at: vec![u32::MAX; ports],
         clocks: vec![None; graph.operators.len()],
         headroom,
-        headroom_ratio: options.headroom_ratio.to_string(),
+        headroom_ratio: options.headroom_ratio.to_string().into(),
+        names: (0..graph.operators.len())
+            .map(|o| Arc::from(pass.work.op_name(u32::try_from(o).unwrap_or(u32::MAX))))
+            .collect(),
     };
     let topo = pass.work.topo.clone();
     for &o in &topo {
@@ -259,7 +267,7 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
                 });
                 res.records.push(PortRateRecord {
                     operator: o,
-                    operator_name: pass.op_name(o),
+                    operator_name: Arc::clone(&res.names[o as usize]),
                     port: f.name.into(),
                     direction: match dir {
                         PortDirection::Input => "input",
@@ -272,12 +280,20 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
                     parameter,
                     follows,
                     expected_rate_hz: hz(expected.as_ref()),
-                    active: rate.active,
-                    admitted: rate.admitted,
                     port_index: p,
-                    follows_exact: port
-                        .and_then(|port| port.temporal.follows)
-                        .and_then(|(i, r)| Some((i.to_owned(), r.ratio()?))),
+                    exact: {
+                        let follows = port
+                            .and_then(|port| port.temporal.follows)
+                            .and_then(|(i, r)| Some((i.to_owned(), r.ratio()?)));
+                        (rate.active.is_some() || rate.admitted.is_some() || follows.is_some())
+                            .then(|| {
+                                Box::new(ExactPortRate {
+                                    active: rate.active,
+                                    admitted: rate.admitted,
+                                    follows,
+                                })
+                            })
+                    },
                 });
                 let (at, record) = (pass.work.port_index(o, p), res.records.len() - 1);
                 res.at[at] = u32::try_from(record).unwrap_or(u32::MAX);
@@ -345,10 +361,10 @@ fn input_rate(
     if pass.work.port(flow.from.0.0, flow.from.1).declares_rate {
         // A connected upstream output is authoritative.
         return match res.rate(pass.work, flow.from.0.0, flow.from.1) {
-            Some(r) if r.active.is_some() => PortRate {
+            Some(r) if r.active().is_some() => PortRate {
                 source: "upstream",
-                active: r.active,
-                admitted: r.admitted,
+                active: r.active(),
+                admitted: r.admitted(),
             },
             _ => PortRate {
                 source: "unresolved",
@@ -428,11 +444,11 @@ fn output_rate(
     let Some(from) = res.rate(pass.work, o, ip) else {
         return (unresolved, None, label);
     };
-    let Some(a) = from.active else {
+    let Some(a) = from.active() else {
         return (unresolved, None, label);
     };
     let active = mul(&a, &r);
-    let admitted = from.admitted.map(|m| mul(&m, &r));
+    let admitted = from.admitted().map(|m| mul(&m, &r));
     match (active, admitted) {
         (Some(active), admitted) if !matches!(admitted, Some(None)) => (
             PortRate {
@@ -475,7 +491,7 @@ fn horizon(res: &Resolution, work: &Work<'_>, to: u32) -> (Option<Q>, Cow<'stati
                 .and_then(|p| u32::try_from(p).ok());
             match xp
                 .and_then(|p| res.rate(work, to, p))
-                .and_then(|r| r.active)
+                .and_then(PortRateRecord::active)
             {
                 Some(r) => (
                     Some(r.recip()),
@@ -521,7 +537,7 @@ fn size_edge(
     let (h, reason) = horizon(res, pass.work, to);
     out.horizons.push(AccumulationHorizonRecord {
         edge: id,
-        operator: pass.op_name(to),
+        operator: Arc::clone(&res.names[to as usize]),
         port: port_name.into(),
         trigger: consumer.trigger.name().into(),
         mode: in_port.mode.name().into(),
@@ -561,7 +577,7 @@ fn size_edge(
         .unwrap_or(1);
 
     let (rate_source, active, admitted) = match res.rate(pass.work, to, tp) {
-        Some(r) => (r.source.clone(), r.active, r.admitted),
+        Some(r) => (r.source.clone(), r.active(), r.admitted()),
         None => ("".into(), None, None),
     };
     let mut recipe = QueueSizingRecipeRecord {
@@ -569,7 +585,7 @@ fn size_edge(
         rate_source,
         rate_hz: hz(active.as_ref()),
         horizon_seconds: hz(h.as_ref()),
-        headroom_ratio: res.headroom_ratio.clone(),
+        headroom_ratio: Arc::clone(&res.headroom_ratio),
         nominal_arrivals: None,
         recommendation: None,
         hard_floor: floor,
@@ -585,9 +601,11 @@ fn size_edge(
     // Where the rate came from: the producing port's parameter, if it names one (a
     // parameter of another operator: named in the message, the diagnostic being this
     // input's).
-    let upstream = res
-        .rate(pass.work, e.from.0.0, e.from.1)
-        .and_then(|r| r.parameter.clone().map(|p| (r.operator_name.clone(), p)));
+    let upstream = res.rate(pass.work, e.from.0.0, e.from.1).and_then(|r| {
+        r.parameter
+            .clone()
+            .map(|p| (Arc::clone(&r.operator_name), p))
+    });
     let overflow = |pass: &mut Pass<'_, '_>| {
         let figures = format!(
             "{} Hz × {} s × {}",

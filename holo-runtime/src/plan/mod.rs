@@ -28,6 +28,7 @@ pub use inspect::{
     RATE_QUEUE_INSPECTION_SCHEMA, RateQueueInspectionFormat, render_rate_queue_inspection,
 };
 
+pub(crate) use rates::ExactPortRate;
 pub use rates::{
     AccumulationHorizonRecord, HardFloorContributorRecord, PoolCapacityDependencyRecord,
     PortRateRecord, ProviderAllocationPlanRecord, QueueSizingRecipeRecord, RatePlan, TriggerKind,

@@ -12,8 +12,8 @@ use serde::Serialize;
 pub struct PortRateRecord {
     /// The operator's index.
     pub operator: u32,
-    /// The operator's name.
-    pub operator_name: String,
+    /// The operator's name (shared by the operator's records: one allocation).
+    pub operator_name: std::sync::Arc<str>,
     /// The port name.
     pub port: std::borrow::Cow<'static, str>,
     /// `input` or `output`.
@@ -34,13 +34,39 @@ pub struct PortRateRecord {
     /// The input's declared `expected_rate`, if any (a comparison hint and fallback).
     pub expected_rate_hz: Option<String>,
     #[serde(skip)]
-    pub(crate) active: Option<num_rational::Ratio<i128>>,
-    #[serde(skip)]
-    pub(crate) admitted: Option<num_rational::Ratio<i128>>,
-    #[serde(skip)]
     pub(crate) port_index: u32,
+    /// The exact figures the strings above show, out of line: most ports of a large graph
+    /// declare no rate, and inline they were 160 of the record's 384 bytes (the plan's
+    /// port records are a third of what a first compile faults in; BENCHMARKS.md,
+    /// twenty-ninth session).
     #[serde(skip)]
-    pub(crate) follows_exact: Option<(String, num_rational::Ratio<i128>)>,
+    pub(crate) exact: Option<Box<ExactPortRate>>,
+}
+
+/// A port rate's exact figures, where it has any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ExactPortRate {
+    pub(crate) active: Option<num_rational::Ratio<i128>>,
+    pub(crate) admitted: Option<num_rational::Ratio<i128>>,
+    /// `follows`: the input and the exact ratio.
+    pub(crate) follows: Option<(String, num_rational::Ratio<i128>)>,
+}
+
+impl PortRateRecord {
+    /// The active rate, exact.
+    pub(crate) fn active(&self) -> Option<num_rational::Ratio<i128>> {
+        self.exact.as_ref().and_then(|e| e.active)
+    }
+
+    /// The maximum the parameter domain admits, exact.
+    pub(crate) fn admitted(&self) -> Option<num_rational::Ratio<i128>> {
+        self.exact.as_ref().and_then(|e| e.admitted)
+    }
+
+    /// `follows`: the input and the exact ratio.
+    pub(crate) fn follows_exact(&self) -> Option<&(String, num_rational::Ratio<i128>)> {
+        self.exact.as_ref().and_then(|e| e.follows.as_ref())
+    }
 }
 
 /// Which trigger an operator's temporal contract declares (serialized as its stable name:
@@ -96,7 +122,7 @@ pub struct TriggerRecord {
     /// The parameter the clock's rate reads (`clock(hz = param_ref!(P::fps))`), if any.
     pub clock_parameter: Option<String>,
     #[serde(skip)]
-    pub(crate) clock_exact: Option<num_rational::Ratio<i128>>,
+    pub(crate) clock_exact: Option<Box<num_rational::Ratio<i128>>>,
 }
 
 /// How long an input may accumulate entries between two activations of its consumer.
@@ -106,7 +132,7 @@ pub struct AccumulationHorizonRecord {
     /// The edge.
     pub edge: u32,
     /// The consumer operator's name.
-    pub operator: String,
+    pub operator: std::sync::Arc<str>,
     /// The consumer's input port.
     pub port: std::borrow::Cow<'static, str>,
     /// The consumer's trigger (`clock`, `on_arrival`, `any_input`, `all_inputs`).
@@ -159,7 +185,7 @@ pub struct QueueSizingRecipeRecord {
     /// The accumulation horizon in seconds.
     pub horizon_seconds: Option<String>,
     /// The compile-wide headroom ratio.
-    pub headroom_ratio: String,
+    pub headroom_ratio: std::sync::Arc<str>,
     /// `⌈rate × horizon⌉`.
     pub nominal_arrivals: Option<u32>,
     /// `⌈nominal_arrivals × headroom⌉`.

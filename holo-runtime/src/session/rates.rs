@@ -201,15 +201,15 @@ impl RateTable {
         let mut active = vec![None; n];
         for r in plan.port_rates() {
             if let Some(i) = slot_index(plan, &offsets, r.operator, &r.port) {
-                let (an, ad) = parts(r.admitted.as_ref());
-                let (num, den) = parts(r.active.as_ref());
+                let (an, ad) = parts(r.admitted().as_ref());
+                let (num, den) = parts(r.active().as_ref());
                 slots[i] = Slot {
                     num: AtomicU64::new(num),
                     den: AtomicU64::new(den),
                     admitted_num: an,
                     admitted_den: ad,
                 };
-                active[i] = r.active;
+                active[i] = r.active();
             }
         }
         RateTable {
@@ -324,7 +324,7 @@ fn describe(
     plan.port_rates()
         .iter()
         .map(|r| GenerationPortRate {
-            operator: r.operator_name.clone(),
+            operator: r.operator_name.to_string(),
             port: r.port.to_string(),
             active_hz: slot_index(plan, offsets, r.operator, &r.port)
                 .and_then(|i| active[i].as_ref())
@@ -370,8 +370,8 @@ fn derive(
             ));
         };
         let fixed = rec.parameter.is_none();
-        let above = rec.admitted.is_none_or(|m| q > m);
-        if (fixed && Some(q) != rec.active) || above {
+        let above = rec.admitted().is_none_or(|m| q > m);
+        if (fixed && Some(q) != rec.active()) || above {
             return Err((
                 RATE_GENERATION_OUTSIDE_ADMITTED_DOMAIN,
                 format!(
@@ -408,7 +408,7 @@ fn derive(
                         }
                     }
                     "follows" => {
-                        if let Some((input, ratio)) = &r.follows_exact {
+                        if let Some((input, ratio)) = r.follows_exact() {
                             active[i] = slot(o.id, input)
                                 .and_then(|k| active[k])
                                 .and_then(|a| mul(&a, ratio));
@@ -460,7 +460,7 @@ fn derive(
 fn horizon(plan: &ExecutionPlan, offsets: &[usize], to: u32, active: &[Option<Q>]) -> Option<Q> {
     let t = plan.operator_triggers().iter().find(|t| t.operator == to)?;
     match t.trigger {
-        crate::plan::TriggerKind::Clock => t.clock_exact.map(|c| c.recip()),
+        crate::plan::TriggerKind::Clock => t.clock_exact.as_deref().map(num_rational::Ratio::recip),
         crate::plan::TriggerKind::OnArrival => {
             let i = slot_index(plan, offsets, to, t.input.as_deref()?)?;
             active[i].map(|r| r.recip())
