@@ -286,3 +286,76 @@ fn a_fork_into_two_1000_operator_legs_gives_each_leg_a_partition() {
     let order: Vec<u32> = plan.operators().iter().map(|o| o.order).collect();
     assert_eq!(order, (0..N as u32).collect::<Vec<_>>());
 }
+
+/// `src → mid → sink` with its flows added last first (edge 0 is `mid → sink`, edge 1
+/// `src → mid`), each with the explicit depth `depths[edge]`. The compiler sizes an edge
+/// when it reaches the edge's consumer, so here edge 1 before edge 0.
+fn flows_added_out_of_order(depths: [u32; 2]) -> Graph {
+    let mut g = Graph::new();
+    let (src, _) = ByteSource::new(8, 1);
+    let src = g.add_operator_with_defaults("src", src).unwrap();
+    let mid = g.add_operator_with_defaults("mid", Forward::new()).unwrap();
+    let (sink, _) = ByteSink::new(1, 0);
+    let sink = g.add_operator_with_defaults("sink", sink).unwrap();
+    let mut options = ConnectionOptions::default();
+    options.queue_depth = Some(depths[0]);
+    g.add_flow(mid.output, sink.frames, options);
+    options.queue_depth = Some(depths[1]);
+    g.add_flow(src.frames, mid.input, options);
+    g
+}
+
+#[test]
+fn flows_added_out_of_topological_order_keep_their_records_and_diagnostics_in_edge_order() {
+    let plan = compile(&flows_added_out_of_order([3, 5]), CompileOptions::default()).unwrap();
+    let edges: Vec<(u32, u32, u32, u32)> = plan
+        .edges()
+        .iter()
+        .map(|e| (e.id, e.from_operator, e.to_operator, e.queue_depth))
+        .collect();
+    assert_eq!(edges, [(0, 1, 2, 3), (1, 0, 1, 5)]);
+    let recipes: Vec<(u32, u32)> = plan
+        .queue_sizing_recipes()
+        .iter()
+        .map(|r| (r.edge, r.queue_depth))
+        .collect();
+    assert_eq!(recipes, [(0, 3), (1, 5)]);
+    let horizons: Vec<(u32, &str)> = plan
+        .accumulation_horizons()
+        .iter()
+        .map(|h| (h.edge, &*h.operator))
+        .collect();
+    assert_eq!(horizons, [(0, "sink"), (1, "mid")]);
+    let floors: Vec<(Option<u32>, &str)> = plan
+        .hard_floor_contributors()
+        .iter()
+        .filter(|c| c.scope == "edge")
+        .map(|c| (c.edge, &*c.contributor))
+        .collect();
+    assert_eq!(
+        floors,
+        [
+            (Some(0), "minimum_queue"),
+            (Some(0), "producer_burst"),
+            (Some(1), "minimum_queue"),
+            (Some(1), "producer_burst"),
+        ]
+    );
+
+    // Two refusals, one per edge: reported in edge order (edge 0's consumer `sink` first),
+    // though edge 1 was sized first.
+    let refused = compile(&flows_added_out_of_order([0, 0]), CompileOptions::default())
+        .unwrap_err()
+        .items;
+    let found: Vec<(&str, Option<&str>)> = refused
+        .iter()
+        .map(|d| (d.code.name(), d.operator.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("QUEUE_DEPTH_ZERO", Some("sink")),
+            ("QUEUE_DEPTH_ZERO", Some("mid")),
+        ]
+    );
+}

@@ -53,8 +53,8 @@ struct Resolution {
     /// The headroom ratio as the recipes show it (one allocation, shared by them).
     headroom_ratio: Arc<str>,
     /// Per operator: its name, shared by its port-rate and horizon records (one
-    /// allocation per operator, not one per record).
-    names: Vec<Arc<str>>,
+    /// allocation per operator, not one per record), made when the operator is reached.
+    names: Vec<Option<Arc<str>>>,
 }
 
 impl Resolution {
@@ -177,14 +177,30 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
         clocks: vec![None; graph.operators.len()],
         headroom,
         headroom_ratio: options.headroom_ratio.to_string().into(),
-        names: (0..graph.operators.len())
-            .map(|o| Arc::from(pass.work.op_name(u32::try_from(o).unwrap_or(u32::MAX))))
-            .collect(),
+        names: vec![None; graph.operators.len()],
     };
+    let edges = graph.edges.len();
+    let mut out = Sized {
+        depth: Vec::with_capacity(edges),
+        admitted_depth: Vec::with_capacity(edges),
+        port_rates: Vec::new(),
+        horizons: Vec::with_capacity(edges),
+        // An edge's floor has two or three contributors.
+        contributors: Vec::with_capacity(3 * edges),
+        recipes: Vec::with_capacity(edges),
+        clocks: Vec::new(),
+    };
+    // Each edge is sized as soon as its consumer's inputs are resolved, while the records
+    // it reads are in cache (at 10,000 operators a second sweep over the edges read them
+    // all again from memory); `order` is the edges in the order they were sized.
+    let mut order: Vec<u32> = Vec::with_capacity(edges);
+    let mut sized = vec![false; edges];
+    let mut edge_diagnostics = EdgeDiagnostics::default();
     let topo = pass.work.topo.clone();
     for &o in &topo {
         let node = &graph.operators[o as usize];
         let first = res.records.len();
+        let name: Arc<str> = Arc::from(pass.work.op_name(o));
         if let Trigger::Clock(expr) = &node.trigger
             && let Some((a, _, _)) = pass.resolve(o, NO_PORT, expr, "clock rate")
         {
@@ -267,7 +283,7 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
                 });
                 res.records.push(PortRateRecord {
                     operator: o,
-                    operator_name: Arc::clone(&res.names[o as usize]),
+                    operator_name: Arc::clone(&name),
                     port: f.name.into(),
                     direction: match dir {
                         PortDirection::Input => "input",
@@ -303,6 +319,32 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
         // of the same name), sorted here while they are in cache ...
         res.records[first..].sort_by(|a, b| a.port.cmp(&b.port));
         res.index_from(pass.work, first);
+        res.names[o as usize] = Some(name);
+        // The edges into this operator: every record they read is resolved (a producer
+        // comes first in topological order).
+        for (p, f) in graph.port_facts_of(o as usize).iter().enumerate() {
+            if f.direction != PortDirection::Input {
+                continue;
+            }
+            let p = u32::try_from(p).unwrap_or(u32::MAX);
+            for k in 0..pass.work.incoming(o, p).len() {
+                let id = pass.work.incoming(o, p)[k];
+                if let Some(done) = sized.get_mut(id as usize) {
+                    *done = true;
+                    edge_diagnostics.size(&mut pass, &res, id, &mut out);
+                    order.push(id);
+                }
+            }
+        }
+    }
+    // A flow the graph check refused (not from an output to an input) is in no input's
+    // list: sized here, as before, so every edge has its records.
+    for (id, &done) in sized.iter().enumerate() {
+        if !done {
+            let id = u32::try_from(id).unwrap_or(u32::MAX);
+            edge_diagnostics.size(&mut pass, &res, id, &mut out);
+            order.push(id);
+        }
     }
     // ... and the operators by index, which they already are when the topological order
     // is the operators' own (a chain); stable, so each operator's ports keep their order.
@@ -310,22 +352,13 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
         res.records.sort_by_key(|r| r.operator);
         res.index_from(pass.work, 0);
     }
-
-    let edges = graph.edges.len();
-    let mut out = Sized {
-        depth: Vec::with_capacity(edges),
-        admitted_depth: Vec::with_capacity(edges),
-        port_rates: Vec::new(),
-        horizons: Vec::with_capacity(edges),
-        // An edge's floor has two or three contributors.
-        contributors: Vec::with_capacity(3 * edges),
-        recipes: Vec::with_capacity(edges),
-        clocks: Vec::new(),
-    };
-    for (i, e) in graph.edges.iter().enumerate() {
-        let id = u32::try_from(i).unwrap_or(u32::MAX);
-        size_edge(&mut pass, &res, id, e, &mut out);
+    // The plan lists the edges' records by edge, as they already are when the edges
+    // were added in the consumers' topological order (a chain).
+    let reorder = !order.is_sorted();
+    if reorder {
+        by_edge(&order, &mut out);
     }
+    edge_diagnostics.append_to(pass.work, reorder);
     out.port_rates = res.records;
     out.clocks = res.clocks;
     out
@@ -519,6 +552,60 @@ fn horizon(res: &Resolution, work: &Work<'_>, to: u32) -> (Option<Q>, Cow<'stati
     }
 }
 
+/// The diagnostics and warnings of the edges, by edge: an edge is sized when its consumer
+/// is reached, and the plan reports them after the ports' and in edge order, as a second
+/// sweep over the edges did.
+#[derive(Default)]
+struct EdgeDiagnostics {
+    errors: Vec<(u32, Diagnostic)>,
+    warnings: Vec<(u32, Diagnostic)>,
+}
+
+impl EdgeDiagnostics {
+    /// Sizes edge `id`, keeping what it reports.
+    fn size(&mut self, pass: &mut Pass<'_, '_>, res: &Resolution, id: u32, out: &mut Sized) {
+        let (errors, warnings) = (pass.work.diagnostics.len(), pass.work.warnings.len());
+        let e = &pass.work.graph.edges[id as usize];
+        size_edge(pass, res, id, e, out);
+        // (Most edges report nothing.)
+        if pass.work.diagnostics.len() > errors {
+            self.errors
+                .extend(pass.work.diagnostics.drain(errors..).map(|d| (id, d)));
+        }
+        if pass.work.warnings.len() > warnings {
+            self.warnings
+                .extend(pass.work.warnings.drain(warnings..).map(|d| (id, d)));
+        }
+    }
+
+    /// Appends them after every other diagnostic, in edge order (`reorder`: the edges
+    /// were not sized in their order).
+    fn append_to(mut self, work: &mut Work<'_>, reorder: bool) {
+        if reorder {
+            // Stable: an edge's own diagnostics keep their order.
+            self.errors.sort_by_key(|&(id, _)| id);
+            self.warnings.sort_by_key(|&(id, _)| id);
+        }
+        work.diagnostics.extend(self.errors.into_iter().map(|(_, d)| d));
+        work.warnings.extend(self.warnings.into_iter().map(|(_, d)| d));
+    }
+}
+
+/// Puts the edges' records, pushed in the order `order` sized the edges, in edge order.
+fn by_edge(order: &[u32], out: &mut Sized) {
+    fn sort<T>(order: &[u32], v: &mut Vec<T>) {
+        let mut tagged: Vec<(u32, T)> = order.iter().copied().zip(v.drain(..)).collect();
+        tagged.sort_by_key(|&(id, _)| id);
+        v.extend(tagged.into_iter().map(|(_, x)| x));
+    }
+    sort(order, &mut out.depth);
+    sort(order, &mut out.admitted_depth);
+    out.horizons.sort_by_key(|h| h.edge);
+    out.recipes.sort_by_key(|r| r.edge);
+    // Stable: an edge's contributors keep their order.
+    out.contributors.sort_by_key(|c| c.edge);
+}
+
 fn size_edge(
     pass: &mut Pass<'_, '_>,
     res: &Resolution,
@@ -537,7 +624,9 @@ fn size_edge(
     let (h, reason) = horizon(res, pass.work, to);
     out.horizons.push(AccumulationHorizonRecord {
         edge: id,
-        operator: Arc::clone(&res.names[to as usize]),
+        operator: res.names[to as usize]
+            .clone()
+            .unwrap_or_else(|| Arc::from(pass.work.op_name(to))),
         port: port_name.into(),
         trigger: consumer.trigger.name().into(),
         mode: in_port.mode.name().into(),
