@@ -586,8 +586,10 @@ impl EdgeDiagnostics {
             self.errors.sort_by_key(|&(id, _)| id);
             self.warnings.sort_by_key(|&(id, _)| id);
         }
-        work.diagnostics.extend(self.errors.into_iter().map(|(_, d)| d));
-        work.warnings.extend(self.warnings.into_iter().map(|(_, d)| d));
+        work.diagnostics
+            .extend(self.errors.into_iter().map(|(_, d)| d));
+        work.warnings
+            .extend(self.warnings.into_iter().map(|(_, d)| d));
     }
 }
 
