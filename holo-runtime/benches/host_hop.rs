@@ -661,10 +661,10 @@ fn compile_scaling() {
     let mut figures: Vec<(&str, Vec<Vec<f64>>)> = vec![
         // 1. What a deployment pays once: its first compile, into fresh memory, in a
         //    process that follows one of its own size. A first compile's page faults cost
-        //    more or less by what the previous process left (on this VM a 10,000-operator
-        //    compile took about 2 ms longer right after the 5,000-operator children than
-        //    after one like itself: BENCHMARKS.md, twenty-ninth session), so each size
-        //    gets the same history: itself.
+        //    more or less by what the previous process left (on this VM the median
+        //    10,000-operator compile took 1.0–1.7 ms longer right after the 5,000-operator
+        //    children than after one like itself: BENCHMARKS.md, twenty-ninth session), so
+        //    each size gets the same history: itself.
         (
             "first compile in a fresh process, after a process of its own size",
             Vec::new(),
