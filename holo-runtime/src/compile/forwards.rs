@@ -20,7 +20,8 @@ pub(crate) fn forwarding(work: &mut Work<'_>) -> Adjacency {
         let facts = graph.port_facts_of(o);
         let o = u32::try_from(o).unwrap_or(u32::MAX);
         for (out, port) in facts.iter().enumerate() {
-            let (true, Some(input)) = (port.tensor_output, port.forwards) else {
+            // Only a tensor output's facts name one (`PortFacts::of`).
+            let Some(input) = port.forwards else {
                 continue;
             };
             let found = facts
