@@ -8,16 +8,8 @@ export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 D=$(ls .gpu/bench/device_hop-* | head -1)
 bash .ci/gpu-machine.sh | tee "$out/machine.log"
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,pstate,power.draw,utilization.gpu \
-  --format=csv,noheader -lms 100 > "$out/clocks.log" 2>&1 &
-smi=$!
+smi=$(bash .ci/gpu-clocks.sh "$out/clocks.log")
+bash .ci/fused-runs.sh "$D" $(seq 1 24) 2>&1 | tee "$out/fused-runs.log"
 sleep 1
-for run in $(seq 1 24); do
-  t0=$(date +%s.%N)
-  line=$(HOLO_BENCH_ONLY=fused HOLO_BENCH_PAIRS=7 timeout 60 taskset -c 2 "$D" --bench 2>&1 | grep -E "^fused hop")
-  t1=$(date +%s.%N)
-  echo "run $run $t0 $t1: $line"
-done 2>&1 | tee "$out/fused-runs.log"
-sleep 1
-kill $smi
+kill "$smi"
 date -u

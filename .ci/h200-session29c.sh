@@ -10,23 +10,12 @@ export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=cuda HOLO_DEVICE=cuda
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 D=$(ls .gpu/bench/device_hop-* | head -1)
 bash .ci/gpu-machine.sh | tee "$out/machine.log"
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,pstate,power.draw,utilization.gpu \
-  --format=csv,noheader -lms 100 > "$out/clocks.log" 2>&1 &
-smi=$!
-sleep 1
-for run in 1 2 3 4; do
-  t0=$(date +%s.%N)
-  line=$(HOLO_BENCH_ONLY=fused HOLO_BENCH_PAIRS=7 timeout 60 taskset -c 2 "$D" --bench 2>&1 | grep -E "^fused hop")
-  echo "run $run $t0 $(date +%s.%N): $line"
-done 2>&1 | tee "$out/fused-runs.log"
+smi=$(bash .ci/gpu-clocks.sh "$out/clocks.log")
+bash .ci/fused-runs.sh "$D" 1 2 3 4 2>&1 | tee "$out/fused-runs.log"
 echo "diag $(date +%s.%N)" | tee "$out/diag-time.log"
 timeout 200 taskset -c 2 "$D" diag 2>&1 | tee "$out/diag.log"
 echo "diag end $(date +%s.%N)" | tee -a "$out/diag-time.log"
-for run in 5 6 7 8; do
-  t0=$(date +%s.%N)
-  line=$(HOLO_BENCH_ONLY=fused HOLO_BENCH_PAIRS=7 timeout 60 taskset -c 2 "$D" --bench 2>&1 | grep -E "^fused hop")
-  echo "run $run $t0 $(date +%s.%N): $line"
-done 2>&1 | tee -a "$out/fused-runs.log"
+bash .ci/fused-runs.sh "$D" 5 6 7 8 2>&1 | tee -a "$out/fused-runs.log"
 sleep 1
-kill $smi
+kill "$smi"
 date -u
