@@ -43,6 +43,7 @@
 //! HOLO_DEVICE=cuda ./device_hop-* diag
 //! HOLO_BENCH_NULL_SHAPE=fused ./device_hop-* diag-null      # holo's own cost, one scenario
 //! HOLO_DEVICE=cuda ./device_hop-* fused-probe              # the raw fused loop on holo's thread
+//! HOLO_DEVICE=cuda ./device_hop-* copy-probe               # the fused loop's calls: cuMemcpyAsync or DtoD
 //! HOLO_DEVICE=cuda ./device_hop-* cold-probe               # a line of code or data after a driver call
 //! HOLO_DEVICE=cuda ./device_hop-* fork                      # issue 17's fork latency
 //! HOLO_DEVICE=cuda ./device_hop-* fork-diag                 # … and its driver time per thread
@@ -70,6 +71,8 @@ use holo_runtime::{
 
 #[path = "device_hop/cold.rs"]
 mod cold;
+#[path = "device_hop/copy_probe.rs"]
+mod copy_probe;
 #[path = "device_hop/diag.rs"]
 mod diag;
 #[path = "device_hop/fork.rs"]
@@ -681,6 +684,10 @@ fn main() {
     }
     if std::env::args().any(|a| a == "fused-probe") {
         diag::run_fused_probe(&device);
+        return;
+    }
+    if std::env::args().any(|a| a == "copy-probe") {
+        copy_probe::run(&device);
         return;
     }
     if std::env::args().any(|a| a == "fork-diag") {
