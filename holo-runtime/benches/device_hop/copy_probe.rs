@@ -23,6 +23,10 @@ const VARIANTS: [(&str, bool, bool, bool); 5] = [
 const ROUNDS: usize = 5;
 
 #[cfg(feature = "cuda")]
+#[allow(
+    clippy::many_single_char_names,
+    reason = "the raw loop names its device, stream, slot and clock readings as diag.rs's does"
+)]
 pub(super) fn run(device: &Arc<dyn DeviceBackend>) {
     use cudarc::driver::sys;
     if device.backend_kind() != holo_runtime::device::BackendKind::Cuda {
@@ -86,8 +90,8 @@ pub(super) fn run(device: &Arc<dyn DeviceBackend>) {
                     // SAFETY: the stream that used them was synchronized.
                     unsafe {
                         d.free(holo_runtime::device::AllocKind::Device, p, BYTES)
-                            .unwrap()
-                    };
+                            .unwrap();
+                    }
                 }
                 d.destroy_stream(s).unwrap();
                 out
