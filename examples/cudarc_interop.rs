@@ -42,6 +42,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use holo_examples::side::SideFailure;
 use holo_runtime::app::{App, AppArgs, HumanOutput};
 use holo_runtime::device::{BackendKind, CudaStreamPtr, DeviceBackend, StreamOrQueue};
 use holo_runtime::plan::ExecutionPlan;
@@ -351,11 +352,11 @@ fn give(
     Ok(())
 }
 
-/// The cudarc user's failure as a publisher, for `main` to report once the session has
-/// ended.
-type Failure = Arc<Mutex<Option<Error>>>;
-
-fn build(app: &mut App, failure: &Failure, kept: &GivingStream) -> Result<(Graph, CompileOptions)> {
+fn build(
+    app: &mut App,
+    failure: &SideFailure,
+    kept: &GivingStream,
+) -> Result<(Graph, CompileOptions)> {
     app.human_output().println(
         "cudarc_interop: camera → cudarc_user (frames read on the user's own cudarc stream); the cudarc user → topic \"cudarc/frames\" → checker (frames written on its stream)",
     );
@@ -403,18 +404,18 @@ fn build(app: &mut App, failure: &Failure, kept: &GivingStream) -> Result<(Graph
         .bind_imported_topic_device(TOPIC, deployment.values().device);
     // The cudarc user gives as many frames as the camera makes, right after the start.
     let frames = app.args().frames.unwrap_or(100);
-    let (failure, kept) = (Arc::clone(failure), Arc::clone(kept));
+    let (failure, kept) = (failure.clone(), Arc::clone(kept));
     app.on_session(move |_plan: &ExecutionPlan, session, human| {
         if let Err(e) = give(session, frames, &checked, human, &kept) {
             session.stop();
-            *failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+            failure.set(e);
         }
     });
     Ok((graph, options))
 }
 
 fn main() -> ExitCode {
-    let failure = Failure::default();
+    let failure = SideFailure::default();
     let kept = GivingStream::default();
     let result = App::new(
         AppArgs::from_env(),
@@ -432,20 +433,7 @@ fn main() -> ExitCode {
             device.synchronize_stream(stream)?;
             device.destroy_stream(stream)?;
         }
-        match failure
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            Some(e) => Err(e.at("the cudarc user as a publisher")),
-            None => Ok(()),
-        }
+        failure.check("the cudarc user as a publisher")
     });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    holo_examples::side::exit(result)
 }

@@ -29,6 +29,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use holo_examples::side::SideFailure;
 use holo_runtime::app::{App, AppArgs, HumanOutput};
 use holo_runtime::device::{DeviceBackend, StreamHandle, StreamOrQueue};
 use holo_runtime::plan::ExecutionPlan;
@@ -177,13 +178,14 @@ fn client(
     Ok(())
 }
 
-/// A client's failure, for `main` to report once the session has ended.
-type Failure = Arc<Mutex<Option<Error>>>;
-
 /// The client's stream and its device, destroyed by `main` once the session has ended.
 type ClientStream = Arc<Mutex<Option<(Arc<dyn DeviceBackend>, StreamHandle)>>>;
 
-fn build(app: &mut App, failure: &Failure, kept: &ClientStream) -> Result<(Graph, CompileOptions)> {
+fn build(
+    app: &mut App,
+    failure: &SideFailure,
+    kept: &ClientStream,
+) -> Result<(Graph, CompileOptions)> {
     app.human_output().println(format_args!(
         "device_array_handoff: camera → topic {TOPIC:?} → a standalone client on its own stream"
     ));
@@ -211,19 +213,19 @@ fn build(app: &mut App, failure: &Failure, kept: &ClientStream) -> Result<(Graph
         .args()
         .duration
         .and_then(|s| Duration::try_from_secs_f64(s).ok());
-    let failure = Arc::clone(failure);
+    let failure = failure.clone();
     let kept = Arc::clone(kept);
     app.on_session(move |_plan: &ExecutionPlan, session, human| {
         if let Err(e) = client(session, limit, human, &kept) {
             session.stop();
-            *failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+            failure.set(e);
         }
     });
     Ok((graph, options))
 }
 
 fn main() -> ExitCode {
-    let failure = Failure::default();
+    let failure = SideFailure::default();
     let kept = ClientStream::default();
     let result = App::new(
         AppArgs::from_env(),
@@ -240,21 +242,6 @@ fn main() -> ExitCode {
             None => Ok(()),
         }
     })
-    .and_then(|()| {
-        match failure
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            Some(e) => Err(e.at("the standalone client")),
-            None => Ok(()),
-        }
-    });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    .and_then(|()| failure.check("the standalone client"));
+    holo_examples::side::exit(result)
 }

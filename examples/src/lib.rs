@@ -1,3 +1,4 @@
 //! Shared helpers for the holo examples.
 
 pub mod ipc;
+pub mod side;
