@@ -590,9 +590,16 @@ pub fn summary(r: &RunReport) -> String {
             format!("{:.3} ms", d.as_secs_f64() * 1e3)
         })
     };
+    // A refusal handed back (`try_emit`, `try_publish`) and sent again is counted too:
+    // say what the figure counts wherever it is not zero.
+    let what = if r.drops == 0 {
+        ""
+    } else {
+        " (entries evicted, or refused as Backpressured)"
+    };
     let _ = writeln!(
         out,
-        "run summary: {} drops, latency p50 {}, p99 {} (from capture time), {:.3} s",
+        "run summary: {} drops{what}, latency p50 {}, p99 {} (from capture time), {:.3} s",
         r.drops,
         ms(r.latency_p50),
         ms(r.latency_p99),
@@ -615,4 +622,39 @@ pub fn summary(r: &RunReport) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::RunReport;
+
+    fn report(drops: u64) -> RunReport {
+        RunReport {
+            produced: Vec::new(),
+            received: Vec::new(),
+            drops,
+            activations: Vec::new(),
+            latency_p50: None,
+            latency_p99: None,
+            pools: Vec::new(),
+            elapsed: Duration::from_millis(5),
+            ipc_imports: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_summary_says_what_its_drops_count_where_there_are_any() {
+        assert_eq!(
+            super::summary(&report(0)).lines().next(),
+            Some("run summary: 0 drops, latency p50 n/a, p99 n/a (from capture time), 0.005 s")
+        );
+        assert_eq!(
+            super::summary(&report(34)).lines().next(),
+            Some(
+                "run summary: 34 drops (entries evicted, or refused as Backpressured), latency p50 n/a, p99 n/a (from capture time), 0.005 s"
+            )
+        );
+    }
 }

@@ -191,7 +191,9 @@ pub struct RunReport {
     /// Frames each sink operator (one with no connected output) received: the entries
     /// delivered to it over all its input edges, by name.
     pub received: Vec<(String, u64)>,
-    /// Entries evicted by drop-oldest queues plus emits refused with `Backpressured`.
+    /// Entries evicted by drop-oldest queues plus emits and publishes refused with
+    /// `Backpressured` (a refusal handed back by `try_emit` or `try_publish` and sent again
+    /// counts too), and entries still queued for a topic's subscribers at teardown.
     pub drops: u64,
     /// Activations per operator, by name.
     pub activations: Vec<(String, u64)>,
