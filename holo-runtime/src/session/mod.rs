@@ -192,8 +192,8 @@ pub struct RunReport {
     /// delivered to it over all its input edges, by name.
     pub received: Vec<(String, u64)>,
     /// Entries evicted by drop-oldest queues plus emits and publishes refused with
-    /// `Backpressured` (a refusal handed back by `try_emit` or `try_publish` and sent again
-    /// counts too), and entries still queued for a topic's subscribers at teardown.
+    /// `Backpressured`, on flows and on topics' queues (a refusal handed back by
+    /// `try_emit` or `try_publish` and sent again counts too).
     pub drops: u64,
     /// Activations per operator, by name.
     pub activations: Vec<(String, u64)>,
