@@ -272,6 +272,14 @@ fn give(
     } else {
         CallerStream::Software(Arc::clone(&backend), backend.create_stream()?)
     };
+    // Kept until the session has ended (`main` destroys a software stream), also when this
+    // returns early.
+    let local = match &stream {
+        CallerStream::Cudarc(s) => CallerStream::Cudarc(Arc::clone(s)),
+        CallerStream::Software(d, s) => CallerStream::Software(Arc::clone(d), *s),
+    };
+    *kept.lock().unwrap_or_else(PoisonError::into_inner) = Some(stream);
+    let stream = local;
     let mut publisher: ChannelPublisher<Tensor> =
         ChannelPublisher::attach(session, TOPIC, PublisherOptions::DEFAULT)?;
     let deadline = Instant::now() + Duration::from_mins(1);
@@ -300,7 +308,7 @@ fn give(
         host.fill(given_value(k));
         let frame = match &stream {
             CallerStream::Cudarc(s) => {
-                // SAFETY: cudarc's stream lives in `kept` until the session has ended.
+                // SAFETY: cudarc's stream lives (in `kept`) until the session has ended.
                 let mine = unsafe { CudaStreamPtr::from_raw(s.cu_stream() as u64) };
                 let writer = loan.write(mine)?; // holo checks the stream's context
                 // SAFETY: the writer owns the slot's `GIVEN_BYTES` until its commit.
@@ -339,7 +347,6 @@ fn give(
         publisher.publish(frame.into_tensor(), EmitOptions::default())?;
     }
     drop(publisher); // detaches; what it published stays queued for the checker
-    *kept.lock().unwrap_or_else(PoisonError::into_inner) = Some(stream);
     while checked.load(Ordering::Acquire) < frames {
         if Instant::now() >= deadline || session.is_stopping() {
             return Err(late());
