@@ -461,6 +461,26 @@ impl Raw {
         // SAFETY: as above.
         unsafe { self.device.copy_async(dst, src, BYTES, s).unwrap() };
     }
+    /// As [`copy`](Self::copy), by `cuMemcpyDtoDAsync_v2` on CUDA (told the direction).
+    fn copy_dtod(&self, dst: DevicePtr, src: DevicePtr, s: StreamHandle) {
+        #[cfg(feature = "cuda")]
+        if self.cuda {
+            // SAFETY: two live, disjoint device allocations of BYTES; context current.
+            assert_eq!(
+                unsafe {
+                    cudarc::driver::sys::cuMemcpyDtoDAsync_v2(
+                        dst.raw(),
+                        src.raw(),
+                        BYTES,
+                        ptr(s.raw()),
+                    )
+                },
+                cudarc::driver::sys::CUresult::CUDA_SUCCESS
+            );
+            return;
+        }
+        self.copy(dst, src, s);
+    }
     fn record(&self, e: EventHandle, s: StreamHandle) {
         #[cfg(feature = "cuda")]
         if self.cuda {

@@ -494,7 +494,7 @@ pub(super) fn run_null() {
 
 /// Where [`raw_fused_loop`]'s buffers live.
 #[derive(Clone, Copy)]
-enum Memory {
+pub(super) enum Memory {
     /// One `cuMemAlloc` per slot and one for the scratch buffer (the raw rows' layout).
     Separate,
     /// The slots at `i × BYTES` in one allocation of `K × BYTES`, and the scratch buffers
@@ -504,15 +504,36 @@ enum Memory {
     Carved,
 }
 
+/// Which of the fused loop's two calls [`raw_fused_loop`] makes, and by which driver call
+/// the copy is made (`device_hop copy-probe` makes each alone, and the copy both ways).
+#[derive(Clone, Copy)]
+pub(super) struct Calls {
+    /// The fill (`cuMemsetD8Async`).
+    pub(super) fill: bool,
+    /// The copy: `cuMemcpyAsync` (`Some(false)`), `cuMemcpyDtoDAsync_v2` (`Some(true)`),
+    /// or none.
+    pub(super) copy_dtod: Option<bool>,
+}
+
+impl Calls {
+    /// The fused hop's raw side: the fill, then the copy by `cuMemcpyAsync`.
+    pub(super) const FUSED: Calls = Calls {
+        fill: true,
+        copy_dtod: Some(false),
+    };
+}
+
 /// The raw fused loop (fill a slot of a ring of `K`, copy it into a scratch buffer, on one
-/// stream), `WARMUP + FRAMES` frames on `stream` from the calling thread; `pollute`
-/// bytes of a private buffer are written between frames. Returns ns per measured frame
-/// and the host ns inside the fill and copy calls per frame.
-fn raw_fused_loop(
+/// stream; `calls` picks which of the two and how the copy is made), `WARMUP + FRAMES`
+/// frames on `stream` from the calling thread; `pollute` bytes of a private buffer are
+/// written between frames. Returns ns per measured frame and the host ns inside the fill
+/// and copy calls per frame.
+pub(super) fn raw_fused_loop(
     device: &Arc<dyn DeviceBackend>,
     stream: StreamHandle,
     pollute: usize,
     memory: Memory,
+    calls: Calls,
 ) -> (f64, f64, f64) {
     let r = raw_for(device);
     let d = device.as_ref();
@@ -546,9 +567,15 @@ fn raw_fused_loop(
         }
         let k = i % K;
         let a = Instant::now();
-        r.memset(slots[k], stream);
+        if calls.fill {
+            r.memset(slots[k], stream);
+        }
         let b = Instant::now();
-        r.copy(scratch[k % scratch.len()], slots[k], stream);
+        match calls.copy_dtod {
+            Some(false) => r.copy(scratch[k % scratch.len()], slots[k], stream),
+            Some(true) => r.copy_dtod(scratch[k % scratch.len()], slots[k], stream),
+            None => {}
+        }
         copy += b.elapsed().as_nanos() as u64;
         fill += (b - a).as_nanos() as u64;
         if pollute > 0 {
@@ -590,7 +617,7 @@ impl holo_runtime::Operator for RawInside {
         }
         let stream = ctx.cuda_stream()?.handle();
         let device = Arc::clone(ctx.device().unwrap());
-        let r = raw_fused_loop(&device, stream, 0, Memory::Separate);
+        let r = raw_fused_loop(&device, stream, 0, Memory::Separate, Calls::FUSED);
         *self.result.lock().unwrap() = Some(r);
         Ok(())
     }
@@ -611,7 +638,7 @@ pub(super) fn run_fused_probe(device: &Arc<dyn DeviceBackend>) {
         let device = Arc::clone(device);
         std::thread::spawn(move || {
             let s = device.create_stream().unwrap();
-            let r = raw_fused_loop(&device, s, pollute, memory);
+            let r = raw_fused_loop(&device, s, pollute, memory, Calls::FUSED);
             device.destroy_stream(s).unwrap();
             r
         })
