@@ -125,6 +125,7 @@ impl Operator for Camera {
 }
 
 /// The caller's own stream: cudarc's on CUDA, a software-device stream otherwise.
+#[derive(Clone)]
 enum CallerStream {
     Cudarc(Arc<cudarc::driver::CudaStream>),
     Software(Arc<dyn DeviceBackend>, holo_runtime::device::StreamHandle),
@@ -274,12 +275,7 @@ fn give(
     };
     // Kept until the session has ended (`main` destroys a software stream), also when this
     // returns early.
-    let local = match &stream {
-        CallerStream::Cudarc(s) => CallerStream::Cudarc(Arc::clone(s)),
-        CallerStream::Software(d, s) => CallerStream::Software(Arc::clone(d), *s),
-    };
-    *kept.lock().unwrap_or_else(PoisonError::into_inner) = Some(stream);
-    let stream = local;
+    *kept.lock().unwrap_or_else(PoisonError::into_inner) = Some(stream.clone());
     let mut publisher: ChannelPublisher<Tensor> =
         ChannelPublisher::attach(session, TOPIC, PublisherOptions::DEFAULT)?;
     let deadline = Instant::now() + Duration::from_mins(1);
