@@ -203,6 +203,7 @@ mod tests {
     /// of that name, or one on the starter's CPU.
     #[cfg(target_os = "linux")]
     #[test]
+    #[cfg_attr(miri, ignore = "reads /proc and pins threads: Miri runs neither")]
     fn a_spawned_worker_is_named_and_placed_when_spawn_returns() {
         use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
         let Some(expected) = super::worker_cpus() else {

@@ -268,6 +268,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "iceoryx2's shared memory: Miri runs no sysconf(_SC_...) of it, nor its mappings"
+    )]
     fn the_value_drops_with_the_last_clone_and_its_block_is_reused() {
         let layout = Layout::new::<Block<Counted>>();
         let dropped = std::sync::Arc::new(AtomicUsize::new(0));

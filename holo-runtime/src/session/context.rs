@@ -18,13 +18,26 @@ pub(crate) struct SessionClock {
     /// The raw counter (TSC ticks where quanta found a usable TSC) at the epoch.
     epoch_raw: u64,
     epoch: Instant,
+    /// Under Miri, which interprets neither `cpuid` nor `rdtsc` (quanta's calibration and
+    /// reads): a session reads the monotonic clock instead (`clock` is then a mock that
+    /// only [`on`](Self::on)'s tests drive).
+    #[cfg(miri)]
+    monotonic: bool,
 }
 
 impl SessionClock {
     pub(crate) fn new() -> Self {
-        static CLOCK: std::sync::OnceLock<quanta::Clock> = std::sync::OnceLock::new();
-        // Calibration runs once per process.
-        Self::on(CLOCK.get_or_init(quanta::Clock::new).clone())
+        #[cfg(miri)]
+        return Self {
+            monotonic: true,
+            ..Self::on(quanta::Clock::mock().0)
+        };
+        #[cfg(not(miri))]
+        {
+            static CLOCK: std::sync::OnceLock<quanta::Clock> = std::sync::OnceLock::new();
+            // Calibration runs once per process.
+            Self::on(CLOCK.get_or_init(quanta::Clock::new).clone())
+        }
     }
 
     fn on(clock: quanta::Clock) -> Self {
@@ -34,12 +47,20 @@ impl SessionClock {
             clock,
             epoch_raw,
             epoch,
+            #[cfg(miri)]
+            monotonic: false,
         }
     }
 
     /// Nanoseconds since the session's epoch, now.
     #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
+        #[cfg(miri)]
+        if self.monotonic {
+            return u64::try_from(self.epoch.elapsed().as_nanos())
+                .unwrap_or(u64::MAX)
+                .min(u64::MAX - 1);
+        }
         // The raw counter scaled by one multiply and shift (no `Duration` round trip).
         self.clock
             .delta_as_nanos(self.epoch_raw, self.clock.raw())
@@ -552,6 +573,10 @@ mod tests {
     /// one, to make the rule visible): conversions through the present moment stay exact,
     /// where the session epoch would be 10 ms off after 20 ms.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "timing window calibrated for native speed: Miri runs the code thousands of times slower"
+    )]
     fn instants_convert_through_the_present_not_the_epoch() {
         let (mock_clock, mock) = quanta::Clock::mock();
         let c = SessionClock::on(mock_clock);

@@ -213,8 +213,11 @@ impl Tensor {
                 device: dl_device(pool.kind, ordinal),
                 ndim: i32::from(meta.rank),
                 dtype: super::dtype_to_dlpack(meta.dtype),
-                shape: c.shape.as_mut_ptr(),
-                strides: c.strides.as_mut_ptr(),
+                // Set from the raw pointer below: a pointer taken through the box now
+                // would be invalidated when the box becomes a raw pointer, and the
+                // consumer's reads through it undefined (Miri's Stacked Borrows).
+                shape: std::ptr::null_mut(),
+                strides: std::ptr::null_mut(),
                 byte_offset: 0,
             },
         };
@@ -225,6 +228,8 @@ impl Tensor {
         // deleter runs; the deleter may run once from any thread and does not unwind.
         unsafe {
             (*raw).managed.manager_ctx = raw.cast::<c_void>();
+            (*raw).managed.dl_tensor.shape = (&raw mut (*raw).shape).cast::<i64>();
+            (*raw).managed.dl_tensor.strides = (&raw mut (*raw).strides).cast::<i64>();
             Dlpack::from_raw(raw.cast::<DLManagedTensorVersioned>())
         }
         .map_err(|e| Error::new(ErrorCode::Internal, format!("holo's DLPack capsule: {e}")))

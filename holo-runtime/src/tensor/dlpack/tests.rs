@@ -75,7 +75,7 @@ fn foreign(s: &Spec<'_>) -> (*mut DLManagedTensorVersioned, Arc<AtomicUsize>) {
     } else {
         data.as_mut_ptr().cast()
     };
-    let mut f = Box::new(Foreign {
+    let f = Box::new(Foreign {
         managed: DLManagedTensorVersioned {
             version: s.version,
             manager_ctx: std::ptr::null_mut(),
@@ -96,11 +96,18 @@ fn foreign(s: &Spec<'_>) -> (*mut DLManagedTensorVersioned, Arc<AtomicUsize>) {
         _data: data,
         deleted: Arc::clone(&deleted),
     });
-    f.managed.dl_tensor.shape = f.shape.as_mut_ptr();
-    if s.strides.is_some() || s.version.minor >= 2 {
-        f.managed.dl_tensor.strides = f.strides.as_mut_ptr();
+    // The shape and strides point into the box: taken from the raw pointer, after
+    // `Box::into_raw` (a pointer taken through the box before it is invalidated when the
+    // box is turned into a raw pointer: Miri's Stacked Borrows reject the import's read).
+    let f = Box::into_raw(f);
+    // SAFETY: `f` is the live allocation just leaked; nothing else refers to it yet.
+    unsafe {
+        (*f).managed.dl_tensor.shape = (&raw mut (*f).shape).cast();
+        if s.strides.is_some() || s.version.minor >= 2 {
+            (*f).managed.dl_tensor.strides = (&raw mut (*f).strides).cast();
+        }
     }
-    (Box::into_raw(f).cast(), deleted)
+    (f.cast(), deleted)
 }
 
 fn import(s: &Spec<'_>) -> (Result<Tensor>, Arc<AtomicUsize>) {

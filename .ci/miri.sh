@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Miri (the Rust interpreter that checks unsafe code for undefined behaviour: dangling and
+# aliased pointers under Stacked Borrows, data races, uninitialized reads) over
+# holo-runtime's unit tests: the pool, free list and release ledger, the queues, tensors
+# and their DLPack capsules, the session's records and clock, the software device.
+# RELIABILITY.md ("Miri") says what it found and what it leaves out.
+#
+# `bash .ci/miri.sh [test filter…]`. Needs a nightly toolchain with the miri and rust-src
+# components (`rustup component add --toolchain nightly miri rust-src`); MIRI_TOOLCHAIN
+# names another. Its own target directory (Miri builds every crate anew).
+#
+# Flags: isolation stays on (Miri's virtual clock, deterministic: 5 µs a basic block),
+# with what it refuses (reading /proc/meminfo) returned as an error to the caller, as on a
+# host without /proc; leaks are not checked (the software device's stream threads and
+# the DLPack block cache outlive the tests by design).
+# Left out, as Miri runs no foreign library: the CUDA and OpenCL backends' tests (dlopen).
+# Tests marked `#[cfg_attr(miri, ignore = "…")]` say why in place: timing windows
+# calibrated for native speed, memfd segments, /proc, iceoryx2's shared memory.
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+toolchain=${MIRI_TOOLCHAIN:-nightly}
+MIRIFLAGS="-Zmiri-isolation-error=warn-nobacktrace -Zmiri-ignore-leaks" \
+  CARGO_TARGET_DIR=target/miri \
+  cargo "+$toolchain" miri test -p holo-runtime --lib -- \
+  --skip device::opencl --skip device::cuda "$@"
