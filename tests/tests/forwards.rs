@@ -187,6 +187,10 @@ fn split() -> CompileOptions {
 /// the code before `forwards` failed); sized for the forwarded terms too, every frame
 /// arrives, in order.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "a deadline calibrated for native speed: Miri runs the code thousands of times slower"
+)]
 fn a_chain_of_forwarders_split_over_partitions_gets_every_frame_through() {
     let got = Arc::new(Mutex::new(Vec::new()));
     let g = chain(&got);

@@ -702,6 +702,10 @@ pub(crate) fn backends_for_tests() -> Vec<Arc<dyn DeviceBackend>> {
         Err(error) => panic!("{error}"),
     };
     let mut backends: Vec<Arc<dyn DeviceBackend>> = vec![SoftwareDevice::new()];
+    if cfg!(miri) {
+        // Miri runs no foreign library: the drivers' loaders (`dlopen`) are not tried.
+        return backends;
+    }
     match open_cuda(0) {
         Ok(cuda) => backends.push(cuda),
         Err(error) if required == Some(BackendKind::Cuda) => {
