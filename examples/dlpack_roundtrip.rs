@@ -194,7 +194,7 @@ impl Library {
         let fill = u8::try_from(self.k * 7 % 251).unwrap_or(0);
         // SAFETY: a live allocation of `bytes` bytes; the deleter frees it after the stream.
         unsafe { backend.memset_async(ptr, fill, bytes, stream)? };
-        let mut t = Box::new(LibraryTensor {
+        let t = Box::new(LibraryTensor {
             managed: DLManagedTensorVersioned {
                 version: DLPACK_VERSION,
                 manager_ctx: std::ptr::null_mut(),
@@ -220,9 +220,16 @@ impl Library {
             bytes,
             freed: Arc::clone(&self.freed),
         });
-        t.managed.dl_tensor.shape = t.shape.as_mut_ptr();
-        t.managed.dl_tensor.strides = t.strides.as_mut_ptr();
-        Ok(Box::into_raw(t).cast())
+        // The shape and strides point into the box: set them from the raw pointer, not
+        // through the box, whose conversion to a raw pointer revokes pointers taken from
+        // it before (Rust's aliasing rules; Miri reports the reads as undefined).
+        let t = Box::into_raw(t);
+        // SAFETY: `t` is the allocation just leaked; nothing else refers to it yet.
+        unsafe {
+            (*t).managed.dl_tensor.shape = (&raw mut (*t).shape).cast();
+            (*t).managed.dl_tensor.strides = (&raw mut (*t).strides).cast();
+        }
+        Ok(t.cast())
     }
 }
 

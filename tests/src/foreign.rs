@@ -74,9 +74,16 @@ pub fn foreign_tensor(
         f.strides[i] = stride;
         stride *= shape[i];
     }
-    f.managed.dl_tensor.shape = f.shape.as_mut_ptr();
-    f.managed.dl_tensor.strides = f.strides.as_mut_ptr();
-    let raw = Box::into_raw(f).cast::<DLManagedTensorVersioned>();
+    // The shape and strides point into the box: set from the raw pointer, as a pointer
+    // taken through the box is revoked when the box becomes a raw pointer (Miri's Stacked
+    // Borrows; RELIABILITY.md, "Miri").
+    let f = Box::into_raw(f);
+    // SAFETY: `f` is the allocation just leaked; nothing else refers to it yet.
+    unsafe {
+        (*f).managed.dl_tensor.shape = (&raw mut (*f).shape).cast();
+        (*f).managed.dl_tensor.strides = (&raw mut (*f).strides).cast();
+    }
+    let raw = f.cast::<DLManagedTensorVersioned>();
     // SAFETY: a valid, owned, versioned tensor whose deleter frees it once.
     (unsafe { Dlpack::from_raw(raw) }.unwrap(), deleted)
 }
