@@ -374,6 +374,10 @@ impl Operator for HugeSink {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "asks for more memory than a host holds and expects the refusal that reads /proc/meminfo, which Miri isolates"
+)]
 fn a_queue_that_cannot_be_reserved_is_resource_exhausted_and_nothing_starts() {
     std::thread::Builder::new()
         .stack_size(256 << 20)
@@ -447,6 +451,10 @@ impl Operator for HugeHistorian {
 /// is 1 TiB: it was reserved with `VecDeque::with_capacity`, whose failure aborts the
 /// process. Now the start fails with `ResourceExhausted` naming the input.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "asks for more memory than a host holds and expects the refusal that reads /proc/meminfo, which Miri isolates"
+)]
 fn a_history_that_cannot_be_reserved_is_resource_exhausted_and_nothing_starts() {
     std::thread::Builder::new()
         .stack_size(256 << 20)

@@ -267,6 +267,19 @@ pub(crate) struct PoolCounters {
 /// on a cache line (and DLPack's recommended 256-byte boundary).
 const HOST_ALIGN: usize = 256;
 
+/// What [`Pool::retire`] leaves its caller to do with a slot's count: the steps that may
+/// free the pool.
+#[must_use]
+enum Retired {
+    /// Hand it to the retirement worker, which returns it once the release events ran.
+    ToWorker(Arc<Pool>),
+    /// The retirer was closed (a tensor kept past its session): the release events were
+    /// waited for on the host; park the slot (dropping the count, the pool being closed).
+    AfterTeardown,
+    /// Its release could be neither recorded nor waited for: the retirer withholds it.
+    Withheld,
+}
+
 enum Backing {
     Host {
         ptr: *mut u8,
@@ -1166,7 +1179,16 @@ impl Pool {
         if let Backing::Device(d) = &pool.backing
             && s.release_count.load(Ordering::Relaxed) > 0
         {
-            Self::retire(this, d, slot, holder, recorded_own);
+            // The step that may free the pool runs here, where `d` is a local borrow: in
+            // `retire`, whose arguments the borrow rules protect for the whole call, the
+            // pool freed under `d` was undefined (found by Miri: RELIABILITY.md).
+            match Self::retire(this, d, slot, holder, recorded_own) {
+                Retired::ToWorker(carried) => d.retirer.retire(carried, slot),
+                // SAFETY: the caller's handle carried the slot's count, which `park`
+                // takes over (and drops, the pool being closed).
+                Retired::AfterTeardown => unsafe { Self::park(Arc::as_ptr(this), slot) },
+                Retired::Withheld => {}
+            }
             return;
         }
         // The owner thread parks the slot privately (the in-partition hop); after `close`
@@ -1394,11 +1416,19 @@ impl Pool {
     /// hands the slot, with its count, to the retirement worker. The last holder's own
     /// position is recorded again (it may have used the slot through another handle since
     /// an earlier record) unless `recorded_own`: it was recorded in this same release.
+    /// Returns what the caller does with the slot's count then; nothing here may free
+    /// the pool while `d`, a borrow into it, is an argument.
     #[cold]
-    fn retire(this: &Arc<Pool>, d: &DeviceBacking, slot: u32, holder: Holder, recorded_own: bool) {
+    fn retire(
+        this: &Arc<Pool>,
+        d: &DeviceBacking,
+        slot: u32,
+        holder: Holder,
+        recorded_own: bool,
+    ) -> Retired {
         if !d.retirer.enter() {
             Self::release_after_teardown(this, d, slot);
-            return;
+            return Retired::AfterTeardown;
         }
         let s = &this.slots[slot as usize];
         let base = slot as usize * d.release_capacity as usize;
@@ -1424,14 +1454,13 @@ impl Pool {
                     // into this Arc, which is withheld (never dropped).
                     d.retirer
                         .withhold(unsafe { Arc::from_raw(Arc::as_ptr(this)) });
-                    return;
+                    return Retired::Withheld;
                 }
             }
         }
         // SAFETY: the slot's count moves into this Arc (no increment: the caller's handle
         // carried it); the worker gives it back through `return_retired`.
-        let carried = unsafe { Arc::from_raw(Arc::as_ptr(this)) };
-        d.retirer.retire(carried, slot);
+        Retired::ToWorker(unsafe { Arc::from_raw(Arc::as_ptr(this)) })
     }
 
     /// The last handle of `slot` was dropped after its session's teardown closed the
@@ -1442,7 +1471,8 @@ impl Pool {
     /// for every release event of the slot (a cold path: once per late release) — a
     /// hand-off's (a `DeviceArray`, a DLPack capsule) was recorded on the caller's stream
     /// when it ended, and the caller's work there may still run — and goes back without
-    /// the worker: the pool is freed once nothing else holds it, so not under that work.
+    /// the worker (the caller parks it: the pool is freed once nothing else holds it, so
+    /// not under that work).
     #[cold]
     #[inline(never)]
     fn release_after_teardown(this: &Arc<Pool>, d: &DeviceBacking, slot: u32) {
@@ -1463,9 +1493,6 @@ impl Pool {
             // an event never recorded completes at once.
             let _ = d.backend.synchronize_event(event);
         }
-        // SAFETY: the caller's handle carried the slot's count, which `park` takes over
-        // (and drops, the pool being closed).
-        unsafe { Self::park(Arc::as_ptr(this), slot) };
     }
 
     /// Parks `slot` and its strong count on the shared free list from any thread (every
