@@ -46,6 +46,7 @@
 //! its owner, every other `Arc` and every outstanding slot are gone.
 
 use std::cell::UnsafeCell;
+use std::hint::cold_path;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crossbeam_queue::ArrayQueue;
@@ -840,6 +841,7 @@ impl Pool {
     #[inline]
     pub(crate) fn borrow_slot(&self) -> Result<u32> {
         let Some(slot) = self.free.pop().or_else(|| self.reclaim()) else {
+            cold_path();
             self.counters.exhausted.fetch_add(1, Ordering::Relaxed);
             crate::trace::event!(debug, pool = %self.name, "allocate_tensor refused: no free slot");
             return Err(Error::new(
@@ -971,11 +973,16 @@ impl Pool {
             || shape.len() > self.max_rank as usize
             || shape.len() < self.min_rank as usize
         {
+            cold_path();
             return Err(self.refuse(shape, dtype));
         }
-        checked_byte_size(shape, dtype)
-            .filter(|&b| b <= self.per_slot_bytes as u64)
-            .ok_or_else(|| self.refuse(shape, dtype))
+        match checked_byte_size(shape, dtype) {
+            Some(b) if b <= self.per_slot_bytes as u64 => Ok(b),
+            _ => {
+                cold_path();
+                Err(self.refuse(shape, dtype))
+            }
+        }
     }
 
     /// Writes a loaned slot's metadata.

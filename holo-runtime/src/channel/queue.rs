@@ -284,6 +284,7 @@ impl<T> LocalRing<T> {
     fn push_parts(&self, value: T, stamp: Stamp) -> Result<(), T> {
         let tail = self.index.tail.load(Ordering::Relaxed);
         if tail - self.index.head.load(Ordering::Relaxed) >= self.index.cap {
+            std::hint::cold_path();
             return Err(value);
         }
         let i = tail & self.mask;
@@ -397,8 +398,10 @@ impl<T> EdgeQueue<T> {
         bump(&self.counters.pushed);
         if let (QueuePolicy::Block, Ring::Local(r)) = (self.policy, &self.queue) {
             // The in-partition fast path: the caller checked for room, nobody to wake.
-            if r.push_parts(value, stamp).is_err() {
+            if let Err(refused) = r.push_parts(value, stamp) {
+                std::hint::cold_path();
                 bump(&self.counters.backpressured);
+                drop(refused);
             }
             return;
         }

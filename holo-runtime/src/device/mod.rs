@@ -163,6 +163,79 @@ impl TryFrom<MemoryKind> for AllocKind {
 /// `record_event` captures everything enqueued on the stream so far, re-recording replaces
 /// what the event tracks, and an event never recorded is complete.
 pub trait DeviceBackend: Send + Sync + 'static {
+    // The calls a frame makes come first. A call through `dyn DeviceBackend` reads its
+    // entry in the vtable, laid out in declaration order after the drop, size and alignment
+    // entries, and every call through an `Arc<dyn DeviceBackend>` reads the alignment too:
+    // declared first, these entries share that line of the vtable instead of adding one
+    // to fetch again after each driver call (BENCHMARKS.md, "data lines").
+
+    /// [`memset_async`](Self::memset_async) without the stream's handle check: for a
+    /// stream whose liveness the caller holds proof of, as an operator's runtime-owned
+    /// stream during its callback ([`DeviceAccess::memset_async`](crate::DeviceAccess::memset_async)).
+    /// The default checks anyway.
+    ///
+    /// # Safety
+    /// As [`memset_async`](Self::memset_async), and `stream` is a live stream of this
+    /// backend (or one adopted by it and not yet released) for the whole call.
+    unsafe fn memset_async_unchecked(
+        &self,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract includes `memset_async`'s.
+        unsafe { self.memset_async(dst, value, bytes, stream) }
+    }
+
+    /// [`copy_async`](Self::copy_async) without the stream's handle check (see
+    /// [`memset_async_unchecked`](Self::memset_async_unchecked)).
+    ///
+    /// # Safety
+    /// As [`copy_async`](Self::copy_async), and `stream` as for
+    /// [`memset_async_unchecked`](Self::memset_async_unchecked).
+    unsafe fn copy_async_unchecked(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract includes `copy_async`'s.
+        unsafe { self.copy_async(dst, src, bytes, stream) }
+    }
+
+    /// [`wait_event`](Self::wait_event) without the handle checks (see
+    /// [`record_event_unchecked`](Self::record_event_unchecked)).
+    ///
+    /// # Safety
+    /// As [`record_event_unchecked`](Self::record_event_unchecked).
+    unsafe fn wait_event_unchecked(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
+        self.wait_event(stream, event)
+    }
+
+    /// Records `event` on `stream`: it completes once the stream has run everything
+    /// enqueued before this call.
+    fn record_event(&self, event: EventHandle, stream: StreamHandle) -> Result<()>;
+
+    /// Whether the event has completed (`true` also for an event never recorded). Never blocks.
+    fn query_event(&self, event: EventHandle) -> Result<bool>;
+
+    /// [`record_event`](Self::record_event) without the handle checks: for the channel
+    /// layer's hand-off path, which records only its pool's own events (live until the
+    /// pool drops) on streams it holds an adoption of. The default checks anyway.
+    ///
+    /// # Safety
+    /// `event` is a live event of this backend and `stream` a live stream of it or one
+    /// adopted by it ([`adopt_stream`](Self::adopt_stream)) and not yet released.
+    unsafe fn record_event_unchecked(
+        &self,
+        event: EventHandle,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        self.record_event(event, stream)
+    }
+
     /// Which implementation this is.
     fn backend_kind(&self) -> BackendKind;
 
@@ -249,40 +322,9 @@ pub trait DeviceBackend: Send + Sync + 'static {
     /// Destroys an event. Streams already waiting on it are not affected.
     fn destroy_event(&self, event: EventHandle) -> Result<()>;
 
-    /// Records `event` on `stream`: it completes once the stream has run everything
-    /// enqueued before this call.
-    fn record_event(&self, event: EventHandle, stream: StreamHandle) -> Result<()>;
-
     /// Makes `stream` wait, on the device, for the event's latest recording at the time of
     /// this call. The calling thread does not wait.
     fn wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()>;
-
-    /// [`record_event`](Self::record_event) without the handle checks: for the channel
-    /// layer's hand-off path, which records only its pool's own events (live until the
-    /// pool drops) on streams it holds an adoption of. The default checks anyway.
-    ///
-    /// # Safety
-    /// `event` is a live event of this backend and `stream` a live stream of it or one
-    /// adopted by it ([`adopt_stream`](Self::adopt_stream)) and not yet released.
-    unsafe fn record_event_unchecked(
-        &self,
-        event: EventHandle,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        self.record_event(event, stream)
-    }
-
-    /// [`wait_event`](Self::wait_event) without the handle checks (see
-    /// [`record_event_unchecked`](Self::record_event_unchecked)).
-    ///
-    /// # Safety
-    /// As [`record_event_unchecked`](Self::record_event_unchecked).
-    unsafe fn wait_event_unchecked(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
-        self.wait_event(stream, event)
-    }
-
-    /// Whether the event has completed (`true` also for an event never recorded). Never blocks.
-    fn query_event(&self, event: EventHandle) -> Result<bool>;
 
     /// Blocks the calling thread until the event completes. Host-access calls only.
     fn synchronize_event(&self, event: EventHandle) -> Result<()>;
@@ -391,42 +433,6 @@ pub trait DeviceBackend: Send + Sync + 'static {
         bytes: usize,
         stream: StreamHandle,
     ) -> Result<()>;
-
-    /// [`memset_async`](Self::memset_async) without the stream's handle check: for a
-    /// stream whose liveness the caller holds proof of, as an operator's runtime-owned
-    /// stream during its callback ([`DeviceAccess::memset_async`](crate::DeviceAccess::memset_async)).
-    /// The default checks anyway.
-    ///
-    /// # Safety
-    /// As [`memset_async`](Self::memset_async), and `stream` is a live stream of this
-    /// backend (or one adopted by it and not yet released) for the whole call.
-    unsafe fn memset_async_unchecked(
-        &self,
-        dst: DevicePtr,
-        value: u8,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        // SAFETY: the caller's contract includes `memset_async`'s.
-        unsafe { self.memset_async(dst, value, bytes, stream) }
-    }
-
-    /// [`copy_async`](Self::copy_async) without the stream's handle check (see
-    /// [`memset_async_unchecked`](Self::memset_async_unchecked)).
-    ///
-    /// # Safety
-    /// As [`copy_async`](Self::copy_async), and `stream` as for
-    /// [`memset_async_unchecked`](Self::memset_async_unchecked).
-    unsafe fn copy_async_unchecked(
-        &self,
-        dst: DevicePtr,
-        src: DevicePtr,
-        bytes: usize,
-        stream: StreamHandle,
-    ) -> Result<()> {
-        // SAFETY: the caller's contract includes `copy_async`'s.
-        unsafe { self.copy_async(dst, src, bytes, stream) }
-    }
 
     /// Enqueues a copy from backend memory to ordinary host memory.
     ///

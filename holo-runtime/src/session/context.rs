@@ -519,12 +519,14 @@ fn device_access<'a>(
     device: Option<&'a std::sync::Arc<dyn crate::device::DeviceBackend>>,
     stream: Option<crate::device::StreamHandle>,
 ) -> crate::Result<DeviceAccess<'a>> {
-    match (device, stream) {
-        (Some(backend), Some(stream)) => Ok(DeviceAccess { backend, stream }),
-        _ => Err(host_only(
+    if let (Some(backend), Some(stream)) = (device, stream) {
+        Ok(DeviceAccess { backend, stream })
+    } else {
+        std::hint::cold_path();
+        Err(host_only(
             operator,
             "this operator runs in a host-only partition: it has no device stream",
-        )),
+        ))
     }
 }
 

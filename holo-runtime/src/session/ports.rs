@@ -3,6 +3,7 @@
 use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
+use std::hint::cold_path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -219,6 +220,7 @@ impl<T: Clone + Send + 'static> Input<T> {
         let b = self.binding.as_mut()?;
         let q = b.queue.as_ref()?;
         if !b.activation.on_operator_thread() {
+            cold_path();
             b.activation.fail(wrong_thread(b.location));
             return None;
         }
@@ -227,6 +229,7 @@ impl<T: Clone + Send + 'static> Input<T> {
             b.activation.observe(&b.last_stamp);
             return Some(value);
         }
+        cold_path();
         self.receive_full()
     }
 
@@ -786,37 +789,47 @@ impl<T: Clone + Send + 'static> Output<T> {
         options: EmitOptions,
     ) -> std::result::Result<(), Refused<T>> {
         let value = value.into();
+        // Every refusal, and the work most outputs have none of, is marked cold
+        // (`cold_path`): the compiler then lays it out after the function's common path,
+        // whose code is fetched again after every driver call (BENCHMARKS.md, "hot code
+        // lines").
         let Some(b) = self.binding.as_mut() else {
+            cold_path();
             return Err(Refused::new(
                 value,
                 Error::new(ErrorCode::InvalidArgument, UNBOUND),
             ));
         };
         if !b.activation.on_operator_thread() {
+            cold_path();
             return Err(Refused::new(value, wrong_thread(b.location)));
         }
         if b.refuse_forwarded
             && let Some(t) = (&value as &dyn Any).downcast_ref::<Tensor>()
             && let Some(origin) = t.foreign_pool(b.pool.as_ref())
         {
+            cold_path();
             return Err(Refused::new(value, undeclared_forward(b.location, origin)));
         }
         // What most outputs have none of (a forwarding output's origins, a consumer's
         // exact requirements, a topic's seats, a boundary pool, a consumer stream to
         // register) is out of line: the common path is one test of each flag.
-        if b.rare_before_room
-            && let Some(e) = b.refusal_before_room(&value)
-        {
-            return Err(Refused::new(value, e));
+        if b.rare_before_room {
+            cold_path();
+            if let Some(e) = b.refusal_before_room(&value) {
+                return Err(Refused::new(value, e));
+            }
         }
         if b.any_block {
             for e in &b.edges {
                 if e.policy == QueuePolicy::Block && e.is_full() {
+                    cold_path();
                     return Err(Refused::new(value, backpressured(e, b.location)));
                 }
             }
         }
         let crossing = if b.rare_after_room {
+            cold_path();
             match b.work_after_room(&value) {
                 Ok(c) => c,
                 Err(e) => return Err(Refused::new(value, e)),
@@ -842,6 +855,7 @@ impl<T: Clone + Send + 'static> Output<T> {
         };
         b.activation.note_emit();
         if b.rare_after_room && !b.seats.is_empty() {
+            cold_path();
             push_to_seats(&b.seats, crossing.as_ref().unwrap_or(&value), stamp);
         }
         match &*b.edges {
@@ -1002,12 +1016,15 @@ impl Output<Tensor> {
     #[inline]
     pub fn allocate_tensor(&mut self, request: TensorLoanRequest<'_>) -> Result<TensorOutputLoan> {
         let Some(b) = self.binding.as_ref() else {
+            cold_path();
             return Err(Error::new(ErrorCode::InvalidArgument, UNBOUND));
         };
         if !b.activation.on_operator_thread() {
+            cold_path();
             return Err(wrong_thread(b.location));
         }
         let Some(pool) = &b.pool else {
+            cold_path();
             return Err(Error::new(
                 ErrorCode::NotSupported,
                 "a pass-through output has no runtime pool: declare `storage = runtime_pool` with bounds",

@@ -427,6 +427,7 @@ fn run_compute(shared: &Shared, signal: &PartitionSignal, op: &mut OpRuntime, fr
         }
     }
     if op.is_source && op.max_activations == op.activations {
+        std::hint::cold_path();
         op.done = true;
         shared.sources_pending.fetch_sub(1, Ordering::AcqRel);
     }
@@ -489,6 +490,7 @@ fn scan(
                 ran += 1;
                 run_compute(shared, signal, op, fresh);
                 if shared.stop.load(Ordering::Acquire) {
+                    std::hint::cold_path();
                     break;
                 }
             }

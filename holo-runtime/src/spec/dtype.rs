@@ -31,14 +31,37 @@ pub enum DType {
     F64,
 }
 
+/// Every dtype's `log2(size_bytes)`, two bits each at twice its discriminant: the size is
+/// then a shift of a constant. A `match` compiled to a table in read-only data, one more
+/// line for a loan and a commit to fetch again after each driver call (BENCHMARKS.md,
+/// "data lines").
+const LOG2_SIZES: u32 = {
+    // Two bits for each of at most 16 dtypes.
+    assert!(DType::ALL.len() <= 16);
+    let mut packed = 0;
+    let mut i = 0;
+    while i < DType::ALL.len() {
+        let d = DType::ALL[i];
+        packed |= d.log2_size() << (2 * d as u32);
+        i += 1;
+    }
+    packed
+};
+
 impl DType {
     /// Bytes per element.
+    #[inline]
     pub const fn size_bytes(self) -> u64 {
+        1 << ((LOG2_SIZES >> (2 * self as u32)) & 3)
+    }
+
+    /// `log2` of the bytes per element.
+    const fn log2_size(self) -> u32 {
         match self {
-            DType::U8 | DType::I8 => 1,
-            DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
-            DType::U32 | DType::I32 | DType::F32 => 4,
-            DType::U64 | DType::I64 | DType::F64 => 8,
+            DType::U8 | DType::I8 => 0,
+            DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 1,
+            DType::U32 | DType::I32 | DType::F32 => 2,
+            DType::U64 | DType::I64 | DType::F64 => 3,
         }
     }
 
@@ -125,3 +148,20 @@ pub const fn tensor_bounds(max_byte_span: u64) -> TensorBounds {
 /// The one definition: `#[operator]` checks `rank` and `max_rank` against it in the code it
 /// generates, and takes it as the default `max_rank` of `bounds`.
 pub const MAX_TENSOR_RANK: u32 = 8;
+
+#[cfg(test)]
+mod tests {
+    use super::DType;
+
+    #[test]
+    fn every_size_is_the_width_its_name_gives() {
+        for d in DType::ALL {
+            let bits: u64 = d
+                .name()
+                .trim_start_matches(|c: char| c.is_ascii_alphabetic())
+                .parse()
+                .unwrap();
+            assert_eq!(d.size_bytes(), bits / 8, "{}", d.name());
+        }
+    }
+}
