@@ -139,11 +139,22 @@ impl<O: Operator> DynOperator for O {
     }
     #[inline]
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Option<Box<crate::Error>> {
-        Operator::compute(self, ctx).err().map(Box::new)
+        match Operator::compute(self, ctx) {
+            Ok(()) => None,
+            Err(e) => boxed(e),
+        }
     }
     fn stop(&mut self, ctx: &mut LifecycleContext<'_>) -> Result<()> {
         Operator::stop(self, ctx)
     }
+}
+
+/// A failed activation's error, boxed out of line: [`DynOperator::compute`] is a call and a
+/// test on every activation, and its allocation would lie among them.
+#[cold]
+#[inline(never)]
+fn boxed(e: crate::Error) -> Option<Box<crate::Error>> {
+    Some(Box::new(e))
 }
 
 pub(crate) type OperatorBox = Box<dyn DynOperator>;
