@@ -141,7 +141,7 @@ impl<O: Operator> DynOperator for O {
     fn compute(&mut self, ctx: &mut ExecutionContext<'_>) -> Option<Box<crate::Error>> {
         match Operator::compute(self, ctx) {
             Ok(()) => None,
-            Err(e) => boxed(e),
+            Err(e) => Some(boxed(e)),
         }
     }
     fn stop(&mut self, ctx: &mut LifecycleContext<'_>) -> Result<()> {
@@ -153,8 +153,8 @@ impl<O: Operator> DynOperator for O {
 /// test on every activation, and its allocation would lie among them.
 #[cold]
 #[inline(never)]
-fn boxed(e: crate::Error) -> Option<Box<crate::Error>> {
-    Some(Box::new(e))
+fn boxed(e: crate::Error) -> Box<crate::Error> {
+    Box::new(e)
 }
 
 pub(crate) type OperatorBox = Box<dyn DynOperator>;

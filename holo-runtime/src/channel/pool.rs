@@ -1190,7 +1190,11 @@ impl Pool {
             // `retire`, whose arguments the borrow rules protect for the whole call, the
             // pool freed under `d` was undefined (found by Miri: RELIABILITY.md).
             match Self::retire(this, d, slot, holder, recorded_own) {
-                Retired::ToWorker(carried) => d.retirer.retire(carried, slot),
+                Retired::ToWorker(carried) => {
+                    if let Some(back) = d.retirer.retire(carried, slot) {
+                        Self::return_retired(back, slot);
+                    }
+                }
                 // SAFETY: the caller's handle carried the slot's count, which `park`
                 // takes over (and drops, the pool being closed).
                 Retired::AfterTeardown => unsafe { Self::park(Arc::as_ptr(this), slot) },

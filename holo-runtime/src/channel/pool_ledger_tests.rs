@@ -893,3 +893,50 @@ fn an_empty_pool_takes_back_a_retired_slot_whose_release_completed() {
     assert_eq!(rig.retirer.outstanding(), 0);
     Pool::release(&rig.pool, slot, Holder::NONE);
 }
+
+/// A device pool on a retirer with no worker (a pool used outside a session) whose last
+/// count is a slot's: the slot's last release returns it, which frees the pool and, with
+/// the pool's count of it, the retirer. The retirer must not be touched after that (Miri
+/// reported its use after the free as undefined behaviour; natively it wrote freed memory).
+#[test]
+fn the_last_release_on_a_retirer_without_a_worker_frees_the_pool_and_the_retirer() {
+    let backend: Arc<dyn DeviceBackend> = SoftwareDevice::new();
+    let retirer = Retirer::new();
+    let spec = PoolSpec {
+        release_capacity: 1,
+        shared_memory: false,
+        ..super::tests::spec(MemoryKind::CudaDevice, 1)
+    };
+    let pool = Pool::materialize(spec, Some((&backend, &retirer))).unwrap();
+    let weak_retirer = Arc::downgrade(&retirer);
+    drop(retirer);
+    let stream = backend.create_stream().unwrap();
+    let slot = pool.loan(&[16], DType::U8).unwrap();
+    let writer = OrderingDomain::partition(stream);
+    pool.set_writer(slot, writer);
+    pool.commit(slot, writer, false).unwrap();
+    // A consumer's release stream: the last release hands the slot to the retirer.
+    let consumer = backend.create_stream().unwrap();
+    pool.register_release(slot, OrderingDomain::partition(consumer))
+        .unwrap();
+    let holder = pool.enter_domain(slot, consumer);
+    let weak_pool = Arc::downgrade(&pool);
+    // The slot's handle, as a tensor holds it: the count its loan took.
+    // SAFETY: the loan took one strong count of the pool, which this handle carries.
+    let handle = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(Arc::as_ptr(&pool)) });
+    drop(pool);
+    assert!(
+        weak_pool.upgrade().is_some(),
+        "the slot's count keeps the pool"
+    );
+    Pool::release(&handle, slot, holder);
+    assert!(
+        weak_pool.upgrade().is_none(),
+        "the last release freed the pool"
+    );
+    assert!(weak_retirer.upgrade().is_none(), "and the retirer");
+    for s in [stream, consumer] {
+        backend.synchronize_stream(s).unwrap();
+        backend.destroy_stream(s).unwrap();
+    }
+}

@@ -162,29 +162,33 @@ impl Retirer {
     }
 
     /// Hands a slot whose release events were just recorded to the worker. The caller
-    /// [`enter`](Self::enter)ed first.
-    pub(crate) fn retire(&self, pool: Arc<Pool>, slot: u32) {
-        match self.queue.get() {
-            Some(q) => {
-                // Room for every slot of every device pool: a slot is queued at most once.
-                if let Err((pool, slot)) = q.push((pool, slot)) {
-                    self.note_error(
-                        Error::new(
-                            ErrorCode::Internal,
-                            "the retirement queue is full (it has room for every device slot)",
-                        ),
-                        pool.location,
-                    );
-                    self.settle(pool, slot);
-                }
-                if let Some(t) = self.thread.get() {
-                    t.unpark();
-                }
-            }
-            // No worker (a pool used outside a session): nothing is pending on a stream
-            // the session owns any more; return the slot.
-            None => self.give_back(pool, slot),
+    /// [`enter`](Self::enter)ed first. Without a worker (a pool used outside a session),
+    /// nothing is pending on a stream a session owns any more: the slot is counted off and
+    /// handed back (`Some`), for the caller to return with
+    /// [`Pool::return_retired`](crate::channel::pool::Pool::return_retired). Returning it
+    /// here could drop the pool's last count, and with the pool its count of this retirer,
+    /// freeing `self` while this call borrows it (undefined; found by Miri).
+    #[must_use = "a slot handed back is returned by the caller"]
+    pub(crate) fn retire(&self, pool: Arc<Pool>, slot: u32) -> Option<Arc<Pool>> {
+        let Some(q) = self.queue.get() else {
+            self.outstanding.fetch_sub(1, Ordering::AcqRel);
+            return Some(pool);
+        };
+        // Room for every slot of every device pool: a slot is queued at most once.
+        if let Err((pool, slot)) = q.push((pool, slot)) {
+            self.note_error(
+                Error::new(
+                    ErrorCode::Internal,
+                    "the retirement queue is full (it has room for every device slot)",
+                ),
+                pool.location,
+            );
+            self.settle(pool, slot);
         }
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+        None
     }
 
     /// Returns a slot the worker was handed (with the pool count it carries).
