@@ -167,7 +167,8 @@ pub trait DeviceBackend: Send + Sync + 'static {
     // entry in the vtable, laid out in declaration order after the drop, size and alignment
     // entries, and every call through an `Arc<dyn DeviceBackend>` reads the alignment too:
     // declared first, these entries share that line of the vtable instead of adding one
-    // to fetch again after each driver call (BENCHMARKS.md, "data lines").
+    // to fetch again after each driver call (BENCHMARKS.md, "This VM, thirty-second
+    // session").
 
     /// [`memset_async`](Self::memset_async) without the stream's handle check: for a
     /// stream whose liveness the caller holds proof of, as an operator's runtime-owned

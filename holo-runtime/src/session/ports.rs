@@ -791,8 +791,8 @@ impl<T: Clone + Send + 'static> Output<T> {
         let value = value.into();
         // Every refusal, and the work most outputs have none of, is marked cold
         // (`cold_path`): the compiler then lays it out after the function's common path,
-        // whose code is fetched again after every driver call (BENCHMARKS.md, "hot code
-        // lines").
+        // whose code is fetched again after every driver call (BENCHMARKS.md, "This VM,
+        // thirty-second session").
         let Some(b) = self.binding.as_mut() else {
             cold_path();
             return Err(Refused::new(

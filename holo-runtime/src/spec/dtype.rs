@@ -34,7 +34,7 @@ pub enum DType {
 /// Every dtype's `log2(size_bytes)`, two bits each at twice its discriminant: the size is
 /// then a shift of a constant. A `match` compiled to a table in read-only data, one more
 /// line for a loan and a commit to fetch again after each driver call (BENCHMARKS.md,
-/// "data lines").
+/// "This VM, thirty-second session").
 const LOG2_SIZES: u32 = {
     // Two bits for each of at most 16 dtypes.
     assert!(DType::ALL.len() <= 16);
