@@ -229,7 +229,6 @@ impl<T: Clone + Send + 'static> Input<T> {
             b.activation.observe(&b.last_stamp);
             return Some(value);
         }
-        cold_path();
         self.receive_full()
     }
 
