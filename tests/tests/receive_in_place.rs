@@ -186,7 +186,7 @@ fn values_read_in_place_arrive_in_order_with_their_frame_ids_and_drop_once() {
         "one partition: same-thread rings"
     );
     let session = RunSession::start(g, &plan, SessionOptions::frames(300)).unwrap();
-    let _ = session.wait_idle(Duration::from_mins(1));
+    let _ = session.wait_idle(holo_tests::IDLE_WAIT);
     session.join().unwrap();
     assert_eq!(*c.got.lock().unwrap(), expected(300));
     // 300 made by the source, 600 clones by the forwarders: each dropped once.
@@ -204,7 +204,7 @@ fn values_read_in_place_across_partitions_arrive_in_order_and_drop_once() {
     .unwrap();
     assert_eq!(plan.partitions().len(), 3);
     let session = RunSession::start(g, &plan, SessionOptions::frames(300)).unwrap();
-    let _ = session.wait_idle(Duration::from_mins(1));
+    let _ = session.wait_idle(holo_tests::IDLE_WAIT);
     session.join().unwrap();
     let got = c.got.lock().unwrap().clone();
     let values: Vec<_> = got.iter().map(|&(n, b, _)| (n, b)).collect();
@@ -243,7 +243,7 @@ fn a_panicking_callback_fails_the_session_and_its_value_is_dropped_once() {
     let (g, c) = chain(Some(3));
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let session = RunSession::start(g, &plan, SessionOptions::frames(10)).unwrap();
-    let _ = session.wait_idle(Duration::from_mins(1));
+    let _ = session.wait_idle(holo_tests::IDLE_WAIT);
     let e = session.join().unwrap_err();
     assert_eq!(e.code(), ErrorCode::Internal, "{e}");
     assert!(e.to_string().contains("the sink's callback panics"), "{e}");
@@ -379,7 +379,7 @@ fn history_keeps_the_values_read_in_place() {
     g.add_flow(s.out, h.v, ConnectionOptions::default());
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let session = RunSession::start(g, &plan, SessionOptions::frames(4)).unwrap();
-    let _ = session.wait_idle(Duration::from_mins(1));
+    let _ = session.wait_idle(holo_tests::IDLE_WAIT);
     session.join().unwrap();
     assert_eq!(
         *log.lock().unwrap(),
@@ -483,7 +483,7 @@ fn an_unbound_or_unconnected_input_lends_nothing() {
     .unwrap();
     let plan = compile(&g, CompileOptions::default()).unwrap();
     let session = RunSession::start(g, &plan, SessionOptions::frames(3)).unwrap();
-    let _ = session.wait_idle(Duration::from_mins(1));
+    let _ = session.wait_idle(holo_tests::IDLE_WAIT);
     session.join().unwrap();
     assert_eq!(looked.load(Ordering::Relaxed), 3);
 }
@@ -612,7 +612,7 @@ fn device_run(
         SessionOptions::frames(20).on_device(Arc::clone(device)),
     )
     .unwrap();
-    let _ = session.wait_idle(Duration::from_mins(1));
+    let _ = session.wait_idle(holo_tests::IDLE_WAIT);
     session.join().unwrap();
     let calls = device.counters().snapshot() - before;
     let emitted = emitted.load(Ordering::Relaxed);

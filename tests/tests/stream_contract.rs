@@ -242,10 +242,7 @@ fn run(
         SessionOptions::frames(frames).on_device(Arc::clone(device)),
     )
     .unwrap();
-    // Under Miri the minute is its virtual clock's (5 µs a basic block), which a run of
-    // 200 frames to three consumers can pass: the join then drops what is still queued on
-    // its own thread, which a test of who records each release does not expect.
-    let _ = session.wait_idle(Duration::from_mins(if cfg!(miri) { 60 } else { 1 }));
+    let _ = session.wait_idle(holo_tests::IDLE_WAIT);
     let result = session.join();
     let calls = device.counters().snapshot() - before;
     Run {
