@@ -20,10 +20,15 @@
 //!   trim and mmap thresholds out of play (holo's work and the cache without the
 //!   allocator's page traffic), and for comparison the first compile right after the
 //!   previous size's children. Reported: ms and the growth against 1,000 (per round, then
-//!   its median). `HOLO_BENCH_COMPILE_OPERATORS=N` compiles only an N-operator chain
-//!   (`HOLO_BENCH_COMPILE_REPEAT` times, default 5) and prints the median and the compiles'
-//!   page faults (to profile one size); with `HOLO_BENCH_PLAN_SIZES=1` it prints instead the
-//!   bytes of the plan's record tables.
+//!   its median). The baseline, in the same child process after each compile: a deep copy
+//!   of the plan the compile made (`ExecutionPlan::clone`), which writes the same records,
+//!   strings and allocations with no compiling, so its growth is what this machine's memory
+//!   makes of the plan's bytes alone; printed beside each size, with the compile's growth
+//!   over the copy's (per round, then its median: under 1, the compile grows less than a
+//!   copy of its own output). `HOLO_BENCH_COMPILE_OPERATORS=N` compiles only an
+//!   N-operator chain (`HOLO_BENCH_COMPILE_REPEAT` times, default 5) and prints the medians
+//!   of the compiles and of the copies and the page faults of both (to profile one size);
+//!   with `HOLO_BENCH_PLAN_SIZES=1` it prints instead the bytes of the plan's record tables.
 //!
 //! ```text
 //! cargo bench -p holo-runtime --bench host_hop
@@ -469,17 +474,24 @@ fn chain(n: usize) -> Graph {
     g
 }
 
-/// Milliseconds of each of `repeat` compiles of `g` (an `n`-operator chain), in order.
-fn compile_runs(g: &Graph, n: usize, repeat: usize) -> Vec<f64> {
+/// Milliseconds of each of `repeat` compiles of `g` (an `n`-operator chain), in order, and
+/// of the baseline after each: a deep copy of the plan the compile made (`clone`), the
+/// same records, strings and allocations written again with no compiling. Both drop after
+/// both are timed, so each next compile and copy find the heap alike.
+fn compile_runs(g: &Graph, n: usize, repeat: usize) -> (Vec<f64>, Vec<f64>) {
     (0..repeat)
         .map(|_| {
             let t0 = Instant::now();
             let plan = compile(g, CompileOptions::default()).unwrap();
             let dt = t0.elapsed();
-            assert_eq!(plan.operators().len(), n);
-            dt.as_secs_f64() * 1e3
+            let t1 = Instant::now();
+            let copy = plan.clone();
+            let copied = t1.elapsed();
+            assert_eq!(std::hint::black_box(&copy).operators().len(), n);
+            drop((copy, plan));
+            (dt.as_secs_f64() * 1e3, copied.as_secs_f64() * 1e3)
         })
-        .collect()
+        .unzip()
 }
 
 fn main() {
@@ -573,6 +585,12 @@ fn cross_partition_at(pace: std::time::Duration, what: &str) {
     );
 }
 
+/// One child's figures: the compile's ms and its baseline's (the plan's copy).
+type Timed = (f64, f64);
+
+/// Reads one side of a [`Timed`].
+type Side = fn(&Timed) -> f64;
+
 /// Child processes per size and figure in the compile section.
 const ROUNDS: usize = 9;
 
@@ -628,12 +646,16 @@ fn compile_scaling() {
             return;
         }
         let faults = minor_faults();
-        let ms = median(compile_runs(&g, n, repeat));
-        // The page faults the compiles took (`/proc/self/stat`'s minflt; Linux only).
+        let (ms, copy) = compile_runs(&g, n, repeat);
+        let (ms, copy) = (median(ms), median(copy));
+        // The page faults the compiles and copies took (`/proc/self/stat`'s minflt; Linux
+        // only).
         let faults = minor_faults().zip(faults).map(|(b, a)| b - a);
         match faults {
-            Some(f) => println!("  {n:>6} operators: {ms:>8.3} ms   {f} minor faults"),
-            None => println!("  {n:>6} operators: {ms:>8.3} ms"),
+            Some(f) => println!(
+                "  {n:>6} operators: {ms:>8.3} ms   the plan's copy {copy:>8.3} ms   {f} minor faults"
+            ),
+            None => println!("  {n:>6} operators: {ms:>8.3} ms   the plan's copy {copy:>8.3} ms"),
         }
         return;
     }
@@ -641,7 +663,7 @@ fn compile_scaling() {
     // a fresh heap), the sizes interleaved round by round so a change in the machine's
     // speed reaches every size alike; growth is taken per round, then its median.
     let exe = std::env::current_exe().unwrap();
-    let child_ms = |n: usize, repeat: usize, trim_off: bool| -> f64 {
+    let child_ms = |n: usize, repeat: usize, trim_off: bool| -> (f64, f64) {
         let mut cmd = std::process::Command::new(&exe);
         cmd.args(["--bench", "compile"])
             .env("HOLO_BENCH_COMPILE_OPERATORS", n.to_string())
@@ -653,12 +675,18 @@ fn compile_scaling() {
         }
         let out = cmd.output().unwrap();
         let text = String::from_utf8(out.stdout).unwrap();
-        text.split_whitespace()
-            .nth(2)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected child output: {text}"))
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let at = |i: usize| -> f64 {
+            words
+                .get(i)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("unexpected child output: {text}"))
+        };
+        (at(2), at(7))
     };
-    let mut figures: Vec<(&str, Vec<Vec<f64>>)> = vec![
+    // Per figure, per size, per round: the compile's ms and its baseline's (the plan's
+    // copy in the same process).
+    let mut figures: Vec<(&str, Vec<Vec<Timed>>)> = vec![
         // 1. What a deployment pays once: its first compile, into fresh memory, in a
         //    process that follows one of its own size. A first compile's page faults cost
         //    more or less by what the previous process left (on this VM the median
@@ -702,19 +730,35 @@ fn compile_scaling() {
     let verbose = std::env::var_os("HOLO_BENCH_VERBOSE").is_some();
     for (what, runs) in &figures {
         println!(
-            "compile of a linear chain, {what} ({ROUNDS} processes per size; target at 10,000: ≤ 50 ms, ≤ ×11):"
+            "compile of a linear chain, {what} ({ROUNDS} processes per size; target at 10,000: ≤ 50 ms, ≤ ×11); baseline: a copy of the plan (`clone`) in the same process:"
         );
-        // Growth per round (sizes measured back to back), then its median.
-        let growth: Vec<f64> = (0..ROUNDS)
-            .map(|r| runs[COMPILE_SIZES.len() - 1][r] / runs[0][r])
-            .collect();
+        // Growth per round (sizes measured back to back), then its median; the same for
+        // the baseline, and per round the compile's growth over the copy's.
+        let last = COMPILE_SIZES.len() - 1;
+        let growth = |i: usize, side: Side| -> Vec<f64> {
+            (0..ROUNDS)
+                .map(|r| side(&runs[i][r]) / side(&runs[0][r]))
+                .collect()
+        };
+        let (compile_ms, copy_ms): (Side, Side) = (|x| x.0, |x| x.1);
         for (i, n) in COMPILE_SIZES.into_iter().enumerate() {
-            let ms = median(runs[i].clone());
-            let g = median((0..ROUNDS).map(|r| runs[i][r] / runs[0][r]).collect());
-            println!("  {n:>6} operators: {ms:>8.2} ms   ×{g:.1} vs 1,000");
+            let ms = median(runs[i].iter().map(compile_ms).collect());
+            let copy = median(runs[i].iter().map(copy_ms).collect());
+            let (g, gc) = (median(growth(i, compile_ms)), median(growth(i, copy_ms)));
+            println!(
+                "  {n:>6} operators: {ms:>8.2} ms   ×{g:.1} vs 1,000   the plan's copy {copy:>6.2} ms   ×{gc:.1}"
+            );
         }
+        let (g, gc) = (growth(last, compile_ms), growth(last, copy_ms));
+        let over: Vec<f64> = g.iter().zip(&gc).map(|(a, b)| a / b).collect();
+        println!(
+            "  growth 1,000 → 10,000 over the copy's, median of the rounds: {:.2}",
+            median(over.clone())
+        );
         if verbose {
-            println!("  growth 10,000 / 1,000 per round: {growth:.1?}");
+            println!("  growth 10,000 / 1,000 per round: {g:.1?}");
+            println!("  the copy's, per round: {gc:.1?}");
+            println!("  the compile's over the copy's, per round: {over:.2?}");
         }
     }
 }
