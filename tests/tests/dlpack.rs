@@ -230,7 +230,7 @@ fn a_device_round_trip_through_a_session_keeps_shape_dtype_and_bytes() {
             SessionOptions::frames(3).on_device(Arc::clone(&device)),
         )
         .unwrap();
-        let _ = session.wait_idle(Duration::from_mins(1));
+        let _ = session.wait_idle(holo_tests::IDLE_WAIT);
         let capsules: Vec<Dlpack> = std::mem::take(&mut *out.lock().unwrap());
         assert_eq!(capsules.len(), 3, "{}", name(&device));
         for (k, c) in (1_u8..).zip(capsules) {

@@ -1241,7 +1241,7 @@ fn pinned_readiness_follows_the_writer_and_a_stream_less_reader_gets_a_host_wait
                 SessionOptions::frames(20).on_device(Arc::clone(&device)),
             )
             .unwrap();
-            let _ = session.wait_idle(Duration::from_mins(1));
+            let _ = session.wait_idle(holo_tests::IDLE_WAIT);
             session
                 .join()
                 .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
@@ -1346,7 +1346,7 @@ fn a_bad_stream_for_a_host_written_frame_is_refused_at_the_call() {
             SessionOptions::frames(5).on_device(Arc::clone(&device)),
         )
         .unwrap();
-        let _ = session.wait_idle(Duration::from_mins(1));
+        let _ = session.wait_idle(holo_tests::IDLE_WAIT);
         session
             .join()
             .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
@@ -1446,7 +1446,7 @@ fn forwarding_keeps_the_backing_and_extends_its_release_list() {
             SessionOptions::frames(30).on_device(Arc::clone(&device)),
         )
         .unwrap();
-        let _ = session.wait_idle(Duration::from_mins(1));
+        let _ = session.wait_idle(holo_tests::IDLE_WAIT);
         session
             .join()
             .unwrap_or_else(|e| panic!("{}: {e}", name(&device)));
