@@ -155,8 +155,10 @@ fn a_forwarder_keeps_the_frame_id_and_capture_time_and_the_sink_sees_the_publish
             );
             for (k, (v, info, received)) in got.iter().enumerate() {
                 assert_eq!(*v, k as u64 + 1);
-                // The capture time crossed the forwarder unchanged (within the
-                // conversion through the session clock: tens of ppm of the age).
+                // The capture time crossed the forwarder unchanged: within its two
+                // conversions through the session clock, each off by at most half a
+                // pair's width (a pair wider than 2 µs is read again, so a preemption
+                // between the reads does not count) plus tens of ppm of the age.
                 let capture = info.capture_time.expect("a capture time");
                 let error = if capture > captures[k] {
                     capture - captures[k]

@@ -12,6 +12,13 @@ use std::time::{Duration, Instant};
 /// would grow with the session's age, but through the present moment: both clocks are
 /// read now and only the timestamp's age is converted, so the error is that of the age
 /// (tens of ppm of a latency), and timestamps taken on either clock compare correctly.
+///
+/// "Both clocks read now" is one moment only if nothing runs between the two reads: a
+/// thread preempted between them (tens of µs on a loaded machine) would shift the
+/// conversion by the whole preemption. So std's clock is read on both sides of the session
+/// clock and the session clock's reading is paired with the midpoint, from the first try
+/// whose two std readings lie within [`PAIR_TIGHT`] (else the narrowest of [`PAIR_TRIES`]):
+/// a conversion is off by at most half that width, plus the drift over the age.
 #[derive(Clone)]
 pub(crate) struct SessionClock {
     clock: quanta::Clock,
@@ -67,10 +74,46 @@ impl SessionClock {
             .min(u64::MAX - 1)
     }
 
+    /// Both clocks' present moment as one reading (see the type's documentation).
+    fn pair(&self) -> (u64, Instant) {
+        #[cfg(miri)]
+        if self.monotonic {
+            // One clock: the session's time is std's, read once.
+            let now = Instant::now();
+            let ns = u64::try_from(now.duration_since(self.epoch).as_nanos())
+                .unwrap_or(u64::MAX)
+                .min(u64::MAX - 1);
+            return (ns, now);
+        }
+        self.pair_with(Instant::now)
+    }
+
+    /// [`pair`](Self::pair) with std's clock read through `std_now` (the tests script a
+    /// preemption with it).
+    fn pair_with(&self, mut std_now: impl FnMut() -> Instant) -> (u64, Instant) {
+        let mut read = || {
+            let before = std_now();
+            let ns = self.now_ns();
+            let width = std_now().saturating_duration_since(before);
+            (width, ns, before + width / 2)
+        };
+        let mut best = read();
+        for _ in 1..PAIR_TRIES {
+            if best.0 <= PAIR_TIGHT {
+                break;
+            }
+            let next = read();
+            if next.0 < best.0 {
+                best = next;
+            }
+        }
+        (best.1, best.2)
+    }
+
     /// An `Instant` on the session clock's timeline, converted through the present
     /// moment (see the type's documentation).
     pub(crate) fn ns_since_epoch(&self, t: Instant) -> u64 {
-        let (now_ns, now) = (self.now_ns(), Instant::now());
+        let (now_ns, now) = self.pair();
         let ns = match now.checked_duration_since(t) {
             // `t` lies `age` in the past.
             Some(age) => now_ns.saturating_sub(u64::try_from(age.as_nanos()).unwrap_or(u64::MAX)),
@@ -84,7 +127,7 @@ impl SessionClock {
 
     /// A session-clock timestamp as an `Instant`, converted through the present moment.
     pub(crate) fn instant(&self, ns: u64) -> Instant {
-        let (now_ns, now) = (self.now_ns(), Instant::now());
+        let (now_ns, now) = self.pair();
         if ns <= now_ns {
             now.checked_sub(Duration::from_nanos(now_ns - ns))
                 .unwrap_or(self.epoch)
@@ -93,6 +136,14 @@ impl SessionClock {
         }
     }
 }
+
+/// How far apart std's two readings around a session-clock reading may lie for the pair
+/// to count as one moment: two `Instant::now` calls and one counter read take well under
+/// a microsecond, so a wider pair had the thread preempted (or interrupted) between them.
+const PAIR_TIGHT: Duration = Duration::from_micros(2);
+
+/// How many pairs a conversion reads at most before it takes the narrowest.
+const PAIR_TRIES: usize = 8;
 
 /// Per-operator activation state shared by its ports and the scheduler: the activation
 /// time, the earliest capture time among the inputs received in this activation, and
@@ -602,5 +653,60 @@ mod tests {
         // A time ahead on the std clock stays ahead.
         let ahead = c.ns_since_epoch(Instant::now() + Duration::from_millis(3));
         assert!(ahead >= c.now_ns() + 2_500_000);
+    }
+
+    /// std's clock read through a script: `readings` in order, counting the reads.
+    fn scripted(readings: Vec<Instant>, reads: &std::cell::Cell<usize>) -> impl FnMut() -> Instant {
+        let mut it = readings.into_iter();
+        move || {
+            reads.set(reads.get() + 1);
+            it.next().expect("the script has a reading for every read")
+        }
+    }
+
+    /// A thread preempted between its two std reads (40 µs, as on the loaded CI machine
+    /// where a forwarded capture time came back 40 µs off) reads the pair again, and the
+    /// tight second pair gives the moment: its midpoint, not the first pair's.
+    #[test]
+    fn a_pair_read_across_a_preemption_is_read_again() {
+        let (mock_clock, mock) = quanta::Clock::mock();
+        let c = SessionClock::on(mock_clock);
+        mock.increment(Duration::from_millis(5));
+        let base = Instant::now();
+        let us = Duration::from_micros;
+        let reads = std::cell::Cell::new(0);
+        let script = vec![
+            base,
+            base + us(40),
+            base + us(41),
+            base + us(41) + us(1) / 2,
+        ];
+        let (ns, at) = c.pair_with(scripted(script, &reads));
+        assert_eq!(ns, 5_000_000);
+        assert_eq!(at, base + us(41) + us(1) / 4);
+        assert_eq!(reads.get(), 4, "two pairs read");
+    }
+
+    /// When every pair is wide, the narrowest of `PAIR_TRIES` gives the moment.
+    #[test]
+    fn when_every_pair_is_wide_the_narrowest_is_taken() {
+        let (mock_clock, _mock) = quanta::Clock::mock();
+        let c = SessionClock::on(mock_clock);
+        let base = Instant::now();
+        let us = Duration::from_micros;
+        let widths = [30, 10, 20, 50, 40, 60, 70, 80];
+        assert_eq!(widths.len(), PAIR_TRIES);
+        let script: Vec<Instant> = widths
+            .iter()
+            .enumerate()
+            .flat_map(|(k, &w)| {
+                let before = base + us(100) * u32::try_from(k).unwrap();
+                [before, before + us(w)]
+            })
+            .collect();
+        let reads = std::cell::Cell::new(0);
+        let (_, at) = c.pair_with(scripted(script, &reads));
+        assert_eq!(at, base + us(100) + us(5), "the 10 µs pair's midpoint");
+        assert_eq!(reads.get(), 2 * PAIR_TRIES);
     }
 }

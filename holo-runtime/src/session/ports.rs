@@ -168,6 +168,11 @@ pub struct FrameInfo {
     /// one activation; `EmitOptions::frame` sets it.
     pub frame: u64,
     /// When the data was captured (`EmitOptions::capture_time`, or carried forward).
+    ///
+    /// The session keeps times on a faster clock than `Instant` and converts at the emit
+    /// and at the receipt, each time through the present moment: the `Instant` given
+    /// comes back within about a microsecond plus tens of ppm of its age (a thread
+    /// preempted between the two clocks' reads reads them again, up to 8 times).
     pub capture_time: Option<Instant>,
     /// When the activation that published the value ran: the moment its partition was
     /// free to begin it (when the partition went straight on from an activation it
