@@ -607,7 +607,9 @@ pub(crate) fn instant_of(monotonic_ns: u64) -> Option<Instant> {
     if monotonic_ns == 0 {
         return None;
     }
-    let (now, ns) = (Instant::now(), wire::monotonic_ns());
+    // One clock read twice: bracketed, so that a preemption between the reads does not
+    // shift the capture time.
+    let (ns, now) = crate::session::context::read_as_one_moment(Instant::now, wire::monotonic_ns);
     now.checked_sub(Duration::from_nanos(ns.checked_sub(monotonic_ns)?))
 }
 

@@ -90,24 +90,8 @@ impl SessionClock {
 
     /// [`pair`](Self::pair) with std's clock read through `std_now` (the tests script a
     /// preemption with it).
-    fn pair_with(&self, mut std_now: impl FnMut() -> Instant) -> (u64, Instant) {
-        let mut read = || {
-            let before = std_now();
-            let ns = self.now_ns();
-            let width = std_now().saturating_duration_since(before);
-            (width, ns, before + width / 2)
-        };
-        let mut best = read();
-        for _ in 1..PAIR_TRIES {
-            if best.0 <= PAIR_TIGHT {
-                break;
-            }
-            let next = read();
-            if next.0 < best.0 {
-                best = next;
-            }
-        }
-        (best.1, best.2)
+    fn pair_with(&self, std_now: impl FnMut() -> Instant) -> (u64, Instant) {
+        read_as_one_moment(std_now, || self.now_ns())
     }
 
     /// An `Instant` on the session clock's timeline, converted through the present
@@ -137,9 +121,65 @@ impl SessionClock {
     }
 }
 
-/// How far apart std's two readings around a session-clock reading may lie for the pair
-/// to count as one moment: two `Instant::now` calls and one counter read take well under
-/// a microsecond, so a wider pair had the thread preempted (or interrupted) between them.
+/// A reading of a clock that [`read_as_one_moment`] can bracket another clock's with.
+pub(crate) trait ClockReading: Copy {
+    /// How long after `earlier` this reading lies (zero if before).
+    fn since(self, earlier: Self) -> Duration;
+    /// This reading moved on by `d`.
+    fn plus(self, d: Duration) -> Self;
+}
+
+impl ClockReading for Instant {
+    fn since(self, earlier: Self) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+    fn plus(self, d: Duration) -> Self {
+        self + d
+    }
+}
+
+/// Nanoseconds of a clock (`CLOCK_MONOTONIC`'s, as the cross-process descriptors carry).
+impl ClockReading for u64 {
+    fn since(self, earlier: Self) -> Duration {
+        Duration::from_nanos(self.saturating_sub(earlier))
+    }
+    fn plus(self, d: Duration) -> Self {
+        self.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+/// Two clocks read as one moment: `outer` on both sides of `inner`, and `inner`'s reading
+/// paired with `outer`'s midpoint, from the first try whose two outer readings lie within
+/// [`PAIR_TIGHT`], else the narrowest of [`PAIR_TRIES`]. A thread preempted between two
+/// plain reads (tens of µs on a loaded machine, more where the hypervisor takes the CPU)
+/// would shift every conversion through the pair by the whole pause; bracketed, the pair
+/// is off by at most half its width.
+pub(crate) fn read_as_one_moment<O: ClockReading, I>(
+    mut outer: impl FnMut() -> O,
+    mut inner: impl FnMut() -> I,
+) -> (I, O) {
+    let mut read = || {
+        let before = outer();
+        let at = inner();
+        let width = outer().since(before);
+        (width, at, before.plus(width / 2))
+    };
+    let mut best = read();
+    for _ in 1..PAIR_TRIES {
+        if best.0 <= PAIR_TIGHT {
+            break;
+        }
+        let next = read();
+        if next.0 < best.0 {
+            best = next;
+        }
+    }
+    (best.1, best.2)
+}
+
+/// How far apart two readings of one clock around a reading of another may lie for the
+/// pair to count as one moment: two clock reads and a counter read take well under a
+/// microsecond, so a wider pair had the thread preempted (or interrupted) between them.
 const PAIR_TIGHT: Duration = Duration::from_micros(2);
 
 /// How many pairs a conversion reads at most before it takes the narrowest.
@@ -708,5 +748,16 @@ mod tests {
         let (_, at) = c.pair_with(scripted(script, &reads));
         assert_eq!(at, base + us(100) + us(5), "the 10 µs pair's midpoint");
         assert_eq!(reads.get(), 2 * PAIR_TRIES);
+    }
+
+    /// The cross-process conversions bracket `CLOCK_MONOTONIC`'s nanoseconds the same way:
+    /// the inner reading of the tight second pair, with its outer midpoint.
+    #[test]
+    fn nanosecond_readings_are_bracketed_too() {
+        let mut outer = [100_u64, 40_100, 41_000, 41_400].into_iter();
+        let mut inner = [7_u32, 9].into_iter();
+        let (at, ns) = read_as_one_moment(|| outer.next().unwrap(), || inner.next().unwrap());
+        assert_eq!((at, ns), (9, 41_200));
+        assert_eq!(outer.next(), None, "two pairs read");
     }
 }
