@@ -159,7 +159,8 @@ fn reset_latency_leaves_the_warm_up_out_of_the_report() {
         let report = session.join().unwrap();
         let p99 = report.latency_p99.unwrap();
         if reset {
-            assert!(p99 < Duration::from_millis(10), "{p99:?}");
+            // Under the warm-up's 18 ms, with room for a loaded machine's preemption.
+            assert!(p99 < Duration::from_millis(15), "{p99:?}");
         } else {
             // 3 of 40 frames took 20 ms: the 99th percentile is one of them.
             assert!(p99 >= Duration::from_millis(18), "{p99:?}");
