@@ -276,7 +276,7 @@ fn handshake(taken: &Arc<Taken>, conn: OwnedFd) -> Result<Option<PublisherSeat>>
         publisher,
         conn,
         pidfd,
-        unobserved: Vec::with_capacity(taken.pool.slot_count as usize),
+        unobserved: Unobserved::with_capacity(taken.pool.slot_count as usize),
     }))
 }
 
@@ -286,8 +286,51 @@ struct PublisherSeat {
     publisher: ChannelPublisher<Tensor>,
     conn: OwnedFd,
     pidfd: OwnedFd,
-    /// Stream-fenced commits whose fence word did not yet show their value: slot, value.
-    unobserved: Vec<(u32, u64)>,
+    /// Stream-fenced commits whose fence word did not yet show their value.
+    unobserved: Unobserved,
+}
+
+/// Stream-fenced commits whose fence word did not yet show their value, `(slot, value)`,
+/// in a list sized once to the pool's slot count that never grows (no allocation per
+/// frame). At most one entry a slot is live: a slot granted again (here or to another
+/// seat) carries a new value, and its earlier entry is stale. Stale entries go at each
+/// `retain` — and, when the list is full, before a push: the seat observes once per
+/// round of commits, and a round behind (a loaded machine) could otherwise hold a slot's
+/// stale entry beside its new one, one more than the slot count (the allocation-free
+/// test saw the list grow beside CPU hogs, 1 run in 10).
+struct Unobserved(Vec<(u32, u64)>);
+
+impl Unobserved {
+    fn with_capacity(slots: usize) -> Self {
+        Self(Vec::with_capacity(slots.max(1)))
+    }
+
+    /// Adds a commit of `slot` fenced at `value`, the slot's current value. When the list
+    /// is full, first drops the entries `pending` no longer holds: every entry left is
+    /// then another slot's live one, so the push fits.
+    fn push(&mut self, slot: u32, value: u64, pending: impl Fn(u32, u64) -> bool) {
+        if self.0.len() == self.0.capacity() {
+            self.retain(pending);
+        }
+        self.0.push((slot, value));
+    }
+
+    /// Keeps the entries `pending` holds.
+    fn retain(&mut self, pending: impl Fn(u32, u64) -> bool) {
+        self.0.retain(|&(slot, value)| pending(slot, value));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.0.iter().copied()
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// How long a stopping session waits for a live publisher's pending fences before it
@@ -383,7 +426,8 @@ impl PublisherSeat {
                         value,
                     )?;
                 }
-                self.unobserved.push((d.slot, value));
+                self.unobserved
+                    .push(d.slot, value, |s, v| Self::pending(taken, s, v).is_some());
                 loan.commit_after(dev.stream)
             }
             _ => Err(Error::new(
@@ -415,7 +459,7 @@ impl PublisherSeat {
     /// Forgets the stream fences whose words show their values.
     fn observe(&mut self, taken: &Taken) {
         self.unobserved
-            .retain(|&(slot, value)| Self::pending(taken, slot, value).is_some());
+            .retain(|slot, value| Self::pending(taken, slot, value).is_some());
     }
 
     /// The seat's end: waits (polling) for the fences still pending — until the
@@ -442,7 +486,7 @@ impl PublisherSeat {
     /// stops and waited long enough): their words take the abandoned value, so that every
     /// wait on them ends.
     fn abandon_pending(&mut self, taken: &Taken) {
-        for &(slot, value) in &self.unobserved {
+        for (slot, value) in self.unobserved.iter() {
             // Only a fence still pending, from the word as read: a use the slot went on
             // to (another seat's grant) is never touched.
             let (Some(seen), Some(w)) = (
@@ -1184,5 +1228,34 @@ impl Drop for RemoteLoan<'_> {
         if let Some(g) = self.grant.take() {
             self.publisher.grants.borrow_mut().push(g);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Unobserved;
+
+    /// A slot granted again before the seat observed: its stale entry makes room for the
+    /// new one, and the list never grows past the slot count (no allocation).
+    #[test]
+    fn a_full_list_of_unobserved_fences_drops_stale_entries_before_it_grows() {
+        // The slots' current values (a grant's), and the words all still 0: every fence
+        // of a current value is pending.
+        let mut current = [1u64, 1, 1, 1];
+        let mut u = Unobserved::with_capacity(current.len());
+        let capacity = u.0.capacity();
+        for slot in 0..4u32 {
+            let c = current;
+            u.push(slot, 1, |s, v| c[s as usize] == v);
+        }
+        assert_eq!(u.0.len(), capacity, "the list is full");
+        // Slot 2 is granted again (value 2) and committed before any observe.
+        current[2] = 2;
+        let c = current;
+        u.push(2, 2, |s, v| c[s as usize] == v);
+        assert_eq!(u.0.capacity(), capacity, "the list grew");
+        let mut entries: Vec<_> = u.iter().collect();
+        entries.sort_unstable();
+        assert_eq!(entries, [(0, 1), (1, 1), (2, 2), (3, 1)]);
     }
 }
