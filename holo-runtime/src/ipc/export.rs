@@ -994,10 +994,12 @@ fn describe(served: &Served, t: &Tensor, stamp: Stamp) -> SlotDescriptor {
     let mut shape = [0u64; crate::spec::MAX_TENSOR_RANK as usize];
     let s = t.shape();
     shape[..s.len()].copy_from_slice(s);
-    let (now_session, now_mono) =
-        crate::session::context::read_as_one_moment(wire::monotonic_ns, || {
-            served.registry.clock.now_ns()
-        });
+    // Bracketed by the session clock (a TSC read) rather than `CLOCK_MONOTONIC`: one
+    // `clock_gettime` a frame, not two.
+    let (now_mono, now_session) = crate::session::context::read_as_one_moment(
+        || served.registry.clock.now_ns(),
+        wire::monotonic_ns,
+    );
     let mono = |ns: u64| now_mono.saturating_sub(now_session.saturating_sub(ns));
     SlotDescriptor {
         incarnation: served.incarnation,
