@@ -110,13 +110,15 @@ mod tests {
         assert_eq!(w.snooze(Duration::ZERO), Idle::Park);
         // A long one keeps checking.
         assert_eq!(w.snooze(Duration::from_mins(1)), Idle::Check);
-        // The timed part holds in at least one of five attempts: on a loaded machine a
-        // preemption of several ms can take a whole attempt's idle spin, leaving too few
-        // checks to count (CI's load, RELIABILITY.md "The suite under load"); a waiter that
-        // slept instead of checking, or yielded at every check, fails every attempt.
-        let idle_spin = Duration::from_millis(5);
+        // The timed part holds in at least one of four attempts, each idle spin four times
+        // the last (5, 20, 80, 320 ms): on a loaded machine each yield can give the CPU
+        // away for milliseconds, leaving too few checks in a short idle spin to count (CI's
+        // load, RELIABILITY.md "The suite under load": 16 test threads beside three CPU
+        // hogs failed five attempts of 5 ms in 6 runs of 15); a waiter that slept instead
+        // of checking, or yielded at every check, fails every attempt.
         let mut failed = String::new();
-        for _ in 0..5 {
+        for attempt in 0..4 {
+            let idle_spin = Duration::from_millis(5 << (2 * attempt));
             // Reset: the wait starts over (spinning steps, then the idle spin from now).
             w.reset();
             let yields_before = w.yields;
