@@ -675,24 +675,44 @@ mod tests {
         let c = SessionClock::on(mock_clock);
         std::thread::sleep(Duration::from_millis(20));
         mock.increment(Duration::from_millis(10));
+        // The mock fast clock stands still; std's runs on, and each conversion reads it
+        // once. Each check brackets the conversion with std readings and allows exactly
+        // the time between them (plus 0.1 ms), so a preemption of the test thread widens
+        // the window instead of failing it, while an epoch-based conversion stays 10 ms
+        // off.
+        let slack = 100_000;
+        let ns_of = |d: Duration| u64::try_from(d.as_nanos()).expect("a test's duration");
         // A capture time 2 ms ago on the std clock is 2 ms before the fast clock's now.
-        let captured = Instant::now()
+        let before = Instant::now();
+        let captured = before
             .checked_sub(Duration::from_millis(2))
             .expect("the process runs longer than 2 ms");
         let ns = c.ns_since_epoch(captured);
+        let taken = ns_of(before.elapsed());
         let now_ns = c.now_ns();
-        let age = now_ns - ns;
+        let age = now_ns.saturating_sub(ns);
         assert!(
-            (1_900_000..=2_500_000).contains(&age),
-            "a 2 ms old capture converts to {age} ns old"
+            (2_000_000 - slack..=2_000_000 + taken + slack).contains(&age),
+            "a 2 ms old capture converts to {age} ns old ({taken} ns between the reads)"
         );
-        // And back: the fast clock's now is std's now.
+        // And back: the fast clock's now is std's now, as the conversion read it.
+        let before = Instant::now();
         let back = c.instant(now_ns);
-        let off = Instant::now().duration_since(back);
-        assert!(off < Duration::from_millis(1), "now converts {off:?} off");
+        let after = Instant::now();
+        let slack_d = Duration::from_nanos(slack);
+        assert!(
+            back + slack_d >= before && back <= after + slack_d,
+            "now converts to {back:?}, outside {before:?}..{after:?}"
+        );
         // A time ahead on the std clock stays ahead.
-        let ahead = c.ns_since_epoch(Instant::now() + Duration::from_millis(3));
-        assert!(ahead >= c.now_ns() + 2_500_000);
+        let before = Instant::now();
+        let ahead = c.ns_since_epoch(before + Duration::from_millis(3));
+        let taken = ns_of(before.elapsed());
+        let lead = ahead.saturating_sub(c.now_ns());
+        assert!(
+            (3_000_000u64.saturating_sub(taken + slack)..=3_000_000 + slack).contains(&lead),
+            "a time 3 ms ahead converts to {lead} ns ahead ({taken} ns between the reads)"
+        );
     }
 
     /// std's clock read through a script: `readings` in order, counting the reads.
