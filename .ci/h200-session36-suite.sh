@@ -4,7 +4,8 @@
 # HOLO_REQUIRE_DEVICE=cuda (a device suite that cannot open CUDA fails instead of
 # skipping; the device-contract suite also runs on every OpenCL device that opens), the
 # cross-process suites with the bundled peer, then every example for 1000 frames on CUDA
-# device 0. Not run: the trybuild suites (`ui`, `holo_ui_tests`: they need cargo). The
+# device 0. Not run: the trybuild suites (`ui`, `holo_ui_tests`: they need cargo) and the
+# proc-macro crate's unit tests (`holo_macros`: linked to the toolchain's libstd). The
 # tests whose paths were fixed at build time (`cli` reads the examples' sources,
 # `fuzz_regressions` the fuzz inputs, under /work/main) find them through a /work/main link
 # to this tree when the machine lets one be made. Logs go to $OUT. To try the script on a
@@ -20,7 +21,7 @@ export RUST_BACKTRACE=1 HOLO_REQUIRE_DEVICE=${SUITE_REQUIRE-cuda} HOLO_IPC_PEER=
 date -u
 for b in "$T"/deps/*; do
   n=$(basename "$b" | sed 's/-[0-9a-f]*$//')
-  case $n in ui|holo_ui_tests|ipc_peer) continue ;; esac
+  case $n in ui|holo_ui_tests|holo_macros|ipc_peer) continue ;; esac
   timeout 200 "$b" > "$out/test-$n.log" 2>&1; rc=$?
   echo "test $n: rc $rc $(grep -h 'test result' "$out/test-$n.log" | awk '{p+=$4; f+=$6; i+=$8} END {print p" passed, "f" failed, "i" ignored"}')"
 done | tee "$out/tests.log"
