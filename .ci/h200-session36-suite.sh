@@ -33,4 +33,7 @@ for e in "$T"/examples/*; do
   echo "example $n: rc $? $(grep -E '^run summary' "$out/example-$n.log" | head -1)"
 done | tee "$out/examples.log"
 date -u
-! grep -qE "rc [1-9]" "$out/tests.log" "$out/examples.log"
+! grep -qE "rc [1-9]" "$out/tests.log" "$out/examples.log"; status=$?
+# The device tool brings back a limited number of files from a call: one archive of them all.
+(cd "$out" && tar czf suite-logs.tgz --remove-files machine.log tests.log examples.log test-*.log example-*.log)
+exit $status

@@ -18,8 +18,10 @@ D=$(ls .gpu/bench/device_hop-* | head -1)
 } 2>&1 | tee "$out/host_hop.log"
 { echo "== compile"; date -u; timeout 240 "$H" --bench compile; date -u; } 2>&1 | tee "$out/compile.log"
 export HOLO_DEVICE=cuda
-echo "== fused hop, 7 pairs a run, pinned to CPU 2"; date -u
-bash .ci/fused-runs.sh "$D" 1 2 3 4 5 6 2>&1 | tee "$out/fused-runs.log"
+{ echo "== fused hop, 7 pairs a run, pinned to CPU 2"; date -u; } | tee "$out/fused-runs.log"
+bash .ci/fused-runs.sh "$D" 1 2 3 4 5 6 2>&1 | tee -a "$out/fused-runs.log"
 echo "== device_hop --bench"; date -u
 timeout 240 "$D" --bench 2>&1 | tee "$out/device_hop.log"
 date -u
+# The device tool brings back a limited number of files from a call: one archive of them all.
+(cd "$out" && tar czf bench-logs.tgz --remove-files machine.log host_hop.log compile.log fused-runs.log device_hop.log)
