@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Groups a dhat profile of `host_hop --bench compile` at one size by what allocated:
-the graph's build (the bench's chain), the compile's plan tables, the compile's other
-allocations (its scratch), and the copy of the plan the bench makes after it.
+the graph's build (the bench's chain), the compile's plan data, the compile's other
+allocations (its passes' indices and scratch), and the copy of the plan the bench makes
+after it.
 
     HOLO_BENCH_COMPILE_OPERATORS=10000 HOLO_BENCH_COMPILE_REPEAT=1 \\
       valgrind --tool=dhat --dhat-out-file=/tmp/dhat10k.json <host_hop bench> --bench compile

@@ -1,28 +1,16 @@
 #!/usr/bin/env bash
 # Builds the thirty-sixth session's bundle (.ci/h200-session36-suite.sh, .ci/h200-session36.sh)
 # into .gpu/: every test binary of the workspace in release, the examples and the ipc peer,
-# stripped, in one xz tarball (.gpu/suite.tar.xz: deps/, examples/, peer/; 229 MB stripped
-# is 20 MB compressed, under the device tool's 64 MiB), and the `device_hop` and `host_hop`
-# benches in .gpu/bench.
+# stripped, in one xz tarball (.gpu/suite.tar.xz: deps/, examples/, peer/; the test binaries
+# alone are 229 MB stripped, the tarball 38 MB), and the `device_hop` and `host_hop` benches
+# in .gpu/bench (45 MB in all, under the device tool's 64 MiB).
 set -euo pipefail
 source .ci/pick.sh
 rm -rf .gpu /tmp/holo-suite && mkdir -p .gpu/bench /tmp/holo-suite/deps /tmp/holo-suite/examples /tmp/holo-suite/peer
-cargo test --release --no-run --workspace --message-format=json 2>/dev/null | python3 -c '
-import json, sys
-for line in sys.stdin:
-    try: m = json.loads(line)
-    except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
-        print(m["executable"])
-' | xargs -I{} cp {} /tmp/holo-suite/deps/
-cargo build --release -p holo-examples --examples --message-format=json 2>/dev/null | python3 -c '
-import json, sys
-for line in sys.stdin:
-    try: m = json.loads(line)
-    except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and "example" in m["target"]["kind"]:
-        print(m["executable"])
-' | xargs -I{} cp {} /tmp/holo-suite/examples/
+cargo test --release --no-run --workspace --message-format=json 2>/dev/null \
+  | pick harness | xargs -I{} cp {} /tmp/holo-suite/deps/
+cargo build --release -p holo-examples --examples --message-format=json 2>/dev/null \
+  | pick example | xargs -I{} cp {} /tmp/holo-suite/examples/
 cargo build --release -p holo-tests --bin ipc_peer
 cp target/release/ipc_peer /tmp/holo-suite/peer/
 strip /tmp/holo-suite/deps/* /tmp/holo-suite/examples/* /tmp/holo-suite/peer/*
