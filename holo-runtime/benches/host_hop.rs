@@ -14,12 +14,14 @@
 //!   target); a saturating run follows for reference (there a faster producer only
 //!   queues its frame earlier behind the consumer's work).
 //! - **compile**: a linear chain of 1,000 to 10,000 operators, each size in child processes
-//!   of this bench (a fresh heap each), 9 per size and figure, the sizes interleaved; four
+//!   of this bench (a fresh heap each), 9 per size and figure, the sizes interleaved; five
 //!   figures: the first compile in a fresh process that follows a process of its own size
 //!   (what a deployment pays once), the median of 9 repeated compiles, the same with glibc's
 //!   trim and mmap thresholds out of play (holo's work and the cache without the
-//!   allocator's page traffic), and for comparison the first compile right after the
-//!   previous size's children. Reported: ms and the growth against 1,000 (per round, then
+//!   allocator's page traffic), for comparison the first compile right after the
+//!   previous size's children, and the third figure with the caches evicted before each
+//!   compile and each copy (`HOLO_BENCH_COMPILE_EVICT=1` in the child: a 128 MiB sweep, so
+//!   that no size finds the graph it just built in cache). Reported: ms and the growth against 1,000 (per round, then
 //!   its median). The baseline, in the same child process after each compile: a deep copy
 //!   of the plan the compile made (`ExecutionPlan::clone`), which writes the same records,
 //!   strings and allocations with no compiling, so its growth is what this machine's memory
@@ -479,11 +481,26 @@ fn chain(n: usize) -> Graph {
 /// same records, strings and allocations written again with no compiling. Both drop after
 /// both are timed, so each next compile and copy find the heap alike.
 fn compile_runs(g: &Graph, n: usize, repeat: usize) -> (Vec<f64>, Vec<f64>) {
+    // `HOLO_BENCH_COMPILE_EVICT=1`: before each compile and each copy, a sweep over a
+    // buffer four times this host's 32 MiB last-level cache evicts what the graph's build
+    // (or the compile) left there, so every size starts from memory, as the graph of a
+    // deployment built long before its compile would.
+    let mut evict = std::env::var_os("HOLO_BENCH_COMPILE_EVICT").map(|_| vec![1u8; 128 << 20]);
+    let mut sweep = || {
+        if let Some(buf) = evict.as_mut() {
+            for line in buf.chunks_mut(64) {
+                line[0] = line[0].wrapping_add(1);
+            }
+            std::hint::black_box(&buf);
+        }
+    };
     (0..repeat)
         .map(|_| {
+            sweep();
             let t0 = Instant::now();
             let plan = compile(g, CompileOptions::default()).unwrap();
             let dt = t0.elapsed();
+            sweep();
             let t1 = Instant::now();
             let copy = plan.clone();
             let copied = t1.elapsed();
@@ -663,11 +680,14 @@ fn compile_scaling() {
     // a fresh heap), the sizes interleaved round by round so a change in the machine's
     // speed reaches every size alike; growth is taken per round, then its median.
     let exe = std::env::current_exe().unwrap();
-    let child_ms = |n: usize, repeat: usize, trim_off: bool| -> (f64, f64) {
+    let child_ms = |n: usize, repeat: usize, trim_off: bool, evict: bool| -> (f64, f64) {
         let mut cmd = std::process::Command::new(&exe);
         cmd.args(["--bench", "compile"])
             .env("HOLO_BENCH_COMPILE_OPERATORS", n.to_string())
             .env("HOLO_BENCH_COMPILE_REPEAT", repeat.to_string());
+        if evict {
+            cmd.env("HOLO_BENCH_COMPILE_EVICT", "1");
+        }
         if trim_off {
             // glibc keeps freed memory in the heap (no trim, no mmap of large blocks).
             cmd.env("MALLOC_TRIM_THRESHOLD_", "4294967296")
@@ -715,16 +735,27 @@ fn compile_scaling() {
             "first compile in a fresh process, right after the previous size's children",
             Vec::new(),
         ),
+        // 5. Figure 3 with the caches evicted before each compile and each copy: at 1,000
+        //    operators the graph the child just built is still in the last-level cache, at
+        //    10,000 it is not (callgrind's cache model: 19 against 50,930 last-level read
+        //    misses in the compile, two thirds of them its first sweep over the graph's
+        //    operators; BENCHMARKS.md, thirty-seventh session). Here every size reads its
+        //    graph from memory: the compile's own scaling.
+        (
+            "repeated compiles, median of 9, glibc thresholds at 4 GiB, caches evicted before each compile",
+            Vec::new(),
+        ),
     ];
     for f in &mut figures {
         f.1 = vec![Vec::new(); COMPILE_SIZES.len()];
     }
     for _ in 0..ROUNDS {
         for (i, n) in COMPILE_SIZES.into_iter().enumerate() {
-            figures[3].1[i].push(child_ms(n, 1, false));
-            figures[0].1[i].push(child_ms(n, 1, false));
-            figures[1].1[i].push(child_ms(n, 9, false));
-            figures[2].1[i].push(child_ms(n, 9, true));
+            figures[3].1[i].push(child_ms(n, 1, false, false));
+            figures[0].1[i].push(child_ms(n, 1, false, false));
+            figures[1].1[i].push(child_ms(n, 9, false, false));
+            figures[2].1[i].push(child_ms(n, 9, true, false));
+            figures[4].1[i].push(child_ms(n, 9, true, true));
         }
     }
     let verbose = std::env::var_os("HOLO_BENCH_VERBOSE").is_some();
