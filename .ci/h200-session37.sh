@@ -4,13 +4,13 @@
 # compile section's fifth figure): the whole suite on CUDA (.ci/h200-session36-suite.sh:
 # every test binary with HOLO_REQUIRE_DEVICE=cuda, then every example), the examples and
 # the kernel-launching and DLPack test binaries under compute-sanitizer
-# (.ci/h200-session36-sanitizer.sh, in what is left of 290 s), then, in what is left of 360 s,
+# (.ci/h200-session36-sanitizer.sh, in what is left of 230 s), then, in what is left of 250 s,
 # `host_hop`'s compile section and issue 12's table (`device_hop --bench`). Each script
 # packs its logs into one archive under $OUT; the last line gives each part's exit code.
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 bash .ci/h200-session36-suite.sh; suite=$?
-timeout $((290 - SECONDS)) bash .ci/h200-session36-sanitizer.sh; sanitizer=$?
-left=$((360 - SECONDS)); hops=skipped
+timeout $((230 - SECONDS)) bash .ci/h200-session36-sanitizer.sh; sanitizer=$?
+left=$((250 - SECONDS)); hops=skipped
 if [ "$left" -gt 60 ]; then
   H=$(ls .gpu/bench/host_hop-* | head -1); D=$(ls .gpu/bench/device_hop-* | head -1)
   {
