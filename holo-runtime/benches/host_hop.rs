@@ -479,15 +479,17 @@ fn chain(n: usize) -> Graph {
 /// Milliseconds of each of `repeat` compiles of `g` (an `n`-operator chain), in order, and
 /// of the baseline after each: a deep copy of the plan the compile made (`clone`), the
 /// same records, strings and allocations written again with no compiling. Both drop after
-/// both are timed, so each next compile and copy find the heap alike.
-fn compile_runs(g: &Graph, n: usize, repeat: usize) -> (Vec<f64>, Vec<f64>) {
-    // `HOLO_BENCH_COMPILE_EVICT=1`: before each compile and each copy, a sweep over a
-    // buffer four times this host's 32 MiB last-level cache evicts what the graph's build
-    // (or the compile) left there, so every size starts from memory, as the graph of a
-    // deployment built long before its compile would.
-    let mut evict = std::env::var_os("HOLO_BENCH_COMPILE_EVICT").map(|_| vec![1u8; 128 << 20]);
+/// both are timed, so each next compile and copy find the heap alike. With `evict`, a sweep
+/// over it before each compile and each copy evicts what the graph's build (or the
+/// compile) left in the caches.
+fn compile_runs(
+    g: &Graph,
+    n: usize,
+    repeat: usize,
+    mut evict: Option<&mut [u8]>,
+) -> (Vec<f64>, Vec<f64>) {
     let mut sweep = || {
-        if let Some(buf) = evict.as_mut() {
+        if let Some(buf) = evict.as_deref_mut() {
             for line in buf.chunks_mut(64) {
                 line[0] = line[0].wrapping_add(1);
             }
@@ -662,8 +664,13 @@ fn compile_scaling() {
             println!("  plan JSON: {} B", plan.json().len());
             return;
         }
+        // `HOLO_BENCH_COMPILE_EVICT=1`: a buffer four times this VM's 32 MiB last-level
+        // cache, swept before each compile and each copy so that every size starts from
+        // memory, as the graph of a deployment built some time before its compile would.
+        // Written here, before the page faults are counted.
+        let mut evict = std::env::var_os("HOLO_BENCH_COMPILE_EVICT").map(|_| vec![1u8; 128 << 20]);
         let faults = minor_faults();
-        let (ms, copy) = compile_runs(&g, n, repeat);
+        let (ms, copy) = compile_runs(&g, n, repeat, evict.as_deref_mut());
         let (ms, copy) = (median(ms), median(copy));
         // The page faults the compiles and copies took (`/proc/self/stat`'s minflt; Linux
         // only).
