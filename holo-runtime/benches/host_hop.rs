@@ -21,8 +21,8 @@
 //!   allocator's page traffic), for comparison the first compile right after the
 //!   previous size's children, and the third figure with the caches evicted before each
 //!   compile and each copy (`HOLO_BENCH_COMPILE_EVICT=1` in the child: a 128 MiB sweep, so
-//!   that no size finds the graph it just built in cache). Reported: ms and the growth against 1,000 (per round, then
-//!   its median). The baseline, in the same child process after each compile: a deep copy
+//!   that no size finds the graph it just built in cache). Reported: ms and the growth
+//!   against 1,000 (per round, then its median). The baseline, in the same child process after each compile: a deep copy
 //!   of the plan the compile made (`ExecutionPlan::clone`), which writes the same records,
 //!   strings and allocations with no compiling, so its growth is what this machine's memory
 //!   makes of the plan's bytes alone; printed beside each size, with the compile's growth
