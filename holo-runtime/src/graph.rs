@@ -271,6 +271,36 @@ impl NodePort {
     }
 }
 
+/// Every operator's name, by index, in one buffer ([`Graph::names`]), appended as
+/// operators are added. The compiler reads each name in several passes and the plan repeats
+/// it in several records; an operator's own `String` sits among its other allocations, so
+/// each read of it cost a cache miss once the graph outgrew the cache, and even the one
+/// sweep that copied them all into such a buffer at compile time grew ×22 from 1,000 to
+/// 10,000 operators (BENCHMARKS.md, thirty-eighth session).
+#[derive(Debug, Default)]
+pub(crate) struct Names {
+    text: String,
+    /// Where each name ends in `text`.
+    ends: Vec<usize>,
+}
+
+impl Names {
+    /// Appends the name of the next operator.
+    pub(crate) fn push(&mut self, name: &str) {
+        self.text.push_str(name);
+        self.ends.push(self.text.len());
+    }
+
+    /// The name of operator `op`.
+    pub(crate) fn get(&self, op: usize) -> &str {
+        let start = match op.checked_sub(1) {
+            Some(before) => self.ends[before],
+            None => 0,
+        };
+        &self.text[start..self.ends[op]]
+    }
+}
+
 /// What most of compile's passes read of a port, kept by the graph in one dense table
 /// ([`Graph::port_facts`]) as operators are added: a graph's port carries its rate and
 /// tensor contracts (384 bytes), so each pass that read it only for its name, direction
@@ -376,6 +406,8 @@ pub struct Graph {
     /// Per operator, the index of its first port in `port_facts`, and the number of ports
     /// at the end (`port_base.len() == operators.len() + 1`).
     pub(crate) port_base: Vec<usize>,
+    /// Operator `o`'s name is `names.get(o)`: what compile's passes read of a name.
+    pub(crate) names: Names,
     pub(crate) edges: Vec<EdgeNode>,
     pub(crate) topics: Vec<TopicNode>,
     by_name: std::collections::HashMap<String, OperatorId>,
@@ -406,6 +438,7 @@ impl Default for Graph {
             operators: Vec::new(),
             port_facts: Vec::new(),
             port_base: vec![0],
+            names: Names::default(),
             edges: Vec::new(),
             topics: Vec::new(),
             by_name: std::collections::HashMap::new(),
@@ -531,6 +564,7 @@ impl Graph {
         self.by_name.insert(name.to_owned(), id);
         self.port_facts.extend(ports.iter().map(PortFacts::of));
         self.port_base.push(self.port_facts.len());
+        self.names.push(name);
         self.operators.push(OperatorNode {
             name: name.to_owned(),
             type_name: spec.type_name,
@@ -678,5 +712,17 @@ impl Graph {
     /// The id of the operator with this name.
     pub fn operator_id(&self, name: &str) -> Option<OperatorId> {
         self.by_name.get(name).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names_are_found_by_index() {
+        let mut names = super::Names::default();
+        for n in ["a", "", "bc"] {
+            names.push(n);
+        }
+        assert_eq!((names.get(0), names.get(1), names.get(2)), ("a", "", "bc"));
     }
 }

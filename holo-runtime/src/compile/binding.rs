@@ -41,20 +41,28 @@ pub(crate) fn edge_contract(
     (fo, fp): (u32, u32),
     (to, tp): (u32, u32),
 ) -> EdgeContractRecord {
-    let ops = &work.graph.operators;
-    let producer = &ops[fo as usize].ports[fp as usize].decl;
-    let consumer = &ops[to as usize].ports[tp as usize].decl;
     // A pool output's own tensors were checked against its consumers' requirements here; a
     // pass-through output's values, and the received tensors an output forwards (of
-    // another pool, whatever its own declares), are checked on emit.
-    let emit_check = match (producer, consumer) {
-        (PortDecl::TensorOutput(d), PortDecl::TensorInput(req))
-            if (d.storage == TensorOutputStorage::PassThrough || d.forwards.is_some())
-                && *req != TensorInputSpec::default() =>
-        {
-            Some((*req).into())
+    // another pool, whatever its own declares), are checked on emit. The graph's ports are
+    // read only for a tensor output feeding a tensor input: every other edge's facts
+    // answer, and reading two 464-byte ports per edge cost a cache miss each once the
+    // graph outgrew the cache (BENCHMARKS.md, thirty-eighth session).
+    let emit_check = if work.port(fo, fp).tensor_output && work.port(to, tp).tensor_input() {
+        let ops = &work.graph.operators;
+        match (
+            &ops[fo as usize].ports[fp as usize].decl,
+            &ops[to as usize].ports[tp as usize].decl,
+        ) {
+            (PortDecl::TensorOutput(d), PortDecl::TensorInput(req))
+                if (d.storage == TensorOutputStorage::PassThrough || d.forwards.is_some())
+                    && *req != TensorInputSpec::default() =>
+            {
+                Some((*req).into())
+            }
+            _ => None,
         }
-        _ => None,
+    } else {
+        None
     };
     EdgeContractRecord {
         consumer_stream: placed.stream_of[to as usize],

@@ -12,7 +12,7 @@ use crate::graph::{EdgeNode, Graph, OperatorNode, PortFacts, TopicNode};
 pub(crate) fn fingerprint(graph: &Graph) -> String {
     let mut f = Fingerprint::new();
     for (o, op) in graph.operators.iter().enumerate() {
-        f.operator(op, graph.port_facts_of(o));
+        f.operator(graph.names.get(o), op, graph.port_facts_of(o));
     }
     for e in &graph.edges {
         f.flow(e);
@@ -33,11 +33,11 @@ impl Fingerprint {
         Self(Fnv1a64::new())
     }
 
-    /// Operator `op`.
-    /// An operator, with its ports' facts (`Graph::port_facts`, the same names as its
-    /// ports', read from the dense table).
-    pub(crate) fn operator(&mut self, op: &OperatorNode, ports: &[PortFacts]) {
-        self.eat(&op.name);
+    /// Operator `op`, named `name`, with its ports' facts: its name and its ports' as the
+    /// graph's dense tables hold them (`Graph::names`, `Graph::port_facts`), the same
+    /// strings as its own, read without a cache miss per operator.
+    pub(crate) fn operator(&mut self, name: &str, op: &OperatorNode, ports: &[PortFacts]) {
+        self.eat(name);
         self.eat(op.rust_type);
         for p in ports {
             self.eat(p.name);

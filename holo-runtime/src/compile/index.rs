@@ -1,7 +1,7 @@
-//! The compiler's indexes of a graph: every flow of each port, the producers and
-//! successors of each operator and the operators' names, each in one allocation and read
-//! by position (what passes read of each port is the graph's own table,
-//! [`PortFacts`](crate::graph::PortFacts)).
+//! The compiler's indexes of a graph: every flow of each port and the producers and
+//! successors of each operator, each in one allocation and read by position (what passes
+//! read of each port and the operators' names are the graph's own tables,
+//! [`PortFacts`](crate::graph::PortFacts) and [`Names`](crate::graph::Names)).
 //!
 //! Passes look these up once per port or operator, so a lookup must not grow with the
 //! graph: a map of vectors cost a tree search (a cache miss per level at 10,000
@@ -71,34 +71,6 @@ impl Adjacency {
     }
 }
 
-/// Every operator's name, copied once into one buffer. The plan repeats a name in several
-/// records built by different passes; the graph keeps each name in an allocation of its
-/// own among the operator's others, so reading it again in every pass cost a cache miss
-/// per operator and pass once the graph outgrew the cache.
-#[derive(Debug, Default)]
-pub(crate) struct Names {
-    text: String,
-    /// Where each name ends in `text`.
-    ends: Vec<usize>,
-}
-
-impl Names {
-    /// Appends the name of the next operator.
-    pub(crate) fn push(&mut self, name: &str) {
-        self.text.push_str(name);
-        self.ends.push(self.text.len());
-    }
-
-    /// The name of operator `op`.
-    pub(crate) fn get(&self, op: usize) -> &str {
-        let start = match op.checked_sub(1) {
-            Some(before) => self.ends[before],
-            None => 0,
-        };
-        &self.text[start..self.ends[op]]
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::Adjacency;
@@ -122,14 +94,5 @@ mod tests {
             (&[5][..], &[][..], &[1, 7][..], &[2][..])
         );
         assert_eq!(Adjacency::default().into_sets().row(0), &[] as &[u32]);
-    }
-
-    #[test]
-    fn names_are_found_by_index() {
-        let mut names = super::Names::default();
-        for n in ["a", "", "bc"] {
-            names.push(n);
-        }
-        assert_eq!((names.get(0), names.get(1), names.get(2)), ("a", "", "bc"));
     }
 }

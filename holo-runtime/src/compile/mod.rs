@@ -24,7 +24,7 @@ pub(crate) use diagnostics::stable_codes;
 pub use diagnostics::{Diagnostic, DiagnosticCode, Diagnostics, Severity, codes};
 pub(crate) use fingerprint::fingerprint;
 
-use index::{Adjacency, Names};
+use index::Adjacency;
 
 use crate::graph::{Graph, PortFacts};
 use crate::plan::{CudaComputeStreamPolicy, EdgeRecord, ExecutionPlan, OperatorRecord};
@@ -290,8 +290,6 @@ pub(crate) struct Work<'g> {
     pub(crate) options: &'g CompileOptions,
     pub(crate) diagnostics: Vec<Diagnostic>,
     pub(crate) warnings: Vec<Diagnostic>,
-    /// The operators' names, by index.
-    pub(crate) names: Names,
     /// The graph's fingerprint (computed as the graph is first read).
     pub(crate) fingerprint: String,
     /// Operators in a topological order.
@@ -322,7 +320,7 @@ impl Work<'_> {
         self.outgoing.row(self.port_index(op, port))
     }
     pub(crate) fn op_name(&self, op: u32) -> &str {
-        self.names.get(op as usize)
+        self.graph.names.get(op as usize)
     }
     pub(crate) fn port_name(&self, op: u32, port: u32) -> &'static str {
         self.port(op, port).name
@@ -357,7 +355,6 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
         options: &options,
         diagnostics: Vec::new(),
         warnings: Vec::new(),
-        names: Names::default(),
         fingerprint: String::new(),
         topo: Vec::new(),
         incoming: Adjacency::default(),

@@ -4,7 +4,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use super::fingerprint::Fingerprint;
-use super::index::{Adjacency, Names};
+use super::index::Adjacency;
 use super::{Diagnostic, Partitioning, Work, codes};
 use crate::plan::ExecutionPartition;
 use crate::spec::{InputMode, PortDirection};
@@ -14,16 +14,14 @@ use crate::spec::{InputMode, PortDirection};
 pub(crate) fn check_graph(work: &mut Work<'_>) {
     let graph = work.graph;
     let n = graph.operators.len();
-    // The graph's operator records are read here, once and in order, its ports from its
-    // dense table (`Graph::port_facts`); later passes read the indexes built from them.
-    let mut names = Names::default();
+    // The graph's operator records are read here, once and in order, its ports' and names'
+    // from its dense tables (`Graph::port_facts`, `Graph::names`); later passes read the
+    // indexes built from them.
     let mut fingerprint = Fingerprint::new();
     for (o, op) in graph.operators.iter().enumerate() {
-        names.push(&op.name);
-        fingerprint.operator(op, graph.port_facts_of(o));
+        fingerprint.operator(graph.names.get(o), op, graph.port_facts_of(o));
     }
     let ports = graph.port_facts.len();
-    work.names = names;
     let mut incoming = Vec::with_capacity(graph.edges.len());
     let mut outgoing = Vec::with_capacity(graph.edges.len());
     for (i, e) in graph.edges.iter().enumerate() {
