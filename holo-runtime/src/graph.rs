@@ -274,9 +274,10 @@ impl NodePort {
 /// Every operator's name, by index, in one buffer ([`Graph::names`]), appended as
 /// operators are added. The compiler reads each name in several passes and the plan repeats
 /// it in several records; an operator's own `String` sits among its other allocations, so
-/// each read of it cost a cache miss once the graph outgrew the cache, and even the one
-/// sweep that copied them all into such a buffer at compile time grew ×22 from 1,000 to
-/// 10,000 operators (BENCHMARKS.md, thirty-eighth session).
+/// each read of it cost a cache miss once the graph outgrew the cache: the compile's first
+/// sweep over the operators, which copied the names into such a buffer, grew ×25 from
+/// 1,000 to 10,000 operators, and ×10 reading them here (BENCHMARKS.md, thirty-eighth
+/// session).
 #[derive(Debug, Default)]
 pub(crate) struct Names {
     text: String,
