@@ -6,7 +6,7 @@
 # test binaries under compute-sanitizer (.ci/h200-session36-sanitizer.sh, in what is left of
 # 200 s), `host_hop`'s compile section and issue 12's table (`device_hop --bench`), then the
 # compile's warm and cold growth, the base against this change, alternating
-# (.ci/compile-warm-cold.py), in what is left of 330 s. Each script packs its logs into one
+# (.ci/compile-warm-cold.py), in what is left of 260 s. Each script packs its logs into one
 # archive under $OUT; hops.log has each bench's exit code.
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 bash .ci/h200-session36-suite.sh; suite=$?
@@ -19,10 +19,10 @@ B=$(ls .gpu/bench-base/host_hop-* | head -1)
   echo "== compile"; date -u; timeout 60 "$H" --bench compile; echo "compile rc $?"
   echo "== device_hop --bench"; date -u
   HOLO_DEVICE=cuda timeout 60 "$D" --bench; echo "device_hop rc $?"
-  left=$((330 - SECONDS))
+  left=$((260 - SECONDS))
   if [ "$left" -gt 30 ]; then
-    echo "== compile, warm and cold, base ($B) against this change ($H), 8 rounds"; date -u
-    timeout "$left" python3 .ci/compile-warm-cold.py "$B" "$H" 8; echo "warm-cold rc $?"
+    echo "== compile, warm and cold, base ($B) against this change ($H), 6 rounds"; date -u
+    timeout "$left" python3 .ci/compile-warm-cold.py "$B" "$H" 6; echo "warm-cold rc $?"
   fi
   date -u
 } 2>&1 | tee "$out/hops.log"
