@@ -22,15 +22,16 @@
 //!   previous size's children, and the third figure with the caches evicted before each
 //!   compile and each copy (`HOLO_BENCH_COMPILE_EVICT=1` in the child: a 128 MiB sweep, so
 //!   that no size finds the graph it just built in cache). Reported: ms and the growth
-//!   against 1,000 (per round, then its median). The baseline, in the same child process after each compile: a deep copy
-//!   of the plan the compile made (`ExecutionPlan::clone`), which writes the same records,
-//!   strings and allocations with no compiling, so its growth is what this machine's memory
-//!   makes of the plan's bytes alone; printed beside each size, with the compile's growth
-//!   over the copy's (per round, then its median: under 1, the compile grows less than a
-//!   copy of its own output). `HOLO_BENCH_COMPILE_OPERATORS=N` compiles only an
-//!   N-operator chain (`HOLO_BENCH_COMPILE_REPEAT` times, default 5) and prints the medians
-//!   of the compiles and of the copies and the page faults of both (to profile one size);
-//!   with `HOLO_BENCH_PLAN_SIZES=1` it prints instead the bytes of the plan's record tables.
+//!   against 1,000 (per round, then its median). The baseline, in the same child process
+//!   after each compile: a deep copy of the plan the compile made (`ExecutionPlan::clone`),
+//!   which writes the same records, strings and allocations with no compiling, so its
+//!   growth is what this machine's memory makes of the plan's bytes alone; printed beside
+//!   each size, with the compile's growth over the copy's (per round, then its median:
+//!   under 1, the compile grows less than a copy of its own output).
+//!   `HOLO_BENCH_COMPILE_OPERATORS=N` compiles only an N-operator chain
+//!   (`HOLO_BENCH_COMPILE_REPEAT` times, default 5) and prints the medians of the compiles
+//!   and of the copies and the page faults of both (to profile one size); with
+//!   `HOLO_BENCH_PLAN_SIZES=1` it prints instead the bytes of the plan's record tables.
 //!
 //! ```text
 //! cargo bench -p holo-runtime --bench host_hop
@@ -745,9 +746,10 @@ fn compile_scaling() {
         // 5. Figure 3 with the caches evicted before each compile and each copy: at 1,000
         //    operators the graph the child just built is still in the last-level cache, at
         //    10,000 it is not (callgrind's cache model: 19 against 50,930 last-level read
-        //    misses in the compile, two thirds of them its first sweep over the graph's
-        //    operators; BENCHMARKS.md, thirty-seventh session). Here every size reads its
-        //    graph from memory: the compile's own scaling.
+        //    misses in the compile before the names' dense table, two thirds of them its
+        //    first sweep over the graph's operators; BENCHMARKS.md, thirty-seventh and
+        //    thirty-eighth sessions). Here every size reads its graph from memory: the
+        //    compile's own scaling.
         (
             "repeated compiles, median of 9, glibc thresholds at 4 GiB, caches evicted before each compile",
             Vec::new(),
