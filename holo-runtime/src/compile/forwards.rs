@@ -17,6 +17,10 @@ pub(crate) fn forwarding(work: &mut Work<'_>) -> Adjacency {
     // The ports' dense facts, not the graph's ports: at 10,000 operators reading each
     // 464-byte port again to find the few that forward cost a cache miss per port.
     for o in 0..graph.operators.len() {
+        // Only a tensor output forwards: an operator without tensor ports is not read.
+        if !graph.tensor_operators[o] {
+            continue;
+        }
         let facts = graph.port_facts_of(o);
         let o = u32::try_from(o).unwrap_or(u32::MAX);
         for (out, port) in facts.iter().enumerate() {

@@ -449,63 +449,51 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
     for (r, &o) in work.topo.iter().enumerate() {
         rank[o as usize] = u32::try_from(r).unwrap_or(u32::MAX);
     }
-    let operators = graph
-        .operators
-        .iter()
-        .enumerate()
-        .map(|(i, op)| {
-            let i = u32::try_from(i).unwrap_or(u32::MAX);
-            OperatorRecord {
-                id: i,
-                name: work.op_name(i).to_owned(),
-                type_name: op.type_name.into(),
-                partition: work.partition_of[i as usize],
-                device: placed.device_of[i as usize],
-                cuda_stream: placed.stream_of[i as usize],
-                order: rank[i as usize],
-                params_schema: op.schema.id.into(),
-                params: op.params_json.clone(),
-                ports: binding::port_records(graph.port_facts_of(i as usize)),
-            }
-        })
-        .collect();
-    let triggers = graph
-        .operators
-        .iter()
-        .enumerate()
-        .map(|(i, op)| {
-            let i = u32::try_from(i).unwrap_or(u32::MAX);
-            let clock = sized.clocks[i as usize].as_ref();
-            crate::plan::TriggerRecord {
-                operator: i,
-                trigger: op.trigger.kind(),
-                input: match &op.trigger {
-                    crate::spec::Trigger::OnArrival(x) => Some((*x).to_owned()),
-                    _ => None,
-                },
-                input_port: match &op.trigger {
-                    crate::spec::Trigger::OnArrival(x) => op
-                        .ports
-                        .iter()
-                        .position(|p| {
-                            p.name == *x && p.direction == crate::spec::PortDirection::Input
-                        })
-                        .and_then(|p| u32::try_from(p).ok()),
-                    _ => None,
-                },
-                clock_hz: clock.map(crate::spec::rates::exact_ratio),
-                clock_exact: clock.copied().map(Box::new),
-                clock_period_ns: clock
-                    .and_then(|c| u64::try_from(crate::spec::rates::clock_period_ns(c)).ok()),
-                clock_parameter: match &op.trigger {
-                    crate::spec::Trigger::Clock(rate) => rate.dependency().map(|d| d.path.clone()),
-                    _ => None,
-                },
-            }
-        })
-        .collect();
-    let operators: Vec<OperatorRecord> = operators;
-    let devices = crate::plan::device_records(&operators, &placed.streams, &allocations, &topics);
+    // Each operator's record and its trigger's, from one read of its graph record.
+    let mut operators = Vec::with_capacity(graph.operators.len());
+    let mut triggers = Vec::with_capacity(graph.operators.len());
+    for (i, op) in graph.operators.iter().enumerate() {
+        let facts = graph.port_facts_of(i);
+        let i = u32::try_from(i).unwrap_or(u32::MAX);
+        operators.push(OperatorRecord {
+            id: i,
+            name: work.op_name(i).to_owned(),
+            type_name: op.type_name.into(),
+            partition: work.partition_of[i as usize],
+            device: placed.device_of[i as usize],
+            cuda_stream: placed.stream_of[i as usize],
+            order: rank[i as usize],
+            params_schema: op.schema.id.into(),
+            params: op.params_json.clone(),
+            ports: binding::port_records(facts),
+        });
+        let clock = sized.clocks[i as usize].as_ref();
+        triggers.push(crate::plan::TriggerRecord {
+            operator: i,
+            trigger: op.trigger.kind(),
+            input: match &op.trigger {
+                crate::spec::Trigger::OnArrival(x) => Some((*x).to_owned()),
+                _ => None,
+            },
+            input_port: match &op.trigger {
+                crate::spec::Trigger::OnArrival(x) => facts
+                    .iter()
+                    .position(|p| p.name == *x && p.direction == crate::spec::PortDirection::Input)
+                    .and_then(|p| u32::try_from(p).ok()),
+                _ => None,
+            },
+            clock_hz: clock.map(crate::spec::rates::exact_ratio),
+            clock_exact: clock.copied().map(Box::new),
+            clock_period_ns: clock
+                .and_then(|c| u64::try_from(crate::spec::rates::clock_period_ns(c)).ok()),
+            clock_parameter: match &op.trigger {
+                crate::spec::Trigger::Clock(rate) => rate.dependency().map(|d| d.path.clone()),
+                _ => None,
+            },
+        });
+    }
+    let devices =
+        crate::plan::device_records(&placed.device_of, &placed.streams, &allocations, &topics);
     let mut plan = ExecutionPlan {
         schema: crate::plan::PLAN_JSON_SCHEMA,
         fingerprint: work.fingerprint,

@@ -157,8 +157,27 @@ pub(crate) fn place(
     for (&(o, _), &d) in &output_device {
         devices[o as usize].insert(d);
     }
+    // The operators this loop can find device work in: those with a tensor port, those
+    // fed by a tensor output and those importing a topic. No other is CUDA-active or
+    // inherits a device, so their ports' facts are not read.
+    let mut concerned = graph.tensor_operators.clone();
+    for (o, p, _) in resolved.resolved_order() {
+        for &e in work.outgoing(o, p) {
+            concerned[graph.edges[e as usize].to.0.index()] = true;
+        }
+    }
+    for t in &graph.topics {
+        if t.direction == crate::plan::TopicDirection::Import
+            && let Some(c) = concerned.get_mut(t.port.0.index())
+        {
+            *c = true;
+        }
+    }
     let mut cuda_active = vec![false; n];
     for &o in &work.topo {
+        if !concerned[o as usize] {
+            continue;
+        }
         let op = &graph.operators[o as usize];
         let ports = graph.port_facts_of(o as usize);
         for (p, port) in ports.iter().enumerate() {
@@ -275,6 +294,9 @@ pub(crate) fn place(
     // of its operator: input placement does not propagate to pass-through outputs.
     for o in 0..n {
         // Only tensor outputs: their operators and ports are read, no other.
+        if !graph.tensor_operators[o] {
+            continue;
+        }
         let facts = graph.port_facts_of(o);
         if !facts.iter().any(|f| f.tensor_output) {
             continue;
@@ -362,7 +384,33 @@ pub(crate) fn place(
     // stream order covers each consumer's reads, and the pool's next write into a slot is
     // on that same stream after every handle is gone, so neither a readiness event, a
     // self-wait nor a release event orders anything.
-    let fusion = graph
+    // (Without a compute stream no flow is fused: the flows are not read.)
+    let fusion = if streams.is_empty() {
+        vec![None; graph.edges.len()]
+    } else {
+        fusion(work, resolved, &stream_of)
+    };
+    let output_kind = check_apis(work, resolved, &device_of, &output_device);
+    Placed {
+        partitions,
+        streams,
+        device_of,
+        stream_of,
+        output_device,
+        output_kind,
+        fusion,
+        import_device,
+    }
+}
+
+/// Each flow's fusion evidence (see `place`).
+fn fusion(
+    work: &Work<'_>,
+    resolved: &Resolved,
+    stream_of: &[Option<u32>],
+) -> Vec<Option<FusionEvidence>> {
+    let graph = work.graph;
+    graph
         .edges
         .iter()
         .map(|e| {
@@ -388,18 +436,7 @@ pub(crate) fn place(
                 process_local: true,
             })
         })
-        .collect();
-    let output_kind = check_apis(work, resolved, &device_of, &output_device);
-    Placed {
-        partitions,
-        streams,
-        device_of,
-        stream_of,
-        output_device,
-        output_kind,
-        fusion,
-        import_device,
-    }
+        .collect()
 }
 
 /// Every tensor output in device memory lives on its device's API, and every edge whose
@@ -420,6 +457,9 @@ fn check_apis(
     };
     let mut output_kind = BTreeMap::new();
     for (o, op) in graph.operators.iter().enumerate() {
+        if !graph.tensor_operators[o] {
+            continue;
+        }
         let o32 = u32::try_from(o).unwrap_or(u32::MAX);
         // The graph's port table, not its ports: only tensor outputs matter here.
         for (p, port) in graph.port_facts_of(o).iter().enumerate() {
@@ -459,7 +499,10 @@ fn check_apis(
         }
     }
     // A consumer requiring one API's device kind, fed by a neutral output placed on the
-    // other API.
+    // other API (with no neutral output placed, no flow has one to check).
+    if output_kind.is_empty() {
+        return output_kind;
+    }
     for e in &graph.edges {
         let (fo, fp) = (e.from.0.0, e.from.1);
         let (to, tp) = (e.to.0.0, e.to.1);

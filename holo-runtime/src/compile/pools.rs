@@ -51,12 +51,18 @@ impl Resolved {
         self.outputs.get(at as usize).map(|(_, _, out)| out)
     }
 
-    /// `(operator, port, output)` by (operator, port).
+    /// `(operator, port, output)` in the order they were resolved (topological): no
+    /// sweep over the per-port table.
+    pub(crate) fn resolved_order(&self) -> impl Iterator<Item = (u32, u32, &ResolvedOutput)> {
+        self.outputs.iter().map(|(o, p, out)| (*o, *p, out))
+    }
+
+    /// `(operator, port, output)` by (operator, port): the resolved outputs sorted, not
+    /// a sweep over the per-port table (a graph's tensor outputs may be few of its ports).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, u32, &ResolvedOutput)> {
-        self.at
-            .iter()
-            .filter_map(|&at| self.outputs.get(at as usize))
-            .map(|(o, p, out)| (*o, *p, out))
+        let mut sorted: Vec<(u32, u32, &ResolvedOutput)> = self.resolved_order().collect();
+        sorted.sort_unstable_by_key(|&(o, p, _)| (o, p));
+        sorted.into_iter()
     }
 }
 
@@ -317,6 +323,10 @@ pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
     let mut projectors = BTreeMap::new();
     let graph = work.graph;
     for &o in &work.topo.clone() {
+        // An operator without tensor ports has no tensor output: its facts are not read.
+        if !graph.tensor_operators[o as usize] {
+            continue;
+        }
         let op = &graph.operators[o as usize];
         let ports = work.graph.port_facts_of(o as usize).len();
         for p in 0..ports {
@@ -558,7 +568,15 @@ fn resolve_kind(
 
 fn check_layouts(work: &mut Work<'_>, resolved: &Resolved) {
     let graph = work.graph;
-    for e in &graph.edges {
+    // The flows out of resolved outputs, in flow order (no other flow has a producer to
+    // check): found from the outputs, not by a sweep over every flow.
+    let mut flows: Vec<u32> = resolved
+        .resolved_order()
+        .flat_map(|(o, p, _)| work.outgoing(o, p).iter().copied())
+        .collect();
+    flows.sort_unstable();
+    for e in flows {
+        let e = &graph.edges[e as usize];
         let (fo, fp) = (e.from.0.0, e.from.1);
         let (to, tp) = (e.to.0.0, e.to.1);
         let Some(out) = resolved.get(work.port_index(fo, fp)) else {

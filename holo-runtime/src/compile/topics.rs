@@ -44,7 +44,8 @@ pub(crate) struct TopicPlan {
 #[derive(Debug, Default)]
 pub(crate) struct Topics {
     pub(crate) plans: Vec<TopicPlan>,
-    /// Per port ([`Work::port_index`]): the valid topic on it, or `u32::MAX`.
+    /// Per port ([`Work::port_index`]): the valid topic on it, or `u32::MAX` (empty when
+    /// the graph declares no topic).
     of_port: Vec<u32>,
 }
 
@@ -95,7 +96,12 @@ pub(crate) fn check(work: &mut Work<'_>) {
     let graph = work.graph;
     let mut topics = Topics {
         plans: vec![TopicPlan::default(); graph.topics.len()],
-        of_port: vec![u32::MAX; work.graph.port_facts.len()],
+        // (Empty without topics: every lookup finds none, and no per-port table is written.)
+        of_port: if graph.topics.is_empty() {
+            Vec::new()
+        } else {
+            vec![u32::MAX; work.graph.port_facts.len()]
+        },
     };
     let mut names: HashMap<&str, usize> = HashMap::new();
     for (i, t) in graph.topics.iter().enumerate() {

@@ -426,14 +426,14 @@ pub struct DeviceRecord {
 
 /// The device records of a plan: every device an operator, stream, pool or topic names.
 pub(crate) fn device_records(
-    operators: &[OperatorRecord],
+    device_of: &[Option<crate::device::DeviceId>],
     streams: &[CudaComputeStreamRecord],
     allocations: &[TensorAllocationPlanRecord],
     topics: &[TopicRecord],
 ) -> Vec<DeviceRecord> {
-    let mut ids: Vec<crate::device::DeviceId> = operators
+    let mut ids: Vec<crate::device::DeviceId> = device_of
         .iter()
-        .filter_map(|o| o.device)
+        .filter_map(|&d| d)
         .chain(streams.iter().map(|s| s.device))
         .chain(allocations.iter().filter_map(|a| a.device))
         .chain(topics.iter().filter_map(|t| t.contract.device))
@@ -451,10 +451,10 @@ pub(crate) fn device_records(
                 .filter(|s| s.device == device)
                 .map(|s| s.id)
                 .collect(),
-            operators: operators
-                .iter()
-                .filter(|o| o.device == Some(device))
-                .map(|o| o.id)
+            operators: (0u32..)
+                .zip(device_of)
+                .filter(|&(_, &d)| d == Some(device))
+                .map(|(o, _)| o)
                 .collect(),
             pools: allocations
                 .iter()
