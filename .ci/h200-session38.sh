@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The thirty-eighth session's device call, from the repo root after
-# .ci/h200-session36-bundle.sh (the library with the compile's dense names table) and a copy
-# of the base's `host_hop` (the library as at `ca1ad1c`) in .gpu/bench-base/: the whole suite
+# The thirty-eighth session's device call (the thirty-ninth's too), from the repo root after
+# .ci/h200-session36-bundle.sh (the change's library) and a copy of the base's `host_hop`
+# (a session's starting commit) in .gpu/bench-base/: the whole suite
 # on CUDA (.ci/h200-session36-suite.sh), the examples and the kernel-launching and DLPack
 # test binaries under compute-sanitizer (.ci/h200-session36-sanitizer.sh, in what is left of
 # 200 s), `host_hop`'s compile section and issue 12's table (`device_hop --bench`), then the
