@@ -6,7 +6,7 @@
 # test binaries under compute-sanitizer (.ci/h200-session36-sanitizer.sh, in what is left of
 # 200 s), `host_hop`'s compile section and issue 12's table (`device_hop --bench`), then the
 # compile's warm and cold growth, the base against this change, alternating
-# (.ci/compile-warm-cold.py), in what is left of 260 s. Each script packs its logs into one
+# (.ci/compile-warm-cold.py), in what is left of 320 s. Each script packs its logs into one
 # archive under $OUT; hops.log has each bench's exit code.
 out=${OUT:-/tmp/gpu-out}; mkdir -p "$out"
 bash .ci/h200-session36-suite.sh; suite=$?
@@ -16,10 +16,10 @@ if [ "$left" -gt 0 ]; then timeout "$left" bash .ci/h200-session36-sanitizer.sh;
 H=$(ls .gpu/bench/host_hop-* | head -1); D=$(ls .gpu/bench/device_hop-* | head -1)
 B=$(ls .gpu/bench-base/host_hop-* | head -1)
 {
-  echo "== compile"; date -u; timeout 60 "$H" --bench compile; echo "compile rc $?"
+  echo "== compile"; date -u; timeout 150 "$H" --bench compile; echo "compile rc $?"
   echo "== device_hop --bench"; date -u
   HOLO_DEVICE=cuda timeout 60 "$D" --bench; echo "device_hop rc $?"
-  left=$((260 - SECONDS))
+  left=$((320 - SECONDS))
   if [ "$left" -gt 30 ]; then
     echo "== compile, warm and cold, base ($B) against this change ($H), 6 rounds"; date -u
     timeout "$left" python3 .ci/compile-warm-cold.py "$B" "$H" 6; echo "warm-cold rc $?"
