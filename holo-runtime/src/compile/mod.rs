@@ -467,7 +467,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
             params: op.params_json.clone(),
             ports: binding::port_records(facts),
         });
-        let clock = sized.clocks[i as usize].as_ref();
+        let clock = queues::clock_of(&sized.clocks, i);
         triggers.push(crate::plan::TriggerRecord {
             operator: i,
             trigger: op.trigger.kind(),
