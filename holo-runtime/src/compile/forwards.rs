@@ -59,6 +59,10 @@ pub(crate) fn forwarding(work: &mut Work<'_>) -> Adjacency {
             }
         }
     }
+    // (No table when nothing forwards: every row is then empty.)
+    if pairs.is_empty() {
+        return Adjacency::default();
+    }
     let ports = work.graph.port_facts.len();
     Adjacency::from_pairs(ports, &pairs)
 }

@@ -118,7 +118,7 @@ pub(crate) fn check_graph(work: &mut Work<'_>) {
     let succ = Adjacency::from_pairs(n, &pairs).into_sets();
     let reversed: Vec<(u32, u32)> = pairs.into_iter().map(|(from, to)| (to, from)).collect();
     let pred = Adjacency::from_pairs(n, &reversed).into_sets();
-    let mut indegree = vec![0usize; n];
+    let mut indegree = vec![0u32; n];
     for o in 0..n {
         for &s in succ.row(o) {
             indegree[s as usize] += 1;

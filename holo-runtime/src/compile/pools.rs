@@ -40,7 +40,8 @@ pub(crate) struct ResolvedOutput {
 /// The resolved tensor outputs, found by port index ([`Work::port_index`]) in constant
 /// time and listed in port order, that is by (operator, port).
 pub(crate) struct Resolved {
-    /// Per port: the position of its output in `outputs`, or `u32::MAX`.
+    /// Per port: the position of its output in `outputs`, or `u32::MAX` (empty when no
+    /// output resolved).
     at: Vec<u32>,
     outputs: Vec<(u32, u32, ResolvedOutput)>,
 }
@@ -316,8 +317,10 @@ pub(crate) fn is_versioned_id(id: &str) -> bool {
 /// (an `input_max_byte_span` reads its producer's result), and checks every tensor
 /// edge's layout against the consumer's exact requirements.
 pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
+    // (The per-port table is made with the first resolved output: a graph without tensor
+    // outputs keeps none.)
     let mut resolved = Resolved {
-        at: vec![u32::MAX; work.graph.port_facts.len()],
+        at: Vec::new(),
         outputs: Vec::new(),
     };
     let mut projectors = BTreeMap::new();
@@ -508,6 +511,9 @@ pub(crate) fn resolve_tensors(work: &mut Work<'_>) -> Resolved {
                 );
             }
             let at = work.port_index(o, p);
+            if resolved.at.is_empty() {
+                resolved.at = vec![u32::MAX; work.graph.port_facts.len()];
+            }
             resolved.at[at] = u32::try_from(resolved.outputs.len()).unwrap_or(u32::MAX);
             resolved.outputs.push((o, p, out));
         }

@@ -60,9 +60,6 @@ struct Resolution {
     headroom: Option<Q>,
     /// The headroom ratio as the recipes show it (one allocation, shared by them).
     headroom_ratio: Arc<str>,
-    /// Per operator: its name, shared by its port-rate and horizon records (one
-    /// allocation per operator, not one per record), made when the operator is reached.
-    names: Vec<Option<Arc<str>>>,
 }
 
 impl Resolution {
@@ -185,7 +182,6 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
         clocks: Vec::new(),
         headroom,
         headroom_ratio: options.headroom_ratio.to_string().into(),
-        names: vec![None; graph.operators.len()],
     };
     let edges = graph.edges.len();
     let mut out = Sized {
@@ -330,9 +326,10 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
         // of the same name), sorted here while they are in cache ...
         res.records[first..].sort_by(|a, b| a.port.cmp(&b.port));
         res.index_from(pass.work, first);
-        res.names[o as usize] = Some(name);
         // The edges into this operator: every record they read is resolved (a producer
-        // comes first in topological order).
+        // comes first in topological order). Their horizon records share the operator's
+        // name with its port-rate records (one allocation per operator, not one per
+        // record; no table of names is kept: a consumer's edges are sized here).
         for (p, f) in graph.port_facts_of(o as usize).iter().enumerate() {
             if f.direction != PortDirection::Input {
                 continue;
@@ -342,7 +339,7 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
                 let id = pass.work.incoming(o, p)[k];
                 if let Some(done) = sized.get_mut(id as usize) {
                     *done = true;
-                    edge_diagnostics.size(&mut pass, &res, id, &mut out);
+                    edge_diagnostics.size(&mut pass, &res, id, Some(&name), &mut out);
                     order.push(id);
                 }
             }
@@ -353,7 +350,7 @@ pub(crate) fn size_queues(work: &mut Work<'_>) -> Sized {
     for (id, &done) in sized.iter().enumerate() {
         if !done {
             let id = u32::try_from(id).unwrap_or(u32::MAX);
-            edge_diagnostics.size(&mut pass, &res, id, &mut out);
+            edge_diagnostics.size(&mut pass, &res, id, None, &mut out);
             order.push(id);
         }
     }
@@ -574,10 +571,18 @@ struct EdgeDiagnostics {
 
 impl EdgeDiagnostics {
     /// Sizes edge `id`, keeping what it reports.
-    fn size(&mut self, pass: &mut Pass<'_, '_>, res: &Resolution, id: u32, out: &mut Sized) {
+    /// `consumer`: the consumer's name when the caller has it.
+    fn size(
+        &mut self,
+        pass: &mut Pass<'_, '_>,
+        res: &Resolution,
+        id: u32,
+        consumer: Option<&Arc<str>>,
+        out: &mut Sized,
+    ) {
         let (errors, warnings) = (pass.work.diagnostics.len(), pass.work.warnings.len());
         let e = &pass.work.graph.edges[id as usize];
-        size_edge(pass, res, id, e, out);
+        size_edge(pass, res, id, e, consumer, out);
         // (Most edges report nothing.)
         if pass.work.diagnostics.len() > errors {
             self.errors
@@ -624,6 +629,7 @@ fn size_edge(
     res: &Resolution,
     id: u32,
     e: &crate::graph::EdgeNode,
+    consumer_name: Option<&Arc<str>>,
     out: &mut Sized,
 ) {
     let graph = pass.work.graph;
@@ -637,9 +643,7 @@ fn size_edge(
     let (h, reason) = horizon(res, pass.work, to);
     out.horizons.push(AccumulationHorizonRecord {
         edge: id,
-        operator: res.names[to as usize]
-            .clone()
-            .unwrap_or_else(|| Arc::from(pass.work.op_name(to))),
+        operator: consumer_name.map_or_else(|| Arc::from(pass.work.op_name(to)), Arc::clone),
         port: port_name.into(),
         trigger: consumer.trigger.name().into(),
         mode: in_port.mode.name().into(),
