@@ -438,7 +438,7 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
     binding::host_waits(&mut edges, &allocations, &placed);
     let topics = topics::records(&work, &resolved, &placed, &allocations);
     topics::check_across_processes(&mut work, &topics);
-    one_device(&mut work, &placed, &allocations);
+    let used_devices = one_device(&mut work, &placed, &allocations);
     unique_pools(&mut work, &allocations);
     if !work.diagnostics.is_empty() {
         return Err(Diagnostics {
@@ -492,8 +492,13 @@ pub fn compile(graph: &Graph, options: CompileOptions) -> Result<ExecutionPlan, 
             },
         });
     }
-    let devices =
-        crate::plan::device_records(&placed.device_of, &placed.streams, &allocations, &topics);
+    let devices = crate::plan::device_records(
+        used_devices,
+        &placed.device_of,
+        &placed.streams,
+        &allocations,
+        &topics,
+    );
     let mut plan = ExecutionPlan {
         schema: crate::plan::PLAN_JSON_SCHEMA,
         fingerprint: work.fingerprint,
@@ -578,11 +583,13 @@ fn unique_pools(work: &mut Work<'_>, allocations: &[crate::plan::TensorAllocatio
     }
 }
 
+/// Returns the devices the plan's operators, streams and pools use, sorted (the device
+/// records start from them).
 fn one_device(
     work: &mut Work<'_>,
     placed: &placement::Placed,
     allocations: &[crate::plan::TensorAllocationPlanRecord],
-) {
+) -> Vec<crate::device::DeviceId> {
     let mut used: Vec<crate::device::DeviceId> = placed
         .device_of
         .iter()
@@ -610,6 +617,7 @@ fn one_device(
             .hint("bind every device output of the graph to one device, or run one session per device"),
         );
     }
+    used
 }
 
 fn edge_records(

@@ -576,18 +576,16 @@ fn check_layouts(work: &mut Work<'_>, resolved: &Resolved) {
     let graph = work.graph;
     // The flows out of resolved outputs, in flow order (no other flow has a producer to
     // check): found from the outputs, not by a sweep over every flow.
-    let mut flows: Vec<u32> = resolved
+    // Each flow carries its producer's output.
+    let mut flows: Vec<(u32, &ResolvedOutput)> = resolved
         .resolved_order()
-        .flat_map(|(o, p, _)| work.outgoing(o, p).iter().copied())
+        .flat_map(|(o, p, out)| work.outgoing(o, p).iter().map(move |&e| (e, out)))
         .collect();
-    flows.sort_unstable();
-    for e in flows {
+    flows.sort_unstable_by_key(|&(e, _)| e);
+    for (e, out) in flows {
         let e = &graph.edges[e as usize];
         let (fo, fp) = (e.from.0.0, e.from.1);
         let (to, tp) = (e.to.0.0, e.to.1);
-        let Some(out) = resolved.get(work.port_index(fo, fp)) else {
-            continue;
-        };
         let consumer = &graph.operators[to as usize];
         let PortDecl::TensorInput(req) = &consumer.ports[tp as usize].decl else {
             continue;

@@ -425,22 +425,19 @@ pub struct DeviceRecord {
 }
 
 /// The device records of a plan: every device an operator, stream, pool or topic names.
+/// `used`: the devices of the operators (`device_of`), streams and pools, as compile's
+/// one-device check collected them; the topics' are added here.
 pub(crate) fn device_records(
+    mut used: Vec<crate::device::DeviceId>,
     device_of: &[Option<crate::device::DeviceId>],
     streams: &[CudaComputeStreamRecord],
     allocations: &[TensorAllocationPlanRecord],
     topics: &[TopicRecord],
 ) -> Vec<DeviceRecord> {
-    let mut ids: Vec<crate::device::DeviceId> = device_of
-        .iter()
-        .filter_map(|&d| d)
-        .chain(streams.iter().map(|s| s.device))
-        .chain(allocations.iter().filter_map(|a| a.device))
-        .chain(topics.iter().filter_map(|t| t.contract.device))
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    ids.into_iter()
+    used.extend(topics.iter().filter_map(|t| t.contract.device));
+    used.sort_unstable();
+    used.dedup();
+    used.into_iter()
         .map(|device| DeviceRecord {
             device,
             api: device.api,
